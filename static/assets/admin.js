@@ -1,0 +1,629 @@
+/*
+ * admin.js — the dashboard /admin. Asks for the admin token (kept in
+ * sessionStorage, sent as Authorization: Bearer). EventSource cannot send
+ * headers, so the live stats come from a streaming fetch of
+ * /admin/api/stream, parsed as SSE here. Draws small canvas charts of the
+ * last 5 minutes and offers the queue and product controls.
+ */
+(function () {
+  'use strict';
+
+  const W = window.WaitRoom;
+  if (!W || !document.getElementById('dashboard')) return;
+  const { t, readError, backoffMs } = W.util;
+
+  const TOKEN_KEY = 'wr_admin_token';
+  const WINDOW_MS = 5 * 60 * 1000;
+  const STALE_MS = 15000;        // no byte for this long: the stream is dead
+  const PRODUCTS_POLL_MS = 5000;
+  const NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+
+  const lang = document.documentElement.lang || 'en';
+  const num = new Intl.NumberFormat(lang);
+  const num1 = new Intl.NumberFormat(lang, { maximumFractionDigits: 1 });
+  const rel = typeof Intl.RelativeTimeFormat === 'function' ? new Intl.RelativeTimeFormat(lang, { numeric: 'auto' }) : null;
+
+  const $ = (id) => document.getElementById(id);
+  const el = {
+    login: $('login'), loginForm: $('admin-login'), tokenInput: $('admin-token'), loginError: $('login-error'),
+    dashboard: $('dashboard'), conn: $('admin-conn'), updated: $('admin-updated'), error: $('admin-error'),
+    logout: $('admin-logout'),
+    sseTotal: $('sse-total'), waitingTotal: $('waiting-total'), admittedRate: $('admitted-rate'),
+    activeTokens: $('active-tokens'), tickLag: $('tick-lag'),
+    rlUser: $('rl-user'), rlIp: $('rl-ip'), rlGlobal: $('rl-global'),
+    instances: $('instances'), queues: $('queues'), products: $('products'),
+    newQueue: $('new-queue'), newProduct: $('new-product'), productsRefresh: $('products-refresh'),
+    tplQueue: $('tpl-queue'), tplProduct: $('tpl-product'),
+  };
+  const charts = {
+    sse: $('chart-sse'), waiting: $('chart-waiting'), admitted: $('chart-admitted'),
+    active: $('chart-active'), lag: $('chart-lag'), rejected: $('chart-rejected'),
+  };
+
+  let token = '';
+  let stream = null;             // {ctrl, lastByte}
+  let streamRetry = 0;
+  let streamTimer = null;
+  let watchdog = null;
+  let productsTimer = null;
+  let history = [];              // [{at, sse, waiting, admitted, active, lag, rl:{user,ip,global}}]
+  let prev = null;               // last stats message, for rates from counters
+  const queueCards = new Map();  // name -> {card, q}
+  const productRows = new Map(); // id -> row
+
+  // ---------- storage and auth ----------
+
+  function store() { try { return window.sessionStorage; } catch (_) { return null; } }
+  function loadToken() { const s = store(); return (s && s.getItem(TOKEN_KEY)) || ''; }
+  function saveToken(v) { const s = store(); if (s) { if (v) s.setItem(TOKEN_KEY, v); else s.removeItem(TOKEN_KEY); } }
+
+  function showLogin(message) {
+    stopAll();
+    token = '';
+    saveToken('');
+    el.dashboard.hidden = true;
+    el.login.hidden = false;
+    el.loginError.hidden = !message;
+    el.loginError.textContent = message || '';
+    el.tokenInput.focus();
+  }
+
+  function showDashboard() {
+    el.login.hidden = true;
+    el.dashboard.hidden = false;
+    history = [];
+    prev = null;
+    startStream();
+    loadProducts();
+  }
+
+  function stopAll() {
+    if (stream) { stream.stopped = true; stream.ctrl.abort(); stream = null; }
+    clearTimeout(streamTimer);
+    clearInterval(watchdog);
+    clearTimeout(productsTimer);
+  }
+
+  function errorText(err) {
+    if (err && err.status === 0) return t('admin_network', { msg: err.message });
+    return t('admin_error', { msg: (err && err.message) || '', code: (err && err.code) || '' });
+  }
+
+  function setError(text) {
+    el.error.hidden = !text;
+    el.error.textContent = text || '';
+  }
+
+  /** Authorised JSON call. Resolves {ok, status, body} or {ok:false, err}. 401 → login. */
+  async function api(method, path, body) {
+    const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
+    } catch (e) {
+      return { ok: false, err: { status: 0, code: 'network', message: String((e && e.message) || e) } };
+    }
+    if (res.status === 401 && path.startsWith('/admin/')) {
+      showLogin(t('admin_token_refused'));
+      return { ok: false, err: await readError(res) };
+    }
+    if (!res.ok) return { ok: false, status: res.status, err: await readError(res) };
+    const data = res.status === 204 ? null : await res.json().catch(() => null);
+    return { ok: true, status: res.status, body: data };
+  }
+
+  // ---------- the stats stream ----------
+
+  function setConn(state) {
+    el.conn.dataset.state = state;
+    el.conn.textContent = t('conn_' + state);
+  }
+
+  /** A minimal SSE parser: feed it text chunks, it calls onEvent per event. */
+  function sseParser(onEvent) {
+    let buf = '';
+    let data = [];
+    let event = '';
+    function line(l) {
+      if (l === '') {
+        if (data.length) onEvent({ event: event || 'message', data: data.join('\n') });
+        data = [];
+        event = '';
+        return;
+      }
+      if (l[0] === ':') return; // comment (heartbeat)
+      const i = l.indexOf(':');
+      const field = i < 0 ? l : l.slice(0, i);
+      let value = i < 0 ? '' : l.slice(i + 1);
+      if (value[0] === ' ') value = value.slice(1);
+      if (field === 'data') data.push(value);
+      else if (field === 'event') event = value;
+    }
+    return function feed(chunk) {
+      buf += chunk;
+      let start = 0;
+      for (;;) {
+        const n = buf.indexOf('\n', start);
+        const r = buf.indexOf('\r', start);
+        let end;
+        let next;
+        if (r !== -1 && (n === -1 || r < n)) {
+          if (r === buf.length - 1) break; // maybe \r\n split across chunks
+          end = r;
+          next = buf[r + 1] === '\n' ? r + 2 : r + 1;
+        } else if (n !== -1) {
+          end = n;
+          next = n + 1;
+        } else {
+          break;
+        }
+        line(buf.slice(start, end));
+        start = next;
+      }
+      buf = buf.slice(start);
+    };
+  }
+
+  async function startStream() {
+    clearTimeout(streamTimer);
+    if (stream) { stream.stopped = true; stream.ctrl.abort(); }
+    const s = { ctrl: new AbortController(), lastByte: Date.now(), stopped: false };
+    stream = s;
+    setConn(streamRetry === 0 ? 'connecting' : 'reconnecting');
+    clearInterval(watchdog);
+    watchdog = setInterval(() => {
+      if (Date.now() - s.lastByte > STALE_MS) s.ctrl.abort(); // ends the read loop below
+    }, 2000);
+
+    let failure = null;
+    try {
+      const res = await fetch('/admin/api/stream', {
+        headers: { Authorization: 'Bearer ' + token, Accept: 'text/event-stream' },
+        cache: 'no-store',
+        credentials: 'same-origin',
+        signal: s.ctrl.signal,
+      });
+      if (res.status === 401) { showLogin(t('admin_token_refused')); return; }
+      if (!res.ok || !res.body) {
+        failure = await readError(res);
+      } else {
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        const feed = sseParser((ev) => {
+          if (ev.event !== 'message' && ev.event !== 'stats') return;
+          let stats;
+          try { stats = JSON.parse(ev.data); } catch (_) { return; }
+          if (stream === s) {
+            streamRetry = 0;
+            setConn('live');
+            setError('');
+            onStats(stats);
+          }
+        });
+        setConn('live');
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          s.lastByte = Date.now();
+          feed(decoder.decode(value, { stream: true }));
+        }
+      }
+    } catch (e) {
+      if (s.stopped) return;
+      failure = { status: 0, code: 'network', message: String((e && e.message) || e) };
+    }
+    if (s.stopped || stream !== s) return;
+    // Ended or failed: back off and reconnect (with jitter, never a tight loop).
+    clearInterval(watchdog);
+    const delay = failure && failure.retryAfter != null ? W.util.retryDelayMs(failure.retryAfter) : backoffMs(streamRetry);
+    streamRetry++;
+    setConn('reconnecting');
+    const msg = t('admin_stream_retry', { n: Math.ceil(delay / 1000) });
+    setError(failure && failure.status ? errorText(failure) + ' ' + msg : msg);
+    streamTimer = setTimeout(startStream, delay);
+  }
+
+  // ---------- rendering the stats ----------
+
+  function n(v) { return typeof v === 'number' && Number.isFinite(v) ? v : 0; }
+
+  function onStats(s) {
+    const at = Number.isFinite(Date.parse(s.server_time)) ? Date.parse(s.server_time) : Date.now();
+    const queues = Array.isArray(s.queues) ? s.queues : [];
+    const instances = Array.isArray(s.instances) ? s.instances : [];
+    const dt = prev ? (at - prev.at) / 1000 : 0;
+    const prevQueues = new Map(((prev && prev.queues) || []).map((q) => [q.name, q]));
+
+    let admittedRate = 0;
+    const rates = new Map();
+    for (const q of queues) {
+      let r = null;
+      if (typeof q.admit_rate === 'number') r = q.admit_rate;
+      else if (dt > 0 && prevQueues.has(q.name)) r = Math.max(0, (n(q.admitted_total) - n(prevQueues.get(q.name).admitted_total)) / dt);
+      rates.set(q.name, r);
+      admittedRate += n(r);
+    }
+    const lags = queues.map((q) => q.tick_lag_ms).filter((v) => typeof v === 'number');
+    const rl = s.ratelimit_rejected || {};
+    const prl = (prev && prev.rl) || null;
+    const rlRate = (k) => (prl && dt > 0 ? Math.max(0, (n(rl[k]) - n(prl[k])) / dt) : 0);
+
+    const point = {
+      at,
+      sse: typeof s.sse_connections_total === 'number' ? s.sse_connections_total : instances.reduce((a, i) => a + n(i.sse_connections), 0),
+      waiting: queues.reduce((a, q) => a + n(q.waiting), 0),
+      admitted: admittedRate,
+      active: queues.reduce((a, q) => a + n(q.active_tokens), 0),
+      lag: lags.length ? Math.max(...lags) : null,
+      rl: { user: rlRate('user'), ip: rlRate('ip'), global: rlRate('global') },
+    };
+    history.push(point);
+    while (history.length && history[0].at < at - WINDOW_MS) history.shift();
+    prev = { at, queues, rl };
+
+    el.sseTotal.textContent = num.format(point.sse);
+    el.waitingTotal.textContent = num.format(point.waiting);
+    el.admittedRate.textContent = num1.format(point.admitted);
+    el.activeTokens.textContent = num.format(point.active);
+    el.tickLag.textContent = point.lag == null ? '–' : num.format(Math.round(point.lag));
+    el.rlUser.textContent = num.format(n(rl.user));
+    el.rlIp.textContent = num.format(n(rl.ip));
+    el.rlGlobal.textContent = num.format(n(rl.global));
+    el.updated.textContent = t('admin_updated', { time: new Date().toLocaleTimeString(lang) });
+
+    renderInstances(instances, at);
+    renderQueues(queues, rates);
+    drawAll();
+  }
+
+  function ago(iso, now) {
+    const ms = Date.parse(iso);
+    if (!Number.isFinite(ms)) return '–';
+    const secs = Math.round((ms - now) / 1000);
+    if (!rel) return Math.abs(secs) + ' s';
+    if (Math.abs(secs) < 90) return rel.format(secs, 'second');
+    if (Math.abs(secs) < 5400) return rel.format(Math.round(secs / 60), 'minute');
+    return rel.format(Math.round(secs / 3600), 'hour');
+  }
+
+  function cell(tag, text, cls) {
+    const c = document.createElement(tag);
+    c.textContent = text;
+    if (cls) c.className = cls;
+    return c;
+  }
+
+  function renderInstances(list, now) {
+    const rows = [];
+    for (const i of list) {
+      const tr = document.createElement('tr');
+      tr.dataset.instance = i.id;
+      tr.dataset.testid = 'instance-row';
+      const th = cell('th', i.id);
+      th.scope = 'row';
+      tr.append(th, cell('td', num.format(n(i.sse_connections)), 'num'),
+        cell('td', Number.isFinite(Date.parse(i.started_at)) ? new Date(i.started_at).toLocaleString(lang) : '–'),
+        cell('td', ago(i.last_seen, now)));
+      rows.push(tr);
+    }
+    if (!rows.length) {
+      const tr = document.createElement('tr');
+      const td = cell('td', t('admin_no_instances'), 'muted');
+      td.colSpan = 4;
+      tr.append(td);
+      rows.push(tr);
+    }
+    el.instances.replaceChildren(...rows);
+  }
+
+  // ---------- queue cards and controls ----------
+
+  function field(root, name) { return root.querySelector('[data-field="' + name + '"]'); }
+
+  function makeQueueCard(name) {
+    const card = el.tplQueue.content.firstElementChild.cloneNode(true);
+    card.dataset.queue = name;
+    field(card, 'name').textContent = name;
+    const form = card.querySelector('form');
+    for (const label of form.querySelectorAll('label[data-for]')) {
+      const input = form.elements[label.dataset.for];
+      input.id = 'q-' + name + '-' + label.dataset.for;
+      label.htmlFor = input.id;
+    }
+    const entry = { card, q: null, dirty: false };
+    form.addEventListener('input', () => { entry.dirty = true; });
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const body = {};
+      for (const k of ['rate_per_second', 'max_active', 'token_ttl_seconds']) {
+        const v = form.elements[k].value.trim();
+        if (v !== '') body[k] = Number(v);
+      }
+      putQueue(entry, body, () => { entry.dirty = false; });
+    });
+    card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', () => {
+      if (entry.q) putQueue(entry, { paused: !entry.q.paused });
+    });
+    card.querySelector('[data-testid="toggle-closed"]').addEventListener('click', () => {
+      if (entry.q) putQueue(entry, { closed: !entry.q.closed });
+    });
+    return entry;
+  }
+
+  async function putQueue(entry, body, onOk) {
+    const msg = entry.card.querySelector('[data-testid="queue-msg"]');
+    msg.dataset.state = 'pending';
+    msg.textContent = t('admin_saving');
+    const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(entry.card.dataset.queue), body);
+    msg.dataset.state = r.ok ? 'ok' : 'error';
+    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
+    if (r.ok) {
+      if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, true);
+      else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, true);
+      if (onOk) onOk();
+    }
+  }
+
+  function updateQueueCard(entry, q, rate, force) {
+    entry.q = q;
+    const c = entry.card;
+    field(c, 'badge-paused').hidden = !q.paused;
+    field(c, 'badge-closed').hidden = !q.closed;
+    field(c, 'badge-leader').hidden = !q.leader;
+    field(c, 'badge-leader').textContent = typeof q.leader === 'string' && q.leader ? t('admin_leader') + ': ' + q.leader : t('admin_leader');
+    field(c, 'waiting').textContent = num.format(n(q.waiting));
+    if (rate !== null && rate !== undefined) field(c, 'admit_rate').textContent = num1.format(rate);
+    field(c, 'active_tokens').textContent = num.format(n(q.active_tokens)) + (q.max_active ? ' / ' + num.format(q.max_active) : '');
+    field(c, 'admitted_total').textContent = num.format(n(q.admitted_total));
+    field(c, 'tick_lag_ms').textContent = typeof q.tick_lag_ms === 'number' ? num.format(Math.round(q.tick_lag_ms)) : '–';
+    field(c, 'settings').textContent = t('admin_settings_value', {
+      rate: q.rate_per_second == null ? '–' : num1.format(q.rate_per_second),
+      max: q.max_active ? num.format(q.max_active) : t('admin_no_cap'),
+      ttl: q.token_ttl_seconds == null ? '–' : num.format(q.token_ttl_seconds),
+    });
+    const pause = c.querySelector('[data-testid="toggle-pause"]');
+    pause.textContent = q.paused ? t('admin_resume') : t('admin_pause');
+    pause.setAttribute('aria-pressed', q.paused ? 'true' : 'false');
+    const close = c.querySelector('[data-testid="toggle-closed"]');
+    close.textContent = q.closed ? t('admin_open') : t('admin_close');
+    close.setAttribute('aria-pressed', q.closed ? 'true' : 'false');
+
+    // Keep what the admin is typing; otherwise mirror the live settings.
+    const form = c.querySelector('form');
+    if (force || (!entry.dirty && !form.contains(document.activeElement))) {
+      for (const k of ['rate_per_second', 'max_active', 'token_ttl_seconds']) {
+        if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
+      }
+      if (force) entry.dirty = false;
+    }
+  }
+
+  function renderQueues(list, rates) {
+    const seen = new Set();
+    for (const q of list) {
+      if (!q || typeof q.name !== 'string') continue;
+      seen.add(q.name);
+      let entry = queueCards.get(q.name);
+      if (!entry) {
+        entry = makeQueueCard(q.name);
+        queueCards.set(q.name, entry);
+        el.queues.append(entry.card);
+      }
+      updateQueueCard(entry, q, rates.get(q.name), false);
+    }
+    for (const [name, entry] of queueCards) {
+      if (!seen.has(name)) { entry.card.remove(); queueCards.delete(name); }
+    }
+    let empty = el.queues.querySelector('.empty');
+    if (!queueCards.size && !empty) {
+      empty = cell('p', t('admin_no_queues'), 'empty muted');
+      el.queues.append(empty);
+    } else if (queueCards.size && empty) {
+      empty.remove();
+    }
+  }
+
+  el.newQueue.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const f = el.newQueue;
+    const msg = f.querySelector('[data-testid="form-msg"]');
+    const name = f.elements.name.value.trim();
+    if (!NAME_RE.test(name)) { f.elements.name.setAttribute('aria-invalid', 'true'); f.elements.name.focus(); return; }
+    f.elements.name.removeAttribute('aria-invalid');
+    const body = {};
+    if (f.elements.rate_per_second.value !== '') body.rate_per_second = Number(f.elements.rate_per_second.value);
+    msg.textContent = t('admin_saving');
+    const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(name), body);
+    msg.dataset.state = r.ok ? 'ok' : 'error';
+    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
+    if (r.ok) f.elements.name.value = '';
+  });
+
+  // ---------- products ----------
+
+  function makeProductRow(id) {
+    const tr = el.tplProduct.content.firstElementChild.cloneNode(true);
+    tr.dataset.product = id;
+    field(tr, 'id').textContent = id;
+    const labels = { name: t('admin_product_name'), price: t('admin_product_price'), stock: t('admin_product_stock_set') };
+    for (const k of Object.keys(labels)) {
+      const input = tr.querySelector('input[name="' + k + '"]');
+      input.setAttribute('aria-label', labels[k] + ' — ' + id);
+      input.addEventListener('input', () => { tr.dataset.dirty = '1'; });
+    }
+    tr.querySelector('[data-testid="save-product"]').addEventListener('click', async () => {
+      const body = {
+        name: tr.querySelector('input[name="name"]').value.trim(),
+        price: Number(tr.querySelector('input[name="price"]').value),
+        stock: Number(tr.querySelector('input[name="stock"]').value),
+      };
+      const msg = tr.querySelector('[data-testid="product-msg"]');
+      msg.textContent = t('admin_saving');
+      const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
+      msg.dataset.state = r.ok ? 'ok' : 'error';
+      msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
+      if (r.ok) { delete tr.dataset.dirty; loadProducts(); }
+    });
+    return tr;
+  }
+
+  function renderProducts(list) {
+    const seen = new Set();
+    for (const p of list) {
+      if (!p || typeof p.id !== 'string') continue;
+      seen.add(p.id);
+      let tr = productRows.get(p.id);
+      if (!tr) {
+        tr = makeProductRow(p.id);
+        productRows.set(p.id, tr);
+        el.products.append(tr);
+      }
+      field(tr, 'stock').textContent = num.format(n(p.stock));
+      if (!tr.dataset.dirty && !tr.contains(document.activeElement)) {
+        tr.querySelector('input[name="name"]').value = p.name || '';
+        tr.querySelector('input[name="price"]').value = String(n(p.price));
+        tr.querySelector('input[name="stock"]').value = String(n(p.stock));
+      }
+    }
+    for (const [id, tr] of productRows) {
+      if (!seen.has(id)) { tr.remove(); productRows.delete(id); }
+    }
+    let empty = el.products.querySelector('.empty');
+    if (!productRows.size && !empty) {
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      const td = cell('td', t('admin_no_products'), 'muted');
+      td.colSpan = 6;
+      tr.append(td);
+      el.products.append(tr);
+    } else if (productRows.size && empty) {
+      empty.remove();
+    }
+  }
+
+  async function loadProducts() {
+    clearTimeout(productsTimer);
+    const r = await api('GET', '/api/products');
+    if (el.dashboard.hidden) return;
+    if (r.ok) {
+      const list = Array.isArray(r.body) ? r.body : (r.body && r.body.products) || [];
+      renderProducts(list);
+    } else {
+      setError(errorText(r.err));
+    }
+    productsTimer = setTimeout(loadProducts, PRODUCTS_POLL_MS);
+  }
+
+  el.productsRefresh.addEventListener('click', loadProducts);
+
+  el.newProduct.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const f = el.newProduct;
+    const msg = f.querySelector('[data-testid="form-msg"]');
+    const id = f.elements.id.value.trim();
+    if (!NAME_RE.test(id)) { f.elements.id.setAttribute('aria-invalid', 'true'); f.elements.id.focus(); return; }
+    f.elements.id.removeAttribute('aria-invalid');
+    const body = { name: f.elements.name.value.trim(), price: Number(f.elements.price.value), stock: Number(f.elements.stock.value) };
+    msg.textContent = t('admin_saving');
+    const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
+    msg.dataset.state = r.ok ? 'ok' : 'error';
+    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
+    if (r.ok) { f.elements.id.value = ''; f.elements.name.value = ''; loadProducts(); }
+  });
+
+  // ---------- charts ----------
+
+  function cssVar(name, fallback) {
+    const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return v || fallback;
+  }
+
+  /** Draws series [{values:[{at, v}], color}] over the last 5 minutes. */
+  function drawChart(canvas, series, now) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(100, canvas.clientWidth || 300);
+    const h = Math.max(40, canvas.clientHeight || 70);
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr);
+      canvas.height = Math.round(h * dpr);
+    }
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    let max = 0;
+    for (const s of series) for (const p of s.values) if (p.v != null && p.v > max) max = p.v;
+    max = max <= 0 ? 1 : max * 1.15;
+    const pad = 4;
+    const x = (at) => pad + ((at - (now - WINDOW_MS)) / WINDOW_MS) * (w - 2 * pad);
+    const y = (v) => h - pad - (v / max) * (h - 2 * pad);
+
+    ctx.strokeStyle = cssVar('--grid', '#e3e6ea');
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(pad, h - pad + 0.5);
+    ctx.lineTo(w - pad, h - pad + 0.5);
+    ctx.stroke();
+    ctx.fillStyle = cssVar('--muted', '#5b6472');
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.textBaseline = 'top';
+    ctx.fillText(num1.format(max / 1.15), pad + 2, pad);
+
+    for (const s of series) {
+      ctx.strokeStyle = s.color;
+      ctx.lineWidth = 2;
+      ctx.lineJoin = 'round';
+      ctx.beginPath();
+      let started = false;
+      for (const p of s.values) {
+        if (p.v == null) { started = false; continue; }
+        if (!started) { ctx.moveTo(x(p.at), y(p.v)); started = true; } else ctx.lineTo(x(p.at), y(p.v));
+      }
+      ctx.stroke();
+    }
+  }
+
+  function drawAll() {
+    if (!history.length) return;
+    const now = history[history.length - 1].at;
+    const c1 = cssVar('--chart-1', '#1f6feb');
+    const c2 = cssVar('--chart-2', '#b3261e');
+    const c3 = cssVar('--chart-3', '#8250df');
+    const pick = (k) => history.map((p) => ({ at: p.at, v: p[k] }));
+    drawChart(charts.sse, [{ values: pick('sse'), color: c1 }], now);
+    drawChart(charts.waiting, [{ values: pick('waiting'), color: c1 }], now);
+    drawChart(charts.admitted, [{ values: pick('admitted'), color: c1 }], now);
+    drawChart(charts.active, [{ values: pick('active'), color: c1 }], now);
+    drawChart(charts.lag, [{ values: pick('lag'), color: c1 }], now);
+    drawChart(charts.rejected, [
+      { values: history.map((p) => ({ at: p.at, v: p.rl.user })), color: c1 },
+      { values: history.map((p) => ({ at: p.at, v: p.rl.ip })), color: c3 },
+      { values: history.map((p) => ({ at: p.at, v: p.rl.global })), color: c2 },
+    ], now);
+  }
+
+  window.addEventListener('resize', () => drawAll());
+  if (window.matchMedia) {
+    const mq = window.matchMedia('(prefers-color-scheme: dark)');
+    if (mq.addEventListener) mq.addEventListener('change', () => drawAll());
+  }
+
+  // ---------- start ----------
+
+  el.loginForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = el.tokenInput.value.trim();
+    if (!v) { el.tokenInput.focus(); return; }
+    token = v;
+    saveToken(v);
+    el.tokenInput.value = '';
+    el.loginError.hidden = true;
+    streamRetry = 0;
+    showDashboard();
+  });
+  el.logout.addEventListener('click', () => showLogin(''));
+
+  token = loadToken();
+  if (token) showDashboard();
+  else { el.login.hidden = false; el.dashboard.hidden = true; }
+})();

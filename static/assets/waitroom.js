@@ -1,0 +1,583 @@
+/*
+ * waitroom.js — the embeddable WaitRoom client. Plain ES2020, no build step,
+ * no dependencies; works under `script-src 'self'`.
+ *
+ *   const room = WaitRoom.join({
+ *     queue: 'demo',                 // required, [A-Za-z0-9_-]{1,64}
+ *     baseUrl: '',                   // optional, '' = this origin
+ *     onJoin(j)      {},             // join response: {ticket?, queue, state, position, waiting, eta_seconds, …}
+ *     onPosition(p)  {},             // {position, ahead, waiting, eta_seconds, rate_per_second, server_time, tick}
+ *     onAdmitted(a)  {},             // {token, token_expires_at, expires_at_ms, redirect, server_time}
+ *     onExpired(e)   {},             // {reason: 'server' | 'local'}
+ *     onLeft()       {},             // the ticket left the line (this tab or another)
+ *     onState(s)     {},             // 'connecting' | 'live' | 'reconnecting' | 'closed'
+ *     onError(err)   {},             // {status, code, message, retryAfter, retryIn, fatal}
+ *   });
+ *   room.leave();  // DELETE the ticket (give up the place), then close
+ *   room.close();  // stop listening; the place is kept (for a grace period)
+ *
+ * What it does: POST /api/queues/{queue}/join (the HttpOnly `wr_ticket`
+ * cookie identifies the caller; 201 = new place, 200 = same place again),
+ * then one EventSource on /api/queues/{queue}/stream. Only one tab per queue
+ * holds that EventSource (a Web Lock, else an election over
+ * BroadcastChannel); it re-broadcasts every event on BroadcastChannel
+ * 'wr-<queue>' so other tabs follow without a connection of their own
+ * (browsers allow only 6 HTTP/1.1 connections per origin).
+ *
+ * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
+ * ({token, expires_at, expires_at_ms}); it never goes into a URL. The order
+ * page reads it back with WaitRoom.getToken(queue).
+ */
+(function (global) {
+  'use strict';
+
+  const QUEUE_RE = /^[A-Za-z0-9_-]{1,64}$/;
+  const TOKEN_PREFIX = 'wr_token:';
+  const MAX_BACKOFF_MS = 30000;
+
+  // ---------- small shared helpers (also used by the bundled pages) ----------
+
+  /** Seconds from a Retry-After header (delta-seconds or HTTP date); null if absent. */
+  function parseRetryAfter(value) {
+    if (value == null || value === '') return null;
+    const n = Number(value);
+    if (Number.isFinite(n)) return Math.max(0, n);
+    const when = Date.parse(value);
+    if (Number.isFinite(when)) return Math.max(0, Math.ceil((when - Date.now()) / 1000));
+    return null;
+  }
+
+  /**
+   * Reads the API's error shape {"error":{"code","message"}} from a failed
+   * response. Never throws.
+   */
+  async function readError(res) {
+    let code = 'http_' + res.status;
+    let message = res.statusText || 'HTTP ' + res.status;
+    try {
+      const body = await res.json();
+      if (body && body.error) {
+        code = body.error.code || code;
+        message = body.error.message || message;
+      }
+    } catch (_) { /* not JSON: keep the status */ }
+    return {
+      status: res.status,
+      code,
+      message,
+      retryAfter: parseRetryAfter(res.headers.get('Retry-After')),
+      scope: res.headers.get('X-RateLimit-Scope') || undefined,
+    };
+  }
+
+  /**
+   * Delay before retrying after a 429/503: the server's Retry-After (at least
+   * 1 s) plus random jitter so that many clients told the same number do not
+   * come back in the same instant.
+   */
+  function retryDelayMs(retryAfterSeconds) {
+    const base = Math.max(1, retryAfterSeconds == null ? 2 : retryAfterSeconds) * 1000;
+    return Math.round(base + Math.random() * Math.min(base, 3000));
+  }
+
+  /** Exponential backoff with full jitter for the n-th (0-based) failure. */
+  function backoffMs(attempt) {
+    const cap = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, Math.min(attempt, 10)));
+    return Math.round(cap / 2 + Math.random() * (cap / 2));
+  }
+
+  let cachedMessages = null;
+  /** UI strings the page embedded as JSON in #wr-messages (empty object if none). */
+  function messages() {
+    if (cachedMessages) return cachedMessages;
+    cachedMessages = {};
+    const el = typeof document !== 'undefined' && document.getElementById('wr-messages');
+    if (el) {
+      try { cachedMessages = JSON.parse(el.textContent) || {}; } catch (_) { /* keep empty */ }
+    }
+    return cachedMessages;
+  }
+
+  /** t('stock_left', {n: 3}) → the page's string for that key with {n} replaced. */
+  function t(key, vars) {
+    const s = messages()[key];
+    const text = typeof s === 'string' ? s : key;
+    if (!vars) return text;
+    return text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
+  }
+
+  /** English ordinal: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 23rd, 111th. */
+  function ordinal(n) {
+    const v = Math.abs(n) % 100;
+    if (v >= 11 && v <= 13) return n + 'th';
+    switch (v % 10) {
+      case 1: return n + 'st';
+      case 2: return n + 'nd';
+      case 3: return n + 'rd';
+      default: return n + 'th';
+    }
+  }
+
+  function safeStorage() {
+    try {
+      const s = global.sessionStorage;
+      const probe = '__wr_probe__';
+      s.setItem(probe, '1');
+      s.removeItem(probe);
+      return s;
+    } catch (_) {
+      return null; // private mode, disabled storage: work without it
+    }
+  }
+
+  // ---------- admission token in sessionStorage ----------
+
+  function saveToken(queue, token, expiresAt, skewMs) {
+    const s = safeStorage();
+    if (!s || !token) return;
+    const server = Date.parse(expiresAt);
+    const rec = {
+      token,
+      expires_at: expiresAt || null,
+      // Expiry on this machine's clock: the server's time minus the skew.
+      expires_at_ms: Number.isFinite(server) ? server - (skewMs || 0) : null,
+    };
+    s.setItem(TOKEN_PREFIX + queue, JSON.stringify(rec));
+  }
+
+  /**
+   * The admission token stored for queue: {token, expires_at, expires_at_ms}
+   * or null when none is stored or it has expired (then it is removed).
+   */
+  function getToken(queue) {
+    const s = safeStorage();
+    if (!s) return null;
+    let rec = null;
+    try { rec = JSON.parse(s.getItem(TOKEN_PREFIX + queue) || 'null'); } catch (_) { rec = null; }
+    if (!rec || typeof rec.token !== 'string' || !rec.token) return null;
+    if (typeof rec.expires_at_ms === 'number' && rec.expires_at_ms <= Date.now()) {
+      s.removeItem(TOKEN_PREFIX + queue);
+      return null;
+    }
+    return rec;
+  }
+
+  /** Forgets the stored token of queue (after a successful order, or expiry). */
+  function clearToken(queue) {
+    const s = safeStorage();
+    if (s) s.removeItem(TOKEN_PREFIX + queue);
+  }
+
+  /** Only same-origin paths may be followed; anything else falls back. */
+  function safeRedirect(redirect, queue) {
+    if (typeof redirect === 'string' && /^\/(?![/\\])/.test(redirect)) return redirect;
+    return '/q/' + encodeURIComponent(queue) + '/order';
+  }
+
+  function parseJSON(text) {
+    try { return JSON.parse(text); } catch (_) { return null; }
+  }
+
+  // ---------- the room ----------
+
+  class Room {
+    constructor(opts) {
+      if (!opts || !QUEUE_RE.test(opts.queue || '')) {
+        throw new TypeError('WaitRoom.join: queue must be 1-64 characters from A-Z a-z 0-9 _ -');
+      }
+      this.queue = opts.queue;
+      this.base = String(opts.baseUrl || '').replace(/\/+$/, '');
+      this.cb = opts;
+      this.crossOrigin = false;
+      if (this.base) {
+        try { this.crossOrigin = new URL(this.base, global.location.href).origin !== global.location.origin; } catch (_) { /* same */ }
+      }
+      this.credentials = this.crossOrigin ? 'include' : 'same-origin';
+      this.state = '';
+      this.closed = false;
+      this.ended = false;     // expired or left: no automatic re-join
+      this.leader = false;
+      this.es = null;
+      this.bc = null;
+      this.timers = new Set();
+      this.joinAttempt = 0;
+      this.streamFailures = 0;
+      this.skewMs = 0;
+      this.last = { state: '', position: null, admitted: null };
+      this.admittedToken = '';
+      this.expiryTimer = null;
+      this.electing = false;
+      this.mode = '';
+      this.id = Math.random().toString(36).slice(2) + Date.now().toString(36);
+    }
+
+    // --- public ---
+
+    /** Leaves the line: DELETE the ticket, tell the other tabs, close. */
+    async leave() {
+      this.ended = true;
+      let ok = true;
+      try {
+        const res = await fetch(this._url('/ticket'), { method: 'DELETE', credentials: this.credentials });
+        ok = res.ok || res.status === 404;
+      } catch (_) {
+        ok = false;
+      }
+      this._post({ type: 'left' });
+      clearToken(this.queue);
+      this.close();
+      return ok;
+    }
+
+    /** Stops listening in this tab. The place in line is kept by the server. */
+    close() {
+      if (this.closed) return;
+      this.closed = true;
+      this._closeStream();
+      this.timers.forEach((id) => clearTimeout(id));
+      this.timers.clear();
+      if (this.expiryTimer) clearTimeout(this.expiryTimer);
+      if (this.lockAbort) this.lockAbort.abort();
+      if (this.releaseLock) this.releaseLock();
+      if (this.leader) this._post({ type: 'bye', id: this.id });
+      if (this.bc) { this.bc.close(); this.bc = null; }
+      this._setState('closed', true);
+    }
+
+    /** Current time on the server's clock (ms), from the last event's server_time. */
+    serverNow() { return Date.now() + this.skewMs; }
+
+    // --- joining ---
+
+    start() {
+      this._setState('connecting');
+      this._openChannel();
+      this._join();
+      return this;
+    }
+
+    _url(suffix) {
+      return this.base + '/api/queues/' + encodeURIComponent(this.queue) + suffix;
+    }
+
+    _later(fn, ms) {
+      const id = setTimeout(() => { this.timers.delete(id); if (!this.closed) fn(); }, ms);
+      this.timers.add(id);
+      return id;
+    }
+
+    async _join() {
+      if (this.closed) return;
+      let res;
+      try {
+        res = await fetch(this._url('/join'), {
+          method: 'POST',
+          credentials: this.credentials,
+          headers: { Accept: 'application/json' },
+        });
+      } catch (e) {
+        return this._retryJoin({ status: 0, code: 'network', message: String(e && e.message || e) }, backoffMs(this.joinAttempt));
+      }
+      if (this.closed) return;
+      if (res.status === 200 || res.status === 201) {
+        const body = (await res.json().catch(() => null)) || {};
+        this.joinAttempt = 0;
+        this._call('onJoin', Object.assign({ resumed: res.status === 200 }, body));
+        if (body.state === 'admitted' && body.token) {
+          this._handle('admitted', { token: body.token, token_expires_at: body.token_expires_at }, false);
+        } else if (body.position != null) {
+          this._handle('position', {
+            position: body.position, waiting: body.waiting, eta_seconds: body.eta_seconds,
+            rate_per_second: body.rate_per_second,
+          }, false);
+        }
+        if (!this.electing) this._elect();
+        else if (this.leader && !this.es && !this.ended) this._openStream();
+        return;
+      }
+      const err = await readError(res);
+      if (res.status === 429 || res.status === 503) {
+        return this._retryJoin(err, retryDelayMs(err.retryAfter));
+      }
+      if (res.status >= 500) {
+        return this._retryJoin(err, backoffMs(this.joinAttempt));
+      }
+      // 404 queue_not_found, 423 queue_closed, other 4xx: retrying will not help.
+      err.fatal = true;
+      this._call('onError', err);
+      this.close();
+    }
+
+    _retryJoin(err, delay) {
+      this.joinAttempt++;
+      err.retryIn = Math.ceil(delay / 1000);
+      err.fatal = false;
+      this._call('onError', err);
+      this._later(() => this._join(), delay);
+    }
+
+    // --- who holds the stream ---
+
+    _openChannel() {
+      if (typeof global.BroadcastChannel !== 'function') return;
+      this.bc = new global.BroadcastChannel('wr-' + this.queue);
+      this.bc.onmessage = (e) => this._onPeer(e.data || {});
+    }
+
+    _post(msg) {
+      if (this.bc) {
+        try { this.bc.postMessage(msg); } catch (_) { /* channel closed */ }
+      }
+    }
+
+    _elect() {
+      if (this.electing || this.closed) return;
+      this.electing = true;
+      const locks = global.navigator && global.navigator.locks;
+      if (locks && typeof locks.request === 'function') {
+        this.mode = 'locks';
+        this.lockAbort = typeof AbortController === 'function' ? new AbortController() : null;
+        const opts = this.lockAbort ? { signal: this.lockAbort.signal } : {};
+        locks.request('wr-stream-' + this.queue, opts, () => {
+          if (this.closed) return undefined;
+          // Hold the lock until this room closes (or the tab goes away).
+          return new Promise((resolve) => {
+            this.releaseLock = resolve;
+            this._lead();
+          });
+        }).catch(() => { /* aborted on close */ });
+        this._post({ type: 'hello', id: this.id });
+      } else if (this.bc) {
+        this.mode = 'channel';
+        this._electByChannel();
+      } else {
+        this.mode = 'solo';
+        this._lead();
+      }
+    }
+
+    // Fallback when Web Locks are missing: the leader beats every second;
+    // a tab that hears no beat for 3 s claims, and the lowest id wins a tie.
+    _electByChannel() {
+      this.lastBeat = 0;
+      this.claimedAt = 0;
+      const tick = () => {
+        if (this.closed) return;
+        if (this.leader) {
+          this._post({ type: 'beat', id: this.id });
+        } else if (Date.now() - this.lastBeat > 3000) {
+          if (this.claimedAt && Date.now() - this.claimedAt > 400) {
+            this.claimedAt = 0;
+            this._lead();
+            this._post({ type: 'beat', id: this.id });
+          } else if (!this.claimedAt) {
+            this.claimedAt = Date.now();
+            this._post({ type: 'claim', id: this.id });
+          }
+        }
+        this._later(tick, this.claimedAt ? 450 : 1000);
+      };
+      this._post({ type: 'hello', id: this.id });
+      this._later(tick, 300 + Math.random() * 300);
+    }
+
+    _onPeer(msg) {
+      if (this.closed || !msg || msg.id === this.id) return;
+      switch (msg.type) {
+        case 'hello':
+          if (this.leader) {
+            this._post({ type: 'snapshot', id: this.id, state: this.state, position: this.last.position, admitted: this.last.admitted });
+          }
+          break;
+        case 'snapshot':
+          if (!this.leader) {
+            if (msg.position) this._handle('position', msg.position, false);
+            if (msg.admitted) this._handle('admitted', msg.admitted, false);
+            if (msg.state) this._setState(msg.state);
+            this.lastBeat = Date.now();
+          }
+          break;
+        case 'event':
+          if (!this.leader) this._handle(msg.name, msg.data, false);
+          break;
+        case 'state':
+          if (!this.leader && msg.state !== 'closed') this._setState(msg.state);
+          break;
+        case 'left':
+          this.ended = true;
+          clearToken(this.queue);
+          this._call('onLeft');
+          this.close();
+          break;
+        case 'beat':
+          this.lastBeat = Date.now();
+          this.claimedAt = 0;
+          if (this.leader && this.mode === 'channel' && msg.id < this.id) this._stepDown();
+          break;
+        case 'claim':
+          if (this.leader) this._post({ type: 'beat', id: this.id });
+          else if (this.claimedAt && msg.id < this.id) this.claimedAt = 0;
+          break;
+        case 'bye':
+          this.lastBeat = 0;
+          break;
+        default:
+      }
+    }
+
+    _stepDown() {
+      this.leader = false;
+      this._closeStream();
+    }
+
+    _lead() {
+      if (this.closed) { if (this.releaseLock) this.releaseLock(); return; }
+      this.leader = true;
+      if (!this.ended) this._openStream();
+    }
+
+    // --- the stream (leader only) ---
+
+    _openStream() {
+      this._closeStream();
+      if (this.closed || this.ended) return;
+      const es = new global.EventSource(this._url('/stream'), { withCredentials: this.crossOrigin });
+      this.es = es;
+      es.onopen = () => {
+        this.streamFailures = 0;
+        this._setState('live');
+      };
+      es.onerror = () => {
+        if (this.es !== es) return;
+        if (es.readyState === global.EventSource.CONNECTING) {
+          // The browser reconnects by itself (after the server's retry:).
+          this._setState('reconnecting');
+          return;
+        }
+        // CLOSED: the server answered with an error status (401, 404: the
+        // place was lost) or not an event stream. Join again after a pause
+        // — a still-valid ticket gets its old place back.
+        es.close();
+        this.es = null;
+        if (this.ended || this.closed) return;
+        this._setState('reconnecting');
+        const delay = backoffMs(this.streamFailures++);
+        this._later(() => this._join(), delay);
+      };
+      for (const name of ['position', 'admitted', 'expired']) {
+        es.addEventListener(name, (e) => {
+          if (this.es !== es) return;
+          this._handle(name, parseJSON(e.data) || {}, true);
+        });
+      }
+    }
+
+    _closeStream() {
+      if (this.es) {
+        this.es.close();
+        this.es = null;
+      }
+    }
+
+    // --- events, from the stream or from another tab ---
+
+    _handle(name, data, fromStream) {
+      if (this.closed || !data) return;
+      if (data.server_time) {
+        const st = Date.parse(data.server_time);
+        if (Number.isFinite(st)) this.skewMs = st - Date.now();
+      }
+      if (fromStream) this._post({ type: 'event', id: this.id, name, data });
+      if (name === 'position') {
+        const p = Object.assign({}, data);
+        if (typeof p.position === 'number') p.ahead = Math.max(0, p.position - 1);
+        this.last.position = data;
+        this._call('onPosition', p);
+      } else if (name === 'admitted') {
+        this.last.admitted = data;
+        if (!data.token || data.token === this.admittedToken) return; // sent again on reconnect
+        this.admittedToken = data.token;
+        saveToken(this.queue, data.token, data.token_expires_at, this.skewMs);
+        const rec = getToken(this.queue);
+        const a = Object.assign({}, data, {
+          redirect: safeRedirect(data.redirect, this.queue),
+          expires_at_ms: rec ? rec.expires_at_ms : null,
+        });
+        this._armLocalExpiry(a.expires_at_ms);
+        this._call('onAdmitted', a);
+      } else if (name === 'expired') {
+        this._expire('server');
+      }
+    }
+
+    // The server sends `expired`, but a tab that slept through it still has
+    // to find out: fire a little after the token's own expiry.
+    _armLocalExpiry(expiresAtMs) {
+      if (this.expiryTimer) clearTimeout(this.expiryTimer);
+      if (typeof expiresAtMs !== 'number') return;
+      const wait = Math.max(0, expiresAtMs - Date.now()) + 2000;
+      this.expiryTimer = setTimeout(() => this._expire('local'), Math.min(wait, 2147483647));
+    }
+
+    _expire(reason) {
+      if (this.ended || this.closed) return;
+      this.ended = true;
+      this.last.admitted = null;
+      clearToken(this.queue);
+      if (this.expiryTimer) clearTimeout(this.expiryTimer);
+      this._call('onExpired', { reason });
+      this.close();
+    }
+
+    _setState(state, force) {
+      if (this.state === state) return;
+      if (this.closed && !force) return;
+      this.state = state;
+      if (this.leader && state !== 'closed') this._post({ type: 'state', id: this.id, state });
+      this._call('onState', state);
+    }
+
+    _call(name, arg) {
+      const fn = this.cb[name];
+      if (typeof fn !== 'function') return;
+      try { fn.call(this, arg); } catch (e) { setTimeout(() => { throw e; }); }
+    }
+  }
+
+  /**
+   * One look at the caller's place without a stream: GET
+   * /api/queues/{queue}/status. Resolves to the status JSON (same shape as
+   * join), or rejects with the API error ({status, code, message, …}). When
+   * the caller is admitted the token is stored like WaitRoom.join does, so a
+   * page that lost its sessionStorage can recover it.
+   */
+  async function status(queue, opts) {
+    if (!QUEUE_RE.test(queue || '')) throw new TypeError('WaitRoom.status: bad queue name');
+    const base = String((opts && opts.baseUrl) || '').replace(/\/+$/, '');
+    const res = await fetch(base + '/api/queues/' + encodeURIComponent(queue) + '/status', {
+      credentials: base ? 'include' : 'same-origin',
+      headers: { Accept: 'application/json' },
+    });
+    if (!res.ok) throw await readError(res);
+    const body = (await res.json().catch(() => null)) || {};
+    if (body.state === 'admitted' && body.token) {
+      const st = Date.parse(body.server_time);
+      saveToken(queue, body.token, body.token_expires_at, Number.isFinite(st) ? st - Date.now() : 0);
+    }
+    return body;
+  }
+
+  /** Joins the line of opts.queue and follows it live. Returns the Room. */
+  function join(opts) {
+    return new Room(opts).start();
+  }
+
+  global.WaitRoom = Object.freeze({
+    version: '1',
+    join,
+    status,
+    getToken,
+    clearToken,
+    util: Object.freeze({ parseRetryAfter, readError, retryDelayMs, backoffMs, messages, t, ordinal, safeRedirect }),
+  });
+})(typeof window !== 'undefined' ? window : globalThis);

@@ -1,0 +1,50 @@
+package static
+
+// The page data types below are the contract between the page templates and
+// the code that executes them. The web package may use them as they are or
+// pass its own values with the same field names (a struct or a map): the
+// templates only read the fields listed here.
+
+// IndexPage is the data of the "index" template: the list of queues.
+type IndexPage struct {
+	Lang   string            // "en" or "ko", from Lang
+	T      map[string]string // Messages(Lang)
+	Queues []QueueInfo
+}
+
+// QueueInfo describes one queue on the index page.
+type QueueInfo struct {
+	Name          string
+	Waiting       int64
+	RatePerSecond float64
+	Paused        bool
+	Closed        bool
+}
+
+// QueuePage is the data of the "queue" template, the waiting page
+// /q/{queue}. With Exists false or Closed true the page explains why the line
+// cannot be joined and its script does not join.
+type QueuePage struct {
+	Lang   string
+	T      map[string]string
+	Queue  string
+	Exists bool
+	Closed bool
+}
+
+// OrderPage is the data of the "order" template, /q/{queue}/order.
+// ProductID may be empty: the page then offers the first product of
+// GET /api/products.
+type OrderPage struct {
+	Lang      string
+	T         map[string]string
+	Queue     string
+	ProductID string
+}
+
+// AdminPage is the data of the "admin" template, /admin. The page holds no
+// secret: it asks for the admin token and talks to /admin/api itself.
+type AdminPage struct {
+	Lang string
+	T    map[string]string
+}

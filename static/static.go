@@ -1,0 +1,44 @@
+// Package static holds the browser side of the waiting room: the HTML
+// templates of every page, the stylesheet and the scripts, embedded into the
+// binary so a single file is the whole deployment.
+//
+// Nothing here runs a server. The web package serves FS under /static/
+// (assets/<file> at /static/<file>) and executes the page templates by name
+// ("index", "queue", "order", "admin") with the data types declared in
+// pages.go. Every page works under a strict Content-Security-Policy
+// (script-src 'self'; style-src 'self'): no inline script, no inline style,
+// configuration reaches the scripts through data-* attributes.
+package static
+
+import (
+	"embed"
+	"html/template"
+	"io/fs"
+)
+
+// FS holds the embedded files: assets/ (style.css and the scripts, served at
+// /static/<file>) and templates/ (the page templates parsed by Templates).
+//
+//go:embed assets templates
+var FS embed.FS
+
+// Assets returns the assets/ folder as its own file system, ready to be served
+// under /static/ (so assets/style.css is /static/style.css).
+func Assets() fs.FS {
+	sub, err := fs.Sub(FS, "assets")
+	if err != nil {
+		// fs.Sub only fails on an invalid path; "assets" is a constant.
+		panic(err)
+	}
+	return sub
+}
+
+// Templates parses every templates/*.html file into one set. Pages are
+// executed by name: "index", "queue", "order" and "admin"; they share the
+// "head", "header" and "footer" parts of layout.html.
+//
+// Templates parses anew on each call: call it once at start-up and keep the
+// result (a *template.Template is safe for concurrent ExecuteTemplate).
+func Templates() (*template.Template, error) {
+	return template.New("waitroom").ParseFS(FS, "templates/*.html")
+}

@@ -1,0 +1,320 @@
+package static_test
+
+import (
+	"bytes"
+	"html/template"
+	"io/fs"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/waitroom/waitroom/static"
+)
+
+func TestLang(t *testing.T) {
+	tests := []struct {
+		header string
+		want   string
+	}{
+		{"", "en"},
+		{"ko", "ko"},
+		{"ko-KR", "ko"},
+		{"KO-kr", "ko"},
+		{"en-US,en;q=0.9", "en"},
+		{"ko-KR,ko;q=0.9,en-US;q=0.8,en;q=0.7", "ko"},
+		{"en-US,en;q=0.9,ko;q=0.8", "en"},
+		{"en;q=0.5, ko;q=0.8", "ko"},
+		{"en;q=0.8, ko;q=0.5", "en"},
+		{"ja, ko;q=0.8, en;q=0.5", "ko"},
+		{"fr, en;q=0.9, ko;q=0.8", "en"},
+		{"fr, ko;q=0.5", "ko"},
+		{"ko, en", "ko"},
+		{"en, ko", "en"},
+		{"ko;q=0", "en"},
+		{"ko;q=0, *", "en"},
+		{"*", "en"},
+		{"*, en;q=0.1", "ko"}, // "*" covers Korean at q=1, English is explicitly 0.1
+		{"ko;q=0.5, *;q=0.8", "en"},
+		{"ko;q=abc", "en"}, // a malformed q drops that entry
+		{"ko;q=1.5", "en"},
+		{"ko ; q = 0.9 , en ; q = 0.3", "ko"},
+		{" , ;, ko", "ko"},
+		{"zh-CN,zh;q=0.9", "en"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			if got := static.Lang(tt.header); got != tt.want {
+				t.Errorf("Lang(%q) = %q, want %q", tt.header, got, tt.want)
+			}
+		})
+	}
+}
+
+var placeholderRE = regexp.MustCompile(`\{(\w+)\}`)
+
+// placeholders returns the sorted {names} in s; {ord} counts as {n} because
+// the scripts always pass both (English shows an ordinal, Korean a count).
+func placeholders(s string) []string {
+	var out []string
+	for _, m := range placeholderRE.FindAllStringSubmatch(s, -1) {
+		name := m[1]
+		if name == "ord" {
+			name = "n"
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestMessages(t *testing.T) {
+	en, ko := static.Messages("en"), static.Messages("ko")
+	if len(en) == 0 || len(en) != len(ko) {
+		t.Fatalf("got %d English and %d Korean messages", len(en), len(ko))
+	}
+	if got := static.Messages("fr"); got["brand"] != en["brand"] || got["joining"] != en["joining"] {
+		t.Error("an unknown language should give English")
+	}
+	// Korean may leave a few fragments empty where word order needs none.
+	mayBeEmpty := map[string]bool{"pos_after": true}
+	for k, e := range en {
+		kv, ok := ko[k]
+		if !ok {
+			t.Errorf("%s: no Korean", k)
+			continue
+		}
+		if e == "" {
+			t.Errorf("%s: empty English", k)
+		}
+		if kv == "" && !mayBeEmpty[k] {
+			t.Errorf("%s: empty Korean", k)
+		}
+		if pe, pk := placeholders(e), placeholders(kv); !slices.Equal(pe, pk) {
+			t.Errorf("%s: placeholders differ: en %v, ko %v", k, pe, pk)
+		}
+	}
+	en["brand"] = "changed"
+	if static.Messages("en")["brand"] == "changed" {
+		t.Error("Messages must return a copy")
+	}
+}
+
+// pages are the named templates with sample data of the documented types.
+func pages(lang string) map[string]any {
+	T := static.Messages(lang)
+	return map[string]any{
+		"index": static.IndexPage{Lang: lang, T: T, Queues: []static.QueueInfo{
+			{Name: "demo", Waiting: 1234, RatePerSecond: 5},
+			{Name: "paused-one", Waiting: 3, RatePerSecond: 0.5, Paused: true},
+			{Name: "gone", Closed: true},
+		}},
+		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true},
+		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
+		"admin":   static.AdminPage{Lang: lang, T: T},
+		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
+		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},
+	}
+}
+
+// templateName maps the extra sample cases onto the template they execute.
+func templateName(page string) string {
+	if page == "nothing" || page == "closed" {
+		return "queue"
+	}
+	return page
+}
+
+func render(t *testing.T, tmpl *template.Template, page string, data any) string {
+	t.Helper()
+	// missingkey=error turns an unknown {{.T.key}} into a failure here
+	// (at run time an unknown key would print nothing).
+	strict := template.Must(tmpl.Clone()).Option("missingkey=error")
+	var buf bytes.Buffer
+	if err := strict.ExecuteTemplate(&buf, templateName(page), data); err != nil {
+		t.Fatalf("execute %s: %v", page, err)
+	}
+	return buf.String()
+}
+
+var idRE = regexp.MustCompile(`\sid="([^"]+)"`)
+
+func ids(html string) []string {
+	var out []string
+	for _, m := range idRE.FindAllStringSubmatch(html, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// The ids the browser test and the scripts rely on (see README.md).
+var requiredIDs = map[string][]string{
+	"index": {"main", "queues", "wr-messages"},
+	"queue": {"room", "conn-state", "joining", "waiting", "position", "ahead", "eta", "waiting-count", "rate",
+		"progress", "leave", "admitted", "countdown", "go-order", "expired", "rejoin", "left", "join-again",
+		"join-error", "notice", "announce", "announce-urgent"},
+	"order": {"shop", "token-state", "token-left", "no-token", "product", "product-name", "price", "stock",
+		"buy-form", "qty", "buy", "order-result", "order-result-text", "order-id", "back-to-line"},
+	"admin": {"login", "admin-login", "admin-token", "dashboard", "admin-conn", "admin-error", "admin-logout",
+		"sse-total", "waiting-total", "admitted-rate", "active-tokens", "tick-lag", "rl-user", "rl-ip", "rl-global",
+		"chart-sse", "chart-waiting", "chart-admitted", "chart-active", "chart-lag", "chart-rejected",
+		"instances", "queues", "products", "new-queue", "new-product", "tpl-queue", "tpl-product"},
+	"nothing": {"unavailable"},
+	"closed":  {"unavailable"},
+}
+
+func TestTemplates(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range []string{"en", "ko"} {
+		for page, data := range pages(lang) {
+			t.Run(lang+"/"+page, func(t *testing.T) {
+				out := render(t, tmpl, page, data)
+				if !strings.Contains(out, `<html lang="`+lang+`">`) {
+					t.Error("missing <html lang>")
+				}
+				if !strings.Contains(out, `name="viewport"`) || !strings.Contains(out, `href="/static/style.css"`) {
+					t.Error("missing viewport or stylesheet")
+				}
+				got := ids(out)
+				seen := map[string]bool{}
+				for _, id := range got {
+					if seen[id] {
+						t.Errorf("duplicate id %q", id)
+					}
+					seen[id] = true
+				}
+				for _, id := range requiredIDs[page] {
+					if !seen[id] {
+						t.Errorf("missing #%s", id)
+					}
+				}
+				if page == "nothing" || page == "closed" {
+					if strings.Contains(out, `id="room"`) {
+						t.Error("an unknown or closed queue must not render the joining room")
+					}
+				}
+			})
+		}
+	}
+}
+
+// The messages block must be JSON the scripts can parse.
+func TestMessagesBlockIsJSON(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := render(t, tmpl, "queue", pages("ko")["queue"])
+	re := regexp.MustCompile(`(?s)<script type="application/json" id="wr-messages">(.*?)</script>`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("no #wr-messages block")
+	}
+	if !strings.HasPrefix(m[1], "{") || !strings.Contains(m[1], `"joining":"순번을 받는 중…"`) {
+		t.Errorf("messages block is not the JSON object: %.200s", m[1])
+	}
+}
+
+func readAll(t *testing.T, glob string) map[string]string {
+	t.Helper()
+	names, err := fs.Glob(static.FS, glob)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("glob %s: %v %v", glob, names, err)
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		b, err := fs.ReadFile(static.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = string(b)
+	}
+	return out
+}
+
+func TestEveryKeyUsedExists(t *testing.T) {
+	en, ko := static.Messages("en"), static.Messages("ko")
+	check := func(file, key string) {
+		if _, ok := en[key]; !ok {
+			t.Errorf("%s uses %q: no English", file, key)
+		}
+		if _, ok := ko[key]; !ok {
+			t.Errorf("%s uses %q: no Korean", file, key)
+		}
+	}
+	tplKey := regexp.MustCompile(`\.T\.(\w+)`)
+	for name, src := range readAll(t, "templates/*.html") {
+		for _, m := range tplKey.FindAllStringSubmatch(src, -1) {
+			check(name, m[1])
+		}
+	}
+	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
+	for name, src := range readAll(t, "assets/*.js") {
+		for _, m := range jsKey.FindAllStringSubmatch(src, -1) {
+			check(name, m[1])
+		}
+	}
+	// Keys built at run time: t('conn_' + state).
+	for _, state := range []string{"connecting", "live", "reconnecting", "closed"} {
+		check("conn_ state", "conn_"+state)
+	}
+}
+
+// The scripts look elements up by id; each id must be on the page that loads
+// the script.
+func TestScriptsFindTheirElements(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := readAll(t, "assets/*.js")
+	lookup := regexp.MustCompile(`(?:\$|getElementById)\('([\w-]+)'\)`)
+	for script, page := range map[string]string{"queue.js": "queue", "order.js": "order", "admin.js": "admin", "waitroom.js": "queue"} {
+		out := render(t, tmpl, page, pages("en")[page])
+		have := map[string]bool{}
+		for _, id := range ids(out) {
+			have[id] = true
+		}
+		for _, m := range lookup.FindAllStringSubmatch(js["assets/"+script], -1) {
+			if !have[m[1]] {
+				t.Errorf("%s looks up #%s, which the %s page does not have", script, m[1], page)
+			}
+		}
+	}
+}
+
+// The pages run under script-src 'self' and style-src 'self': no inline
+// script, style or event handler, and every referenced asset exists.
+func TestTemplatesFitTheCSP(t *testing.T) {
+	inlineHandler := regexp.MustCompile(`(?i)\son[a-z]+\s*=`)
+	scriptTag := regexp.MustCompile(`(?i)<script\b([^>]*)>`)
+	assetRef := regexp.MustCompile(`/static/([\w.-]+)`)
+	for name, src := range readAll(t, "templates/*.html") {
+		if inlineHandler.MatchString(src) {
+			t.Errorf("%s: inline event handler", name)
+		}
+		if strings.Contains(src, " style=") || strings.Contains(src, "<style") {
+			t.Errorf("%s: inline style", name)
+		}
+		if strings.Contains(src, "javascript:") {
+			t.Errorf("%s: javascript: URL", name)
+		}
+		for _, m := range scriptTag.FindAllStringSubmatch(src, -1) {
+			attrs := m[1]
+			if !strings.Contains(attrs, `src="/static/`) && !strings.Contains(attrs, `type="application/json"`) {
+				t.Errorf("%s: inline script <script%s>", name, attrs)
+			}
+		}
+		for _, m := range assetRef.FindAllStringSubmatch(src, -1) {
+			if _, err := fs.Stat(static.Assets(), m[1]); err != nil {
+				t.Errorf("%s refers to /static/%s, which is not in assets/", name, m[1])
+			}
+		}
+	}
+}
