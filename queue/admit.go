@@ -1,0 +1,257 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+)
+
+// AdmitConfig tunes the admission loops. Zero fields take the documented defaults.
+type AdmitConfig struct {
+	Owner        string        // instance id, part of the lease owner
+	Tick         time.Duration // fixed delay between ticks (default 100 ms)
+	Jitter       time.Duration // random extra delay per tick, 0..Jitter (default 0)
+	LeaseTTL     time.Duration // lease time; a dead leader is replaced within it (default 2 s)
+	LeaseRenew   time.Duration // how often the lease is renewed or tried (default 500 ms)
+	MaxElapsed   time.Duration // most time one tick may account for (default 3 × Tick)
+	PublishEvery time.Duration // publish a tick message at least this often (default 1 s)
+	SweepLimit   int           // expired tokens / abandoned places handled per tick (default 500)
+	Refresh      time.Duration // how often the list of queues is re-read (default 1 s)
+	Log          zerolog.Logger
+}
+
+func (c AdmitConfig) withDefaults() AdmitConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Tick, 100*time.Millisecond)
+	def(&c.LeaseTTL, 2*time.Second)
+	def(&c.LeaseRenew, 500*time.Millisecond)
+	def(&c.MaxElapsed, 3*c.Tick)
+	def(&c.PublishEvery, time.Second)
+	def(&c.Refresh, time.Second)
+	if c.SweepLimit <= 0 {
+		c.SweepLimit = 500
+	}
+	if c.Owner == "" {
+		c.Owner = "instance"
+	}
+	return c
+}
+
+// Admitter runs one admission loop per queue. Every instance runs an Admitter; a loop
+// admits only while it holds its queue's lease, and the admit script checks the lease's
+// fencing token, so exactly one loop per queue admits at a time across all instances.
+type Admitter struct {
+	q   *Queue
+	cfg AdmitConfig
+
+	mu      sync.Mutex
+	leading map[string]bool
+}
+
+// NewAdmitter returns an Admitter for the queues in q.
+func NewAdmitter(q *Queue, cfg AdmitConfig) *Admitter {
+	return &Admitter{q: q, cfg: cfg.withDefaults(), leading: map[string]bool{}}
+}
+
+// Leading lists the queues whose lease this Admitter holds.
+func (a *Admitter) Leading() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for n, ok := range a.leading {
+		if ok {
+			out = append(out, n)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// Run starts a loop for every queue, and for queues created later, until ctx ends; then
+// every loop releases its lease so another instance takes over at once.
+func (a *Admitter) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	started := map[string]bool{}
+	t := time.NewTicker(a.cfg.Refresh)
+	defer t.Stop()
+	for {
+		names, err := a.q.Names(ctx)
+		if err != nil && ctx.Err() == nil {
+			a.cfg.Log.Warn().Err(err).Msg("admission: list queues")
+		}
+		for _, n := range names {
+			if !started[n] {
+				started[n] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a.Loop(ctx, n)
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Loop runs the admission loop of one queue until ctx ends. It has its own goroutine
+// and timer and uses a fixed delay, so ticks never overlap and never share a worker with
+// other jobs (seed 000's lesson); its lag is exported.
+func (a *Admitter) Loop(ctx context.Context, name string) {
+	owner := a.cfg.Owner + ":" + nonce()
+	k := keysFor(name)
+	log := a.cfg.Log.With().Str("queue", name).Logger()
+	var fence int64
+	var rate float64 = -1
+	nextLease := time.Time{}
+	scheduled := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	setLeader := func(f int64) {
+		if (f > 0) != (fence > 0) {
+			a.mu.Lock()
+			a.leading[name] = f > 0
+			a.mu.Unlock()
+			if f > 0 {
+				a.q.m.leaderChanges.WithLabelValues(name).Inc()
+				a.q.m.leader.WithLabelValues(name).Set(1)
+				log.Info().Int64("fence", f).Msg("admission: took the lease")
+			} else {
+				a.q.m.leader.WithLabelValues(name).Set(0)
+				log.Info().Msg("admission: lost the lease")
+			}
+		}
+		fence = f
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if fence > 0 {
+				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = leaseScript.Run(rctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, 0, "1").Err()
+				cancel()
+				setLeader(0)
+			}
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		if !now.Before(nextLease) {
+			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()},
+				owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn().Err(err).Msg("admission: lease")
+				}
+				f = 0
+			}
+			setLeader(f)
+			nextLease = now.Add(a.cfg.LeaseRenew)
+		}
+		if fence > 0 {
+			a.q.m.tickLag.WithLabelValues(name).Observe(max(0, now.Sub(scheduled).Seconds()))
+			if rate < 0 {
+				if s, err := a.q.Settings(ctx, name); err == nil {
+					rate = s.RatePerSecond
+				}
+			}
+			res, err := a.tick(ctx, name, owner, fence, rate)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					log.Warn().Err(err).Msg("admission: tick")
+				}
+			case res.fenced:
+				setLeader(0)
+			default:
+				rate = res.rate
+			}
+		}
+		delay := a.cfg.Tick + jitter(a.cfg.Jitter)
+		scheduled = time.Now().Add(delay)
+		timer.Reset(delay)
+	}
+}
+
+// TickResult is what one admission tick did.
+type TickResult struct {
+	Admitted  int64
+	Ev        int64
+	Waiting   int64
+	Active    int64
+	Tick      int64
+	Head      int64
+	Expired   int64
+	Abandoned int64
+	rate      float64
+	fenced    bool
+}
+
+// tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
+// the most the tick may admit; the script uses what it needs.
+func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64) (TickResult, error) {
+	k := keysFor(name)
+	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
+	n = min(n, 5000)
+	keys := make([]string, 13, 13+n)
+	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
+		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq()})
+	grace := a.q.cfg.Grace.Milliseconds()
+	if grace < 0 {
+		grace = 0
+	}
+	args := make([]any, 6, 6+n)
+	copy(args, []any{owner, fence, a.cfg.MaxElapsed.Milliseconds(), grace, a.cfg.SweepLimit, a.cfg.PublishEvery.Milliseconds()})
+	for range n {
+		t := uuid.NewString()
+		keys = append(keys, k.token(t))
+		args = append(args, t)
+	}
+	res, err := admitScript.Run(ctx, a.q.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return TickResult{}, err
+	}
+	if res[0] < 0 {
+		return TickResult{fenced: true}, nil
+	}
+	r := TickResult{Admitted: res[0], Ev: res[1], Waiting: res[2], Active: res[3], Tick: res[4],
+		Head: res[5], rate: float64(res[7]) / 1000, Expired: res[9], Abandoned: res[10]}
+	a.q.m.issued.WithLabelValues(name).Add(float64(r.Admitted))
+	a.q.m.waiting.WithLabelValues(name).Set(float64(r.Waiting))
+	a.q.m.active.WithLabelValues(name).Set(float64(r.Active))
+	a.q.m.expired.WithLabelValues(name).Add(float64(r.Expired))
+	a.q.m.abandoned.WithLabelValues(name).Add(float64(r.Abandoned))
+	return r, nil
+}
+
+func nonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)))
+	if err != nil {
+		return 0
+	}
+	return time.Duration(n.Int64())
+}

@@ -1,0 +1,380 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/queue"
+)
+
+// tickMsg is the part of the published tick message these tests read.
+type tickMsg struct {
+	Ev   int64 `json:"ev"`
+	Now  int64 `json:"now"`
+	Head int64 `json:"head"`
+	Adm  []struct {
+		T string `json:"t"`
+		K string `json:"k"`
+		S int64  `json:"s"`
+	} `json:"adm"`
+}
+
+// collect subscribes to a queue's channel and returns a func that stops and returns
+// every message received.
+func collect(t *testing.T, rdb *redis.Client, name string) func() []tickMsg {
+	t.Helper()
+	ps := rdb.Subscribe(context.Background(), queue.Channel(name))
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var msgs []tickMsg
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range ps.Channel() {
+			var tm tickMsg
+			if err := json.Unmarshal([]byte(m.Payload), &tm); err != nil {
+				t.Errorf("bad tick message %q: %v", m.Payload, err)
+				continue
+			}
+			mu.Lock()
+			msgs = append(msgs, tm)
+			mu.Unlock()
+		}
+	}()
+	return func() []tickMsg {
+		_ = ps.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return msgs
+	}
+}
+
+func joinN(t *testing.T, f *fixture, name string, n int) []queue.Ticket {
+	t.Helper()
+	out := make([]queue.Ticket, n)
+	for i := range out {
+		tk, _ := f.signer.New(name)
+		if _, _, err := f.q.Join(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = tk
+	}
+	return out
+}
+
+// instance is one simulated server: its own Redis client and admission loop.
+type instance struct {
+	rdb    *redis.Client
+	a      *queue.Admitter
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startInstance(t *testing.T, f *fixture, id, name string) *instance {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: f.srv.Addr(), MaxRetries: -1})
+	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
+	a := queue.NewAdmitter(q, queue.AdmitConfig{Owner: id})
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{rdb: rdb, a: a, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(in.done); a.Loop(ctx, name) }()
+	t.Cleanup(func() { in.stop(); _ = rdb.Close() })
+	return in
+}
+
+func (in *instance) stop() { in.cancel(); <-in.done }
+
+// crash makes the instance vanish without releasing its lease.
+func (in *instance) crash() { _ = in.rdb.Close(); in.stop() }
+
+func leader(ins []*instance, name string) int {
+	for i, in := range ins {
+		for _, n := range in.a.Leading() {
+			if n == name {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func TestAdmissionThreeLoops(t *testing.T) {
+	f := newFixture(t)
+	const name, rate = "race", 20.0
+	f.mkQueue(t, name, rate, 0)
+	tickets := joinN(t, f, name, 600)
+	stop := collect(t, f.rdb, name)
+	var ins []*instance
+	for _, id := range []string{"a", "b", "c"} {
+		ins = append(ins, startInstance(t, f, id, name))
+	}
+
+	time.Sleep(11 * time.Second)
+	li := leader(ins, name)
+	if li < 0 {
+		t.Fatal("no loop holds the lease")
+	}
+	crashAt := time.Now()
+	ins[li].crash()
+	time.Sleep(5 * time.Second)
+	msgs := stop()
+
+	// Exactly once, FIFO.
+	seen := map[string]bool{}
+	var lastSeq int64
+	var firstNow, resumedNow int64
+	for _, m := range msgs {
+		for _, a := range m.Adm {
+			if seen[a.T] {
+				t.Fatalf("ticket %s admitted twice", a.T)
+			}
+			seen[a.T] = true
+			if a.S <= lastSeq {
+				t.Fatalf("admitted sequence %d after %d: not FIFO", a.S, lastSeq)
+			}
+			lastSeq = a.S
+			if firstNow == 0 {
+				firstNow = m.Now
+			}
+			if resumedNow == 0 && m.Now > crashAt.UnixMilli() {
+				resumedNow = m.Now
+			}
+		}
+	}
+	for i, tk := range tickets[:len(seen)] {
+		if !seen[tk.ID] {
+			t.Fatalf("ticket %d (join order) not admitted although later ones were", i)
+		}
+	}
+
+	// Rate over 10 s from the first admission, before the crash.
+	var n int
+	for _, m := range msgs {
+		if m.Now > firstNow && m.Now <= firstNow+10000 {
+			n += len(m.Adm)
+		}
+	}
+	got := float64(n) / 10
+	t.Logf("admitted %d in 10 s: %.1f/s (setting %.0f/s); %d in total", n, got, rate, len(seen))
+	if math.Abs(got-rate) > 1 {
+		t.Fatalf("rate over 10 s = %.1f/s, want %.0f ± 1", got, rate)
+	}
+
+	// Takeover within the lease time.
+	if resumedNow == 0 {
+		t.Fatal("admission did not resume after the leader crashed")
+	}
+	gap := time.Duration(resumedNow-crashAt.UnixMilli()) * time.Millisecond
+	t.Logf("admission resumed %v after the leader crashed", gap)
+	if gap > 3*time.Second {
+		t.Fatalf("takeover took %v, want ≤ 3 s", gap)
+	}
+	if nl := leader(ins, name); nl < 0 || nl == li {
+		t.Fatalf("leader after crash = %d (crashed %d)", nl, li)
+	}
+}
+
+func TestFencedTickRefused(t *testing.T) {
+	f := newFixture(t)
+	f.mkQueue(t, "fence", 1000, 0)
+	joinN(t, f, "fence", 50)
+	in := startInstance(t, f, "old", "fence")
+	deadline := time.Now().Add(3 * time.Second)
+	for leader([]*instance{in}, "fence") < 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Another owner steals the lease (as if the old one had been deposed after a pause).
+	ctx := context.Background()
+	f.rdb.Set(ctx, "wr:{q:fence}:lease", "thief", 10*time.Second)
+	f.rdb.Incr(ctx, "wr:{q:fence}:fence")
+	time.Sleep(300 * time.Millisecond)
+	before := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
+	time.Sleep(500 * time.Millisecond)
+	after := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
+	if after != before {
+		t.Fatalf("a deposed loop still admitted: waiting %d -> %d", before, after)
+	}
+	if leader([]*instance{in}, "fence") >= 0 {
+		t.Fatal("deposed loop still believes it leads")
+	}
+}
+
+func TestMaxActiveNeverExceeded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const name, maxActive = "cap", 5
+	f.mkQueue(t, name, 200, maxActive)
+	// A short token TTL (below the API minimum) so expiry happens within the test.
+	f.rdb.HSet(ctx, "wr:{q:cap}:cfg", "ttl_ms", 400)
+	tickets := joinN(t, f, name, 300)
+	byID := map[string]queue.Ticket{}
+	for _, tk := range tickets {
+		byID[tk.ID] = tk
+	}
+	ps := f.rdb.Subscribe(ctx, queue.Channel(name))
+	defer ps.Close()
+	startInstance(t, f, "x", name)
+
+	consumed, admitted, samples := 0, 0, 0
+	timeout := time.After(8 * time.Second)
+	for admitted < 120 {
+		select {
+		case <-timeout:
+			t.Fatalf("only %d admitted", admitted)
+		case m := <-ps.Channel():
+			var tm tickMsg
+			_ = json.Unmarshal([]byte(m.Payload), &tm)
+			now := time.Now().UnixMilli()
+			live := f.rdb.ZCount(ctx, "wr:{q:cap}:active", "("+itoa(now), "+inf").Val()
+			total := f.rdb.ZCard(ctx, "wr:{q:cap}:active").Val()
+			samples++
+			if total > maxActive || live > maxActive {
+				t.Fatalf("active tokens %d (live %d) > max_active %d", total, live, maxActive)
+			}
+			for i, a := range tm.Adm {
+				admitted++
+				if i%2 == 0 { // consume every other token at once; the rest expire
+					if err := f.q.ConsumeToken(ctx, byID[a.T], a.K, "order-1"); err != nil {
+						t.Fatal(err)
+					}
+					consumed++
+				}
+			}
+		}
+	}
+	t.Logf("%d admitted, %d consumed, %d expired or pending; max_active held on %d samples", admitted, consumed, admitted-consumed, samples)
+}
+
+// TestNoTicketLostWhenRedisDiesMidAdmission proves the property the admit script is built
+// for. Popping a user and issuing their token happen inside one Lua script, and Redis
+// runs a script all-or-nothing: no other command runs in between, and the script is
+// written to the AOF only as a whole. So there is no moment at which a ticket has left
+// the line without a token, whether the Go process, the network or Redis itself dies.
+// (A Lua runtime error would not roll back earlier writes, so admit.lua does every check
+// before its first write and nothing after the first write can fail.) Here Redis is
+// SIGKILLed while admitting 2,000 users/s and restarted from its AOF.
+func TestNoTicketLostWhenRedisDiesMidAdmission(t *testing.T) {
+	f := newFixture(t, withAOF())
+	ctx := context.Background()
+	const name = "crash"
+	f.mkQueue(t, name, 2000, 0)
+	tickets := joinN(t, f, name, 3000)
+	in := startInstance(t, f, "x", name)
+	for f.rdb.ZCard(ctx, "wr:{q:crash}:waiting").Val() > 2500 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.srv.Stop() // SIGKILL mid-admission
+	in.stop()
+	f.srv.Start()
+
+	waiting, admitted := 0, 0
+	for _, tk := range tickets {
+		st, err := f.rdb.HGet(ctx, "wr:{q:crash}:tickets", tk.ID).Result()
+		if err != nil {
+			t.Fatalf("ticket %s lost its state: %v", tk.ID, err)
+		}
+		inLine := f.rdb.ZScore(ctx, "wr:{q:crash}:waiting", tk.ID).Err() == nil
+		switch {
+		case strings.HasPrefix(st, "w:"):
+			if !inLine {
+				t.Fatalf("ticket %s is 'waiting' but not in the line", tk.ID)
+			}
+			waiting++
+		case strings.HasPrefix(st, "a:"):
+			if inLine {
+				t.Fatalf("ticket %s admitted and still in the line", tk.ID)
+			}
+			token := strings.Split(st, ":")[2]
+			if got := f.rdb.Get(ctx, "wr:{q:crash}:token:"+token).Val(); got != tk.ID {
+				t.Fatalf("ticket %s admitted without its token (got %q)", tk.ID, got)
+			}
+			admitted++
+		default:
+			t.Fatalf("ticket %s in unexpected state %q", tk.ID, st)
+		}
+	}
+	t.Logf("after the crash: %d admitted with tokens, %d still waiting, 0 lost", admitted, waiting)
+	if admitted == 0 || waiting == 0 {
+		t.Fatalf("the crash did not land mid-admission (admitted %d, waiting %d)", admitted, waiting)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "tok", 1000, 0)
+	tks := joinN(t, f, "tok", 2)
+	stop := collect(t, f.rdb, "tok")
+	startInstance(t, f, "x", "tok")
+	var tokens map[string]string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		p0, _ := f.q.Status(ctx, tks[0])
+		p1, _ := f.q.Status(ctx, tks[1])
+		if p0.Token != "" && p1.Token != "" {
+			tokens = map[string]string{tks[0].ID: p0.Token, tks[1].ID: p1.Token}
+			break
+		}
+	}
+	stop()
+	if tokens == nil {
+		t.Fatal("tokens not issued")
+	}
+	a, b := tks[0], tks[1]
+	ta := tokens[a.ID]
+	cases := []struct {
+		name   string
+		ticket queue.Ticket
+		token  string
+		want   queue.Verdict
+	}{
+		{"unknown", a, "00000000-0000-4000-8000-000000000000", queue.TokenUnknown},
+		{"malformed", a, "nope", queue.TokenUnknown},
+		{"not yours", b, ta, queue.TokenNotYours},
+		{"live", a, ta, queue.TokenLive},
+		{"busy while claimed", a, ta, queue.TokenBusy},
+	}
+	for _, c := range cases {
+		v, _, err := f.q.ClaimToken(ctx, c.ticket, c.token, "req-"+c.name, false)
+		if err != nil || v != c.want {
+			t.Errorf("%s: %v %v, want %v", c.name, v, err, c.want)
+		}
+	}
+	if err := f.q.ReleaseToken(ctx, a, ta, "req-live"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := f.q.ClaimToken(ctx, a, ta, "idem-1", true); v != queue.TokenLive {
+		t.Fatalf("after release: %v", v)
+	}
+	if v, _, _ := f.q.ClaimToken(ctx, a, ta, "idem-1", true); v != queue.TokenShared {
+		t.Fatalf("same idempotency key: %v", v)
+	}
+	if err := f.q.ConsumeToken(ctx, a, ta, "idem-1"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := f.q.ClaimToken(ctx, a, ta, "idem-1", true); v != queue.TokenReplay {
+		t.Fatalf("repeat after consume: %v", v)
+	}
+	if v, _, _ := f.q.ClaimToken(ctx, a, ta, "idem-2", true); v != queue.TokenUsed {
+		t.Fatalf("other request after consume: %v", v)
+	}
+	// Expiry: shorten the second token's life and let the sweep run.
+	tb := tokens[b.ID]
+	f.rdb.PExpire(ctx, "wr:{q:tok}:token:"+tb, time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if v, _, _ := f.q.ClaimToken(ctx, b, tb, "r", false); v != queue.TokenExpired {
+		t.Fatalf("expired token: %v", v)
+	}
+}
+
+func itoa(n int64) string { return strings.TrimSpace(jsonNum(n)) }
+
+func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }

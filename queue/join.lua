@@ -1,0 +1,43 @@
+-- join.lua: give a ticket its place in line, or return the place it already has.
+-- KEYS[1] cfg      HASH  queue settings (missing = unknown queue)
+-- KEYS[2] seq      STRING last sequence number handed out
+-- KEYS[3] waiting  ZSET  ticket -> sequence
+-- KEYS[4] tickets  HASH  ticket -> "state:seq[:token:exp_ms:tick]"
+-- KEYS[5] seen     ZSET  ticket -> last sign of life (ms), for abandonment
+-- KEYS[6] clock    HASH  admission state (head, measured rate)
+-- ARGV[1] ticket id
+-- ARGV[2] "1" to join, "0" to only read the state (status)
+-- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state}
+--   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status only)
+local cfg = redis.call('HGETALL', KEYS[1])
+if #cfg == 0 then return {-1} end
+local closed = redis.call('HGET', KEYS[1], 'closed') == '1'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local arate = tonumber(redis.call('HGET', KEYS[6], 'arate') or '0')
+local cur = redis.call('HGET', KEYS[4], ARGV[1])
+if cur then
+  local st, seq, token, exp = string.match(cur, '^(%a):(%d+):?([^:]*):?(%d*)')
+  if st == 'w' then
+    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
+    return {1, tonumber(seq), pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting'}
+  end
+  if st == 'a' and tonumber(exp) > now then
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), token, tonumber(exp), 'admitted'}
+  end
+  if ARGV[2] == '0' then
+    local name = 'expired'
+    if st == 'u' then name = 'used' end
+    if st == 'a' then name = 'expired' end
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, name}
+  end
+end
+if ARGV[2] == '0' then return {-3} end
+if closed then return {-2} end
+local seq = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[3], seq, ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
+redis.call('ZADD', KEYS[5], now, ARGV[1])
+local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
+return {0, seq, pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting'}

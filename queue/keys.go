@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"regexp"
+)
+
+// validName is the shape of queue names and product ids in the public contract.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidName reports whether s is a valid queue name (1–64 of A–Z a–z 0–9 _ -).
+func ValidName(s string) bool { return validName.MatchString(s) }
+
+// keys names every Redis key of one queue. All of them share the hash tag {q:<name>}, so
+// a queue lives on one Redis Cluster slot and its Lua scripts may touch all of them.
+type keys struct{ p string }
+
+func keysFor(name string) keys { return keys{p: "wr:{q:" + name + "}:"} }
+
+func (k keys) cfg() string           { return k.p + "cfg" }
+func (k keys) seq() string           { return k.p + "seq" }
+func (k keys) waiting() string       { return k.p + "waiting" }
+func (k keys) tickets() string       { return k.p + "tickets" }
+func (k keys) seen() string          { return k.p + "seen" }
+func (k keys) clock() string         { return k.p + "clock" }
+func (k keys) active() string        { return k.p + "active" }
+func (k keys) gone() string          { return k.p + "gone" }
+func (k keys) goneNew() string       { return k.p + "gonenew" }
+func (k keys) lease() string         { return k.p + "lease" }
+func (k keys) fence() string         { return k.p + "fence" }
+func (k keys) ev() string            { return k.p + "ev" }
+func (k keys) token(t string) string { return k.p + "token:" + t }
+func (k keys) claim(t string) string { return k.p + "claim:" + t }
+
+// Channel is the pub/sub channel on which the leader publishes one message per tick.
+func Channel(name string) string { return keysFor(name).p + "events" }
+
+// queuesKey is the set of all queue names (a global key, outside any queue's slot).
+const queuesKey = "wr:queues"

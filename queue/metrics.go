@@ -1,0 +1,53 @@
+package queue
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	enter         *prometheus.CounterVec
+	issued        *prometheus.CounterVec
+	waiting       *prometheus.GaugeVec
+	active        *prometheus.GaugeVec
+	tickLag       *prometheus.HistogramVec
+	leaderChanges *prometheus.CounterVec
+	leader        *prometheus.GaugeVec
+	expired       *prometheus.CounterVec
+	abandoned     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		enter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_enter_total", Help: "New places taken in a queue.",
+		}, []string{"queue"}),
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_token_issued_total", Help: "Admission tokens issued by this instance's loops.",
+		}, []string{"queue"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "queue_waiting_size", Help: "Users waiting, as of the last tick run here.",
+		}, []string{"queue"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "queue_active_tokens", Help: "Admitted users whose token is live, as of the last tick run here.",
+		}, []string{"queue"}),
+		tickLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "queue_admission_tick_lag_seconds",
+			Help:    "How late an admission tick started compared with its schedule.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"queue"}),
+		leaderChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_leader_changes_total", Help: "Times this instance took the admission lease of a queue.",
+		}, []string{"queue"}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "queue_leader", Help: "1 while this instance runs the admission loop of the queue.",
+		}, []string{"queue"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_token_expired_total", Help: "Tokens that lapsed unused (swept by this instance's loops).",
+		}, []string{"queue"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_abandoned_total", Help: "Places removed after the abandonment grace.",
+		}, []string{"queue"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.leaderChanges, m.leader, m.expired, m.abandoned)
+	}
+	return m
+}

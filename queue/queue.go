@@ -1,0 +1,287 @@
+// Package queue owns the waiting line in Redis: queue settings, tickets, the atomic join
+// and admission scripts, the per-queue admission loop with its lease, and admission
+// tokens. It does not import Fiber.
+package queue
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed join.lua
+	joinLua string
+	//go:embed leave.lua
+	leaveLua string
+	//go:embed admit.lua
+	admitLua string
+	//go:embed lease.lua
+	leaseLua string
+	//go:embed snapshot.lua
+	snapshotLua string
+	//go:embed token.lua
+	tokenLua string
+
+	joinScript     = redis.NewScript(joinLua)
+	leaveScript    = redis.NewScript(leaveLua)
+	admitScript    = redis.NewScript(admitLua)
+	leaseScript    = redis.NewScript(leaseLua)
+	snapshotScript = redis.NewScript(snapshotLua)
+	tokenScript    = redis.NewScript(tokenLua)
+)
+
+// Config tunes a Queue. Zero fields take the documented defaults.
+type Config struct {
+	// Grace is how long a waiting place survives with no open stream and no status
+	// call before it is treated as abandoned (default 60 s; negative turns it off).
+	Grace time.Duration
+	// ClaimTTL bounds how long one order request may hold a token (default 15 s).
+	ClaimTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Grace == 0 {
+		c.Grace = 60 * time.Second
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = 15 * time.Second
+	}
+	return c
+}
+
+// Queue is the Redis-backed store of every waiting line of a deployment.
+type Queue struct {
+	rdb redis.UniversalClient
+	cfg Config
+	m   *metrics
+}
+
+// New returns a Queue on rdb; its metrics are registered on reg (nil: not registered).
+func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queue {
+	return &Queue{rdb: rdb, cfg: cfg.withDefaults(), m: newMetrics(reg)}
+}
+
+// Redis returns the client the queue uses (the stream hub subscribes with it).
+func (q *Queue) Redis() redis.UniversalClient { return q.rdb }
+
+// Place is where a ticket stands in its queue.
+type Place struct {
+	Queue          string
+	State          string // waiting, admitted, expired, used
+	Seq            int64
+	Position       int64 // 1 = next to be admitted; 0 when not waiting
+	Waiting        int64
+	AdmitRate      float64 // measured users/s (moving average)
+	Token          string
+	TokenExpiresAt time.Time
+}
+
+// ETA estimates the wait from the measured admit rate; -1 when no estimate exists.
+func (p Place) ETA(configuredRate float64) float64 {
+	return ETA(p.Position, p.AdmitRate, configuredRate)
+}
+
+// ETA is position / measured rate, falling back to the configured rate while nothing has
+// been measured yet; -1 when neither gives an estimate (paused or rate 0).
+func ETA(position int64, measured, configured float64) float64 {
+	if position <= 0 {
+		return 0
+	}
+	r := measured
+	if r < 0.01 {
+		r = configured
+	}
+	if r <= 0 {
+		return -1
+	}
+	return math.Ceil(float64(position) / r)
+}
+
+// Join gives ticket t a place in its queue or returns the place it already has; created
+// reports a new place.
+func (q *Queue) Join(ctx context.Context, t Ticket) (Place, bool, error) {
+	p, code, err := q.place(ctx, t, true)
+	if err == nil && code == 0 {
+		q.m.enter.WithLabelValues(t.Queue).Inc()
+	}
+	return p, code == 0, err
+}
+
+// Status returns the place of ticket t (ErrNoPlace when it has none). It also counts as a
+// sign of life, so a client that polls keeps its place.
+func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
+	p, _, err := q.place(ctx, t, false)
+	return p, err
+}
+
+func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, error) {
+	k := keysFor(t.Queue)
+	mode := "0"
+	if join {
+		mode = "1"
+	}
+	res, err := joinScript.Run(ctx, q.rdb,
+		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock()},
+		t.ID, mode).Slice()
+	if err != nil {
+		return Place{}, 0, fmt.Errorf("join %s: %w", t.Queue, err)
+	}
+	code := toInt(res[0])
+	switch code {
+	case -1:
+		return Place{}, code, ErrQueueNotFound
+	case -2:
+		return Place{}, code, ErrQueueClosed
+	case -3:
+		return Place{}, code, ErrNoPlace
+	}
+	p := Place{
+		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
+		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: toString(res[7]),
+	}
+	if exp := toInt(res[6]); exp > 0 {
+		p.TokenExpiresAt = time.UnixMilli(exp)
+	}
+	return p, code, nil
+}
+
+// Leave gives up ticket t's place (or its unused token). The departure reaches every
+// instance in the next tick message, so positions behind move up.
+func (q *Queue) Leave(ctx context.Context, t Ticket) error {
+	k := keysFor(t.Queue)
+	cur, err := q.rdb.HGet(ctx, k.tickets(), t.ID).Result()
+	if err != nil && err != redis.Nil {
+		return fmt.Errorf("leave %s: %w", t.Queue, err)
+	}
+	st := parseState(cur)
+	n, err := leaveScript.Run(ctx, q.rdb,
+		[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token)},
+		t.ID, st.token).Int64()
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", t.Queue, err)
+	}
+	if n == 0 {
+		return ErrNoPlace
+	}
+	return nil
+}
+
+// Touch records a sign of life for waiting tickets of one queue (their streams are open),
+// so they are not treated as abandoned. One ZADD per call whatever len(ids) is.
+func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	k := keysFor(queue)
+	now := float64(time.Now().UnixMilli())
+	zs := make([]redis.Z, len(ids))
+	for i, id := range ids {
+		zs[i] = redis.Z{Score: now, Member: id}
+	}
+	// XX: only refresh tickets still present, so an admitted or departed ticket is not
+	// brought back.
+	return q.rdb.ZAddXX(ctx, k.seen(), zs...).Err()
+}
+
+// Snapshot is the state of one queue at event number Ev, for resynchronisation.
+type Snapshot struct {
+	Ev        int64
+	Head      int64 // highest sequence admitted
+	Tail      int64 // highest sequence handed out
+	Tick      int64
+	AdmitRate float64
+	Rate      float64
+	Paused    bool
+	Waiting   int64
+	Gone      []int64 // departed sequences above Head
+}
+
+// Snapshot reads the resync state of queue name atomically.
+func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
+	k := keysFor(name)
+	res, err := snapshotScript.Run(ctx, q.rdb,
+		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting()}).Int64Slice()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", name, err)
+	}
+	s := Snapshot{Ev: res[0], Head: res[1], Tail: res[2], Tick: res[3],
+		AdmitRate: float64(res[4]) / 1000, Rate: float64(res[5]) / 1000, Paused: res[6] == 1, Waiting: res[7]}
+	s.Gone = append([]int64(nil), res[8:]...)
+	return s, nil
+}
+
+// TicketState is the stored state of a ticket (for stream connects).
+func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
+	cur, err := q.rdb.HGet(ctx, keysFor(t.Queue).tickets(), t.ID).Result()
+	if err == redis.Nil {
+		if _, err := q.Settings(ctx, t.Queue); err != nil {
+			return Place{}, err
+		}
+		return Place{}, ErrNoPlace
+	}
+	if err != nil {
+		return Place{}, fmt.Errorf("ticket state: %w", err)
+	}
+	st := parseState(cur)
+	p := Place{Queue: t.Queue, Seq: st.seq, Token: st.token}
+	switch st.state {
+	case "w":
+		p.State = "waiting"
+	case "a":
+		p.State = "admitted"
+		p.TokenExpiresAt = time.UnixMilli(st.exp)
+		if !p.TokenExpiresAt.After(time.Now()) {
+			p.State = "expired"
+		}
+	case "e":
+		p.State = "expired"
+	case "u":
+		p.State = "used"
+	}
+	if p.State != "admitted" {
+		p.Token = ""
+	}
+	return p, nil
+}
+
+// QueueStats are the live counts of one queue for the admin view.
+type QueueStats struct {
+	Settings
+	Waiting       int64
+	AdmittedTotal int64
+	ActiveTokens  int64
+	AdmitRate     float64
+	Leader        string
+}
+
+// Stats returns the live counts of queue name.
+func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
+	k := keysFor(name)
+	pipe := q.rdb.Pipeline()
+	cfg := pipe.HGetAll(ctx, k.cfg())
+	w := pipe.ZCard(ctx, k.waiting())
+	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
+	c := pipe.HMGet(ctx, k.clock(), "total", "arate")
+	l := pipe.Get(ctx, k.lease())
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return QueueStats{}, fmt.Errorf("stats %s: %w", name, err)
+	}
+	if len(cfg.Val()) == 0 {
+		return QueueStats{}, ErrQueueNotFound
+	}
+	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val()}
+	if v := c.Val(); len(v) == 2 {
+		s.AdmittedTotal = toInt(v[0])
+		s.AdmitRate = toFloat(v[1])
+	}
+	return s, nil
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Settings are the live knobs of one queue, stored in Redis so every instance sees a
+// change at once.
+type Settings struct {
+	Name          string        `json:"name"`
+	RatePerSecond float64       `json:"rate_per_second"`
+	MaxActive     int64         `json:"max_active"` // 0 = no cap
+	TokenTTL      time.Duration `json:"-"`
+	Paused        bool          `json:"paused"`
+	Closed        bool          `json:"closed"`
+}
+
+// SettingsPatch is a partial update; nil fields keep their value (or the default when
+// the queue is created).
+type SettingsPatch struct {
+	RatePerSecond *float64
+	MaxActive     *int64
+	TokenTTL      *time.Duration
+	Paused        *bool
+	Closed        *bool
+}
+
+// Limits of the settings accepted by Put.
+const (
+	MaxRatePerSecond = 100000
+	MinTokenTTL      = 10 * time.Second
+	MaxTokenTTL      = 24 * time.Hour
+)
+
+// DefaultSettings are used for fields left out when a queue is created.
+func DefaultSettings(name string) Settings {
+	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute}
+}
+
+func (s Settings) validate() error {
+	switch {
+	case s.RatePerSecond < 0 || s.RatePerSecond > MaxRatePerSecond || s.RatePerSecond != s.RatePerSecond:
+		return fmt.Errorf("%w: rate_per_second must be between 0 and %d", ErrInvalid, MaxRatePerSecond)
+	case s.MaxActive < 0 || s.MaxActive > 100_000_000:
+		return fmt.Errorf("%w: max_active must be between 0 (no cap) and 100000000", ErrInvalid)
+	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
+		return fmt.Errorf("%w: token_ttl_seconds must be between %d and %d", ErrInvalid,
+			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
+	}
+	return nil
+}
+
+// Put creates queue name or changes its settings; it returns the result and whether the
+// queue was created.
+func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings, bool, error) {
+	if !ValidName(name) {
+		return Settings{}, false, fmt.Errorf("%w: queue name must be 1-64 characters of A-Z a-z 0-9 _ -", ErrInvalid)
+	}
+	cur, err := q.Settings(ctx, name)
+	created := errors.Is(err, ErrQueueNotFound)
+	if err != nil && !created {
+		return Settings{}, false, err
+	}
+	if created {
+		cur = DefaultSettings(name)
+	}
+	if p.RatePerSecond != nil {
+		cur.RatePerSecond = *p.RatePerSecond
+	}
+	if p.MaxActive != nil {
+		cur.MaxActive = *p.MaxActive
+	}
+	if p.TokenTTL != nil {
+		cur.TokenTTL = *p.TokenTTL
+	}
+	if p.Paused != nil {
+		cur.Paused = *p.Paused
+	}
+	if p.Closed != nil {
+		cur.Closed = *p.Closed
+	}
+	if err := cur.validate(); err != nil {
+		return Settings{}, false, err
+	}
+	k := keysFor(name)
+	_, err = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, k.cfg(),
+			"rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64),
+			"max_active", cur.MaxActive,
+			"ttl_ms", cur.TokenTTL.Milliseconds(),
+			"paused", boolStr(cur.Paused),
+			"closed", boolStr(cur.Closed))
+		return nil
+	})
+	if err != nil {
+		return Settings{}, false, fmt.Errorf("put queue %s: %w", name, err)
+	}
+	if err := q.rdb.SAdd(ctx, queuesKey, name).Err(); err != nil {
+		return Settings{}, false, fmt.Errorf("register queue %s: %w", name, err)
+	}
+	return cur, created, nil
+}
+
+// Ensure creates queue name with s unless it exists (demo data at start).
+func (q *Queue) Ensure(ctx context.Context, s Settings) error {
+	_, err := q.Settings(ctx, s.Name)
+	if !errors.Is(err, ErrQueueNotFound) {
+		return err
+	}
+	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
+		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
+		Paused: &s.Paused, Closed: &s.Closed,
+	})
+	return err
+}
+
+// Settings returns the settings of queue name, or ErrQueueNotFound.
+func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
+	if !ValidName(name) {
+		return Settings{}, ErrQueueNotFound
+	}
+	m, err := q.rdb.HGetAll(ctx, keysFor(name).cfg()).Result()
+	if err != nil {
+		return Settings{}, fmt.Errorf("read queue %s: %w", name, err)
+	}
+	if len(m) == 0 {
+		return Settings{}, ErrQueueNotFound
+	}
+	return parseSettings(name, m), nil
+}
+
+func parseSettings(name string, m map[string]string) Settings {
+	rate, _ := strconv.ParseFloat(m["rate"], 64)
+	maxActive, _ := strconv.ParseInt(m["max_active"], 10, 64)
+	ttl, _ := strconv.ParseInt(m["ttl_ms"], 10, 64)
+	return Settings{
+		Name: name, RatePerSecond: rate, MaxActive: maxActive,
+		TokenTTL: time.Duration(ttl) * time.Millisecond,
+		Paused:   m["paused"] == "1", Closed: m["closed"] == "1",
+	}
+}
+
+// Names lists every queue, sorted.
+func (q *Queue) Names(ctx context.Context) ([]string, error) {
+	names, err := q.rdb.SMembers(ctx, queuesKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	sortStrings(names)
+	return names, nil
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,67 @@
+package queue
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+)
+
+// Ticket identifies one waiting user in one queue. Its string form is
+// "<queue>.<id>.<signature>": a random id and an HMAC-SHA256 signature made with the
+// deployment's secret, so any instance can verify it without a lookup.
+type Ticket struct {
+	Queue string
+	ID    string
+}
+
+// Signer issues and verifies tickets.
+type Signer struct{ key []byte }
+
+// NewSigner returns a Signer using secret (shared by every instance of a deployment).
+func NewSigner(secret []byte) *Signer { return &Signer{key: append([]byte(nil), secret...)} }
+
+var b64 = base64.RawURLEncoding
+
+// New issues a fresh ticket for queue and returns it with its signed string form.
+func (s *Signer) New(queue string) (Ticket, string) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		panic("queue: crypto/rand failed: " + err.Error())
+	}
+	t := Ticket{Queue: queue, ID: b64.EncodeToString(raw[:])}
+	return t, s.String(t)
+}
+
+// String returns the signed string form of t.
+func (s *Signer) String(t Ticket) string {
+	return t.Queue + "." + t.ID + "." + b64.EncodeToString(s.mac(t.Queue, t.ID))
+}
+
+func (s *Signer) mac(queue, id string) []byte {
+	h := hmac.New(sha256.New, s.key)
+	h.Write([]byte("ticket\x00" + queue + "\x00" + id))
+	return h.Sum(nil)
+}
+
+// Parse verifies raw and returns the ticket it carries. Any malformed or forged input
+// returns ErrTicketInvalid; the signature is compared in constant time.
+func (s *Signer) Parse(raw string) (Ticket, error) {
+	if len(raw) == 0 || len(raw) > 200 {
+		return Ticket{}, ErrTicketInvalid
+	}
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 || !ValidName(parts[0]) || len(parts[1]) != 22 {
+		return Ticket{}, ErrTicketInvalid
+	}
+	id, err := b64.DecodeString(parts[1])
+	if err != nil || len(id) != 16 {
+		return Ticket{}, ErrTicketInvalid
+	}
+	sig, err := b64.DecodeString(parts[2])
+	if err != nil || !hmac.Equal(sig, s.mac(parts[0], parts[1])) {
+		return Ticket{}, ErrTicketInvalid
+	}
+	return Ticket{Queue: parts[0], ID: parts[1]}, nil
+}
