@@ -1,0 +1,157 @@
+// Package pgtest gives tests a real PostgreSQL: one private cluster per test binary
+// (started by Main from TestMain), a throwaway database per test (MustDB), and separate
+// clusters that a fault test may kill and restart (MustPrivate).
+//
+// A missing PostgreSQL installation fails loudly, never skips: a test that silently skips
+// would turn a missing backend green. PG_BINDIR points at the binaries when they are not
+// found by pglocal.FindBinDir.
+//
+// The one cluster per test binary is package state by necessity (TestMain starts it, tests
+// reach it through MustDB); it is set once in Main and never changed while tests run.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/waitroom/waitroom/orders/pglocal"
+)
+
+var shared *pglocal.Instance
+
+// Main starts the shared cluster, runs the tests, stops the cluster and exits with the
+// tests' code. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// The cluster is stopped on a normal return and on a panic in the TestMain goroutine; if
+// the test binary dies another way (-timeout, a panic in a test goroutine, SIGKILL), the
+// kernel stops it on Linux (see pglocal).
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) (code int) {
+	dir, err := traversableTempDir("pgtest-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	in, err := start(filepath.Join(dir, "data"), map[string]string{"max_connections": "300"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: cannot start the test PostgreSQL: %v\n", err)
+		return 1
+	}
+	shared = in
+	defer func() {
+		if err := in.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop: %v\n", err)
+		}
+	}()
+	return m.Run()
+}
+
+// MustDB creates an empty database with a unique name in the shared cluster and returns
+// its URL; the database is dropped (with FORCE, so leftover connections do not block it)
+// when the test ends.
+func MustDB(tb testing.TB) string {
+	tb.Helper()
+	if shared == nil {
+		tb.Fatal("pgtest.MustDB: no cluster; call pgtest.Main(m) from TestMain in this package")
+	}
+	name := "t_" + randomHex(8)
+	admin := shared.URL()
+	if err := execSQL(admin, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("pgtest: create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := execSQL(admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			tb.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(admin, name)
+}
+
+// MustPrivate starts a separate cluster for one test, which may Kill, Stop and Restart
+// it; it is stopped and deleted when the test ends. Use MustDB unless the test needs to
+// take the server down.
+func MustPrivate(tb testing.TB) *pglocal.Instance {
+	tb.Helper()
+	dir, err := traversableTempDir("pgtest-private-")
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	in, err := start(filepath.Join(dir, "data"), nil)
+	if err != nil {
+		tb.Fatalf("pgtest: cannot start a private PostgreSQL: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := in.Stop(); err != nil {
+			tb.Errorf("pgtest: stop private cluster: %v", err)
+		}
+	})
+	return in
+}
+
+// WithDatabase returns dsn with its database replaced by db.
+func WithDatabase(dsn, db string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	u.Path = "/" + db
+	return u.String()
+}
+
+func start(dataDir string, settings map[string]string) (*pglocal.Instance, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return pglocal.Start(ctx, pglocal.Options{
+		DataDir:  dataDir,
+		BinDir:   os.Getenv("PG_BINDIR"),
+		NoSync:   true,
+		Settings: settings,
+	})
+}
+
+// traversableTempDir makes a temporary directory that the postgres OS user can traverse
+// when the tests run as root (os.MkdirTemp makes it 0700).
+func traversableTempDir(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+func execSQL(dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
