@@ -14,6 +14,7 @@ import (
 	"embed"
 	"html/template"
 	"io/fs"
+	"strconv"
 )
 
 // FS holds the embedded files: assets/ (style.css and the scripts, served at
@@ -35,10 +36,31 @@ func Assets() fs.FS {
 
 // Templates parses every templates/*.html file into one set. Pages are
 // executed by name: "index", "queue", "order" and "admin"; they share the
-// "head", "header" and "footer" parts of layout.html.
+// "head", "header" and "footer" parts of layout.html. The set has one helper
+// function, num, which groups the digits of an integer (1234 → "1,234";
+// English and Korean both group by thousands with a comma).
 //
 // Templates parses anew on each call: call it once at start-up and keep the
 // result (a *template.Template is safe for concurrent ExecuteTemplate).
 func Templates() (*template.Template, error) {
-	return template.New("waitroom").ParseFS(FS, "templates/*.html")
+	return template.New("waitroom").Funcs(template.FuncMap{"num": groupDigits}).ParseFS(FS, "templates/*.html")
+}
+
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3+1)
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
 }

@@ -318,3 +318,23 @@ func TestTemplatesFitTheCSP(t *testing.T) {
 		}
 	}
 }
+
+func TestIndexGroupsDigits(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		n    int64
+		want string
+	}{{0, ">0<"}, {999, ">999<"}, {1000, ">1,000<"}, {1234567, ">1,234,567<"}, {-1234, ">-1,234<"}} {
+		var buf bytes.Buffer
+		data := static.IndexPage{Lang: "en", T: static.Messages("en"), Queues: []static.QueueInfo{{Name: "q", Waiting: tt.n}}}
+		if err := tmpl.ExecuteTemplate(&buf, "index", data); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), tt.want) {
+			t.Errorf("waiting %d: output lacks %q", tt.n, tt.want)
+		}
+	}
+}
