@@ -1,0 +1,130 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Sentinels. Callers test them with errors.Is; every error this package returns wraps one
+// of them, except unexpected internal failures (which callers should treat as 500).
+var (
+	// ErrNotFound: no such product.
+	ErrNotFound = errors.New("not found")
+	// ErrSoldOut: the stock cannot cover the quantity (stock never goes below zero).
+	ErrSoldOut = errors.New("sold out")
+	// ErrUnavailable: PostgreSQL is down or unreachable, no pooled connection was free
+	// within Config.AcquireTimeout, a query ran out of time, or an order's outcome could
+	// not be determined. Nothing was changed that a retry with the same Idempotency-Key
+	// would duplicate. Callers answer 503 with Retry-After.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrInvalid: bad input. The message of an error wrapping ErrInvalid is written for
+	// the user (no internals) and may be shown as is.
+	ErrInvalid = errors.New("invalid input")
+	// ErrIdempotencyConflict: the Idempotency-Key was first used for a different request
+	// (another product, quantity or ticket).
+	ErrIdempotencyConflict = errors.New("idempotency key was already used for a different request")
+)
+
+// errRetry marks a definite failure that is safe and useful to retry: deadlock or
+// serialization failure. The transaction was rolled back.
+var errRetry = errors.New("transaction aborted, retry")
+
+// errUnknownOutcome marks a COMMIT whose result never reached us.
+var errUnknownOutcome = errors.New("commit outcome unknown")
+
+// invalid returns an ErrInvalid error with a user-facing message.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// classify maps driver and server errors onto the package sentinels. It is the one place
+// that knows PostgreSQL error codes.
+func classify(err error) error {
+	if err == nil || isSentinel(err) || errors.Is(err, errRetry) || errors.Is(err, errUnknownOutcome) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code, class := pgErr.Code, pgErr.Code
+		if len(class) > 2 {
+			class = class[:2]
+		}
+		switch {
+		case code == "23503": // foreign_key_violation: the order names no existing product
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case code == "23514" && pgErr.ConstraintName == "products_stock_check":
+			return fmt.Errorf("%w: %w", ErrSoldOut, err)
+		case code == "23514", code == "22001", code == "22003", code == "22P02":
+			// check_violation, string too long, numeric out of range, bad text
+			// representation: input the validation should have caught.
+			return fmt.Errorf("%w: %s", ErrInvalid, "value out of range")
+		case code == "40P01", code == "40001": // deadlock_detected, serialization_failure
+			return fmt.Errorf("%w: %w", errRetry, err)
+		case class == "08", // connection_exception
+			class == "53",                                     // insufficient_resources (too_many_connections …)
+			code == "57P01", code == "57P02", code == "57P03", // admin/crash shutdown, cannot_connect_now
+			code == "57014", // query_canceled (our deadline)
+			code == "25006", // read_only_sql_transaction (a standby after failover)
+			code == "55P03": // lock_not_available (lock_timeout)
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	if isConnectionTrouble(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+func isSentinel(err error) bool {
+	for _, s := range []error{ErrNotFound, ErrSoldOut, ErrUnavailable, ErrInvalid, ErrIdempotencyConflict} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// isConnectionTrouble reports errors of reaching or talking to the server (as opposed to
+// the server refusing a statement).
+func isConnectionTrouble(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) ||
+		pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err) ||
+		errors.As(err, &connectErr) ||
+		errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// outcome names the result label of order_outcomes_total for a PlaceOrder result.
+func outcome(replayed bool, err error) string {
+	switch {
+	case err == nil && replayed:
+		return "replayed"
+	case err == nil:
+		return "created"
+	case errors.Is(err, ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrIdempotencyConflict):
+		return "conflict"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	default:
+		return "error"
+	}
+}

@@ -1,0 +1,99 @@
+package orders
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLockKey is the pg_advisory_lock key held around a whole migration run, so
+// instances starting at once apply each migration exactly once ("waitroom" in ASCII).
+const migrationLockKey int64 = 0x77616974726f6f6d
+
+// migrate applies the embedded migrations not yet recorded in schema_migrations, in file
+// name order, each in its own transaction, and returns how many it applied.
+func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return 0, fmt.Errorf("orders: migrations: %w", err)
+	}
+	sort.Strings(names)
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("orders: migrate: %w", classify(err))
+	}
+	// A session-level advisory lock lives on this connection. If unlocking fails the
+	// connection is closed instead of going back to the pool still holding the lock.
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			_ = conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+		return 0, fmt.Errorf("orders: migrate: lock: %w", classify(err))
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrationLockKey); uerr == nil {
+			unlocked = true
+		}
+	}()
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    text PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return 0, fmt.Errorf("orders: migrate: %w", classify(err))
+	}
+	done := map[string]bool{}
+	rows, err := conn.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return 0, fmt.Errorf("orders: migrate: %w", classify(err))
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("orders: migrate: %w", classify(err))
+	}
+	for _, v := range versions {
+		done[v] = true
+	}
+
+	for _, name := range names {
+		version := strings.TrimSuffix(path.Base(name), ".sql")
+		if done[version] {
+			continue
+		}
+		sql, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return applied, fmt.Errorf("orders: migration %s: %w", version, err)
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			// No arguments: sent with the simple protocol, so a file may hold several
+			// statements.
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("orders: migration %s: %w", version, classify(err))
+		}
+		applied++
+	}
+	return applied, nil
+}

@@ -1,0 +1,268 @@
+package orders
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// OrderRequest is one order. Ticket is stored as given; IdempotencyKey is optional.
+type OrderRequest struct {
+	ProductID      string
+	Quantity       int
+	Ticket         string
+	IdempotencyKey string
+}
+
+// Order is a placed order.
+type Order struct {
+	ID        string    `json:"id"`
+	ProductID string    `json:"product_id"`
+	Quantity  int       `json:"quantity"`
+	Ticket    string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+const (
+	maxRetries     = 3
+	maxKeyLen      = 255
+	maxTicketLen   = 1024
+	retryBaseDelay = 10 * time.Millisecond
+)
+
+func (r OrderRequest) validate() error {
+	switch {
+	case !ValidID(r.ProductID):
+		return invalid("product_id must be 1–64 characters from A–Z a–z 0–9 _ -")
+	case r.Quantity < 1 || r.Quantity > MaxQuantity:
+		return invalid("quantity must be between 1 and %d", MaxQuantity)
+	case len(r.IdempotencyKey) > maxKeyLen:
+		return invalid("idempotency key must be at most %d bytes", maxKeyLen)
+	case len(r.Ticket) > maxTicketLen:
+		return invalid("ticket is too long")
+	}
+	return nil
+}
+
+// hash identifies the request an idempotency key belongs to. The ticket is part of it,
+// so a key reused by another ticket is a conflict rather than someone else's order.
+func (r OrderRequest) hash() string {
+	h := sha256.Sum256([]byte(r.ProductID + "\x00" + strconv.Itoa(r.Quantity) + "\x00" + r.Ticket))
+	return hex.EncodeToString(h[:])
+}
+
+// PlaceOrder decrements the stock and records the order in one transaction.
+//
+// replayed is true when IdempotencyKey was already used for the same request: the first
+// order is returned and nothing changes. Errors wrap ErrInvalid, ErrNotFound, ErrSoldOut,
+// ErrIdempotencyConflict or ErrUnavailable (pool exhausted, database down, timeout, or
+// an outcome that could not be determined — a retry with the same key is safe).
+//
+// The order id is generated here, before the INSERT. If a COMMIT's answer is lost, the
+// attempt is repeated with the same id: it first looks the order up (by id and key) and,
+// when it is not there, inserts with ON CONFLICT DO NOTHING, which waits for a COMMIT
+// still in flight — so a lost answer never makes a second order.
+func (s *Store) PlaceOrder(ctx context.Context, req OrderRequest) (o Order, replayed bool, err error) {
+	start := time.Now()
+	defer func() { s.m.observe(start, replayed, err) }()
+	if err := req.validate(); err != nil {
+		return Order{}, false, err
+	}
+	id, hash := uuid.NewString(), req.hash()
+	for attempt := 0; ; attempt++ {
+		o, replayed, err = s.placeOnce(ctx, req, id, hash)
+		switch {
+		case err == nil:
+			return o, replayed, nil
+		case errors.Is(err, errUnknownOutcome):
+			s.m.retry(err)
+			return s.resolve(ctx, req, id, hash, err)
+		case !errors.Is(err, errRetry):
+			return Order{}, false, fmt.Errorf("orders: place order: %w", err)
+		case attempt == maxRetries:
+			return Order{}, false, fmt.Errorf("orders: place order: still failing after %d retries: %w: %w",
+				maxRetries, ErrUnavailable, err)
+		}
+		s.m.retry(err)
+		// Full jitter, growing with the attempt: 0–10ms, 0–20ms, 0–40ms.
+		delay := rand.N(retryBaseDelay<<attempt) + time.Millisecond
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return Order{}, false, fmt.Errorf("orders: place order: %w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// resolve settles a COMMIT whose outcome is unknown by repeating the attempt with the
+// same order id (lookup first, then an insert that cannot duplicate). It gets its own
+// time budget: the caller's deadline may be what expired during the COMMIT.
+func (s *Store) resolve(ctx context.Context, req OrderRequest, id, hash string, cause error) (Order, bool, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AcquireTimeout+s.cfg.QueryTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		o, replayed, err := s.placeOnce(rctx, req, id, hash)
+		if err == nil {
+			return o, replayed, nil
+		}
+		if errors.Is(err, errRetry) && attempt < maxRetries {
+			continue
+		}
+		if errors.Is(err, errUnknownOutcome) || errors.Is(err, errRetry) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if errors.Is(err, ErrUnavailable) {
+			return Order{}, false, fmt.Errorf("orders: place order: outcome unknown (%v), lookup failed: %w", cause, err)
+		}
+		return Order{}, false, fmt.Errorf("orders: place order: %w", err)
+	}
+}
+
+// placeOnce is one attempt on one connection: look up, then the transaction.
+func (s *Store) placeOnce(ctx context.Context, req OrderRequest, id, hash string) (Order, bool, error) {
+	c, err := s.acquire(ctx)
+	if err != nil {
+		return Order{}, false, err
+	}
+	defer c.Release()
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+
+	key := nullable(req.IdempotencyKey)
+	// One round trip answers: is the order already there (our id after a lost COMMIT
+	// answer, or the key's first request), does the product exist, is there enough stock.
+	// Sold-out buyers stop here without taking a row lock.
+	var stock *int
+	var ex existing
+	err = c.QueryRow(qctx, `
+		SELECT p.stock, o.id::text, o.product_id, o.ticket, o.quantity, o.request_hash, o.created_at
+		FROM (SELECT 1) AS one
+		LEFT JOIN products p ON p.id = $1
+		LEFT JOIN orders o ON o.id = $2::uuid OR o.idempotency_key = $3`,
+		req.ProductID, id, key).Scan(&stock, &ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
+	if err != nil {
+		return Order{}, false, classify(err)
+	}
+	switch {
+	case ex.ID != nil:
+		return ex.settle(id, hash)
+	case stock == nil:
+		return Order{}, false, fmt.Errorf("product %q: %w", req.ProductID, ErrNotFound)
+	case *stock < req.Quantity:
+		return Order{}, false, fmt.Errorf("product %q: %w", req.ProductID, ErrSoldOut)
+	}
+
+	o, err := s.insertOrder(qctx, c, req, id, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// ON CONFLICT DO NOTHING: a concurrent request with the same key (or our own
+		// earlier attempt) committed first. Our transaction is rolled back, so our stock
+		// decrement never happened; answer with the order that won.
+		var ex existing
+		err = c.QueryRow(qctx, `
+			SELECT id::text, product_id, ticket, quantity, request_hash, created_at
+			FROM orders WHERE id = $1::uuid OR idempotency_key = $2`, id, key).
+			Scan(&ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
+		if err != nil {
+			return Order{}, false, classify(err)
+		}
+		return ex.settle(id, hash)
+	}
+	if err != nil {
+		return Order{}, false, err
+	}
+	return o, false, nil
+}
+
+// insertOrder runs the transaction: insert (first, so duplicates of one key queue on the
+// unique index and never touch the stock row), guarded decrement, commit.
+func (s *Store) insertOrder(ctx context.Context, c *pgxpool.Conn, req OrderRequest, id, hash string) (Order, error) {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return Order{}, classify(err)
+	}
+	defer func() {
+		// No-op after Commit. A rollback that fails (dead connection) closes the
+		// connection, and the pool drops it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	o := Order{ID: id, ProductID: req.ProductID, Quantity: req.Quantity, Ticket: req.Ticket}
+	err = tx.QueryRow(ctx, `
+		INSERT INTO orders (id, product_id, ticket, quantity, idempotency_key, request_hash)
+		VALUES ($1::uuid, $2, $3, $4, $5, $6)
+		ON CONFLICT DO NOTHING
+		RETURNING created_at`,
+		id, req.ProductID, req.Ticket, req.Quantity, nullable(req.IdempotencyKey), hash).Scan(&o.CreatedAt)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Order{}, err
+		}
+		return Order{}, classify(err)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE products SET stock = stock - $2, updated_at = now()
+		WHERE id = $1 AND stock >= $2`, req.ProductID, req.Quantity)
+	if err != nil {
+		return Order{}, classify(err)
+	}
+	if tag.RowsAffected() == 0 {
+		// The product exists (the insert's foreign key saw it): the stock ran out
+		// between the lookup and now.
+		return Order{}, fmt.Errorf("product %q: %w", req.ProductID, ErrSoldOut)
+	}
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(ctx, tx); err != nil {
+			return Order{}, classify(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+			return Order{}, classify(err) // the server answered: definitely not committed
+		}
+		return Order{}, fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	if s.afterCommit != nil {
+		if err := s.afterCommit(); err != nil {
+			return Order{}, fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
+	}
+	return o, nil
+}
+
+// existing is an order row read back, all columns nullable (LEFT JOIN).
+type existing struct {
+	ID, ProductID, Ticket, Hash *string
+	Quantity                    *int
+	CreatedAt                   *time.Time
+}
+
+// settle decides what an order found for our id or key means for this request.
+func (e existing) settle(id, hash string) (Order, bool, error) {
+	o := Order{ID: *e.ID, ProductID: *e.ProductID, Ticket: *e.Ticket, Quantity: *e.Quantity, CreatedAt: *e.CreatedAt}
+	switch {
+	case o.ID == id:
+		return o, false, nil // our own attempt committed; its answer was lost
+	case *e.Hash == hash:
+		return o, true, nil
+	default:
+		return Order{}, false, ErrIdempotencyConflict
+	}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
