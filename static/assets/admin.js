@@ -555,10 +555,10 @@
     for (const s of series) for (const p of s.values) if (p.v != null && p.v > max) max = p.v;
     max = max <= 0 ? 1 : max * 1.15;
     const pad = 4;
-    // The x axis covers what we have seen, from 1 minute up to 5 minutes,
+    // The x axis covers what we have seen, from 20 s up to 5 minutes,
     // so a freshly opened dashboard does not squeeze its lines to the right.
     const first = history.length ? history[0].at : now;
-    const span = Math.min(WINDOW_MS, Math.max(60000, now - first));
+    const span = Math.min(WINDOW_MS, Math.max(20000, now - first));
     const x = (at) => pad + ((at - (now - span)) / span) * (w - 2 * pad);
     const y = (v) => h - pad - (v / max) * (h - 2 * pad);
 

@@ -53,6 +53,7 @@
   let countdownTimer = null;
   let lastAnnounce = { at: 0, position: null };
   let lastRate = null;
+  let phase = 'joining'; // joining | waiting | admitted | expired | left | error
 
   function show(section) {
     for (const s of sections) s.hidden = s !== section;
@@ -99,6 +100,8 @@
 
   function renderPosition(p) {
     if (typeof p.position !== 'number') return;
+    if (phase !== 'joining' && phase !== 'waiting') return; // a late event after admission
+    phase = 'waiting';
     const pos = Math.max(1, p.position);
     const rate = typeof p.rate_per_second === 'number' ? p.rate_per_second : lastRate;
     if (typeof p.rate_per_second === 'number') lastRate = p.rate_per_second;
@@ -145,6 +148,7 @@
   }
 
   function renderAdmitted(a) {
+    phase = 'admitted';
     show(el.admitted);
     setNotice('');
     el.progress.value = 100;
@@ -171,6 +175,7 @@
   }
 
   function renderExpired() {
+    phase = 'expired';
     clearInterval(countdownTimer);
     show(el.expired);
     setConn('closed');
@@ -180,6 +185,7 @@
   }
 
   function renderLeft() {
+    phase = 'left';
     clearInterval(countdownTimer);
     show(el.left);
     document.title = baseTitle;
@@ -187,6 +193,7 @@
   }
 
   function renderFatal(err) {
+    phase = 'error';
     show(el.joinError);
     el.joinError.dataset.reason = err.code || '';
     if (err.code === 'queue_not_found') {
@@ -208,6 +215,7 @@
     const gen = ++generation;
     const live = () => gen === generation;
     lastAnnounce = { at: 0, position: null };
+    phase = 'joining';
     show(el.joining);
     room = W.join({
       queue,

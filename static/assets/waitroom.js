@@ -334,7 +334,7 @@
       if (this.electing || this.closed) return;
       this.electing = true;
       const locks = global.navigator && global.navigator.locks;
-      if (locks && typeof locks.request === 'function') {
+      if (locks && typeof locks.request === 'function' && this.bc) {
         this.mode = 'locks';
         this.lockAbort = typeof AbortController === 'function' ? new AbortController() : null;
         const opts = this.lockAbort ? { signal: this.lockAbort.signal } : {};
