@@ -25,3 +25,4 @@ func Migrate(ctx context.Context, dsn string) (int, error) {
 
 // Classify exposes the error mapping for table tests.
 var Classify = classify
+var IsKnown = isSentinel

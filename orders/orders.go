@@ -110,9 +110,13 @@ func (s *Store) Close() {
 
 // Ping checks that PostgreSQL answers, within AcquireTimeout + QueryTimeout; for /readyz.
 func (s *Store) Ping(ctx context.Context) error {
-	return s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		return c.Ping(ctx)
 	})
+	if err != nil {
+		return fmt.Errorf("orders: ping: %w", err)
+	}
+	return nil
 }
 
 // acquire takes a pooled connection within AcquireTimeout.
@@ -124,9 +128,9 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		return c, nil
 	}
 	if ctx.Err() == nil && actx.Err() != nil {
-		return nil, fmt.Errorf("orders: no database connection free within %v: %w", s.cfg.AcquireTimeout, ErrUnavailable)
+		return nil, fmt.Errorf("no database connection free within %v: %w", s.cfg.AcquireTimeout, ErrUnavailable)
 	}
-	return nil, fmt.Errorf("orders: connect: %w", classify(err))
+	return nil, fmt.Errorf("connect: %w", classify(err))
 }
 
 // withConn runs fn on a pooled connection with QueryTimeout and classified errors.

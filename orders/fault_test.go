@@ -1,0 +1,283 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/orders/pgtest"
+)
+
+// holdRow opens a connection that holds products row id FOR UPDATE until release.
+func holdRow(t *testing.T, dsn, id string) (pid uint32, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM products WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = tx.Rollback(ctx)
+			_ = conn.Close(ctx)
+		})
+	}
+	t.Cleanup(release)
+	return conn.PgConn().PID(), release
+}
+
+// waitLockWaiters waits until n backends of the current database wait for a lock.
+func waitLockWaiters(t *testing.T, dsn string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends waiting for a lock, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPoolExhaustedFailsFast(t *testing.T) {
+	const acquire = 200 * time.Millisecond
+	s, dsn := mustOpen(t, orders.Config{MaxConns: 2, AcquireTimeout: acquire, QueryTimeout: 20 * time.Second})
+	mustProduct(t, s, "hot", 10)
+	// Seed 000's vicious circle: a locked hot row holds every pooled connection.
+	_, release := holdRow(t, dsn, "hot")
+	var wg sync.WaitGroup
+	held := make([]error, 2)
+	for i := range held {
+		wg.Go(func() {
+			_, _, held[i] = s.PlaceOrder(context.Background(), orders.OrderRequest{ProductID: "hot", Quantity: 1})
+		})
+	}
+	waitLockWaiters(t, dsn, 2)
+
+	start := time.Now()
+	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "hot", Quantity: 1})
+	took := time.Since(start)
+	if !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if took < acquire || took > acquire+500*time.Millisecond {
+		t.Fatalf("answered after %v, want about the acquire timeout %v", took, acquire)
+	}
+	if _, err := s.Products(ctxT(t)); !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("Products with a full pool: %v, want ErrUnavailable", err)
+	}
+	t.Logf("pool of 2 held by a locked row: PlaceOrder answered %q after %v (AcquireTimeout %v)",
+		err, took.Round(time.Millisecond), acquire)
+
+	release()
+	wg.Wait()
+	for i, err := range held {
+		if err != nil {
+			t.Fatalf("held call %d: %v", i, err)
+		}
+	}
+}
+
+func TestDatabaseDownThenBack(t *testing.T) {
+	pg := pgtest.MustPrivate(t)
+	s, _ := mustOpen(t, orders.Config{URL: pg.URL(), AcquireTimeout: 500 * time.Millisecond, QueryTimeout: 2 * time.Second})
+	mustProduct(t, s, "p", 10)
+	if _, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "before"}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "during"})
+	took := time.Since(start)
+	if !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("PlaceOrder with PostgreSQL killed: %v, want ErrUnavailable", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("PlaceOrder took %v with PostgreSQL down", took)
+	}
+	t.Logf("PostgreSQL killed: PlaceOrder answered %q after %v", err, took.Round(time.Millisecond))
+	if err := s.Ping(ctxT(t)); !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("Ping: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Product(ctxT(t), "p"); !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("Product: %v, want ErrUnavailable", err)
+	}
+	_, err = orders.Open(ctxT(t), orders.Config{URL: pg.URL()}, prometheus.NewRegistry())
+	if !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("Open while down: %v, want ErrUnavailable", err)
+	}
+
+	if err := pg.Restart(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	attempts := 0
+	for {
+		attempts++
+		_, replayed, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "during"})
+		if err == nil {
+			if replayed {
+				t.Fatal("the order made while down exists")
+			}
+			break
+		}
+		if !errors.Is(err, orders.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("after restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p, err := s.Product(ctxT(t), "p")
+	if err != nil || p.Stock != 8 {
+		t.Fatalf("after restart: stock %d, %v; want 8", p.Stock, err)
+	}
+	t.Logf("restarted: order succeeded on attempt %d, stock 10 → 8 (two orders, none while down)", attempts)
+}
+
+func TestLostCommitAnswerIsResolvedByLookup(t *testing.T) {
+	s, dsn, reg := mustOpenReg(t, orders.Config{})
+	mustProduct(t, s, "p", 5)
+	lost := true
+	orders.SetCommitHooks(s, nil, func() error {
+		if lost {
+			lost = false
+			return errors.New("connection reset after COMMIT was sent") // the answer is lost
+		}
+		return nil
+	})
+	o, replayed, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 2, Ticket: "t"})
+	if err != nil || replayed || o.ID == "" {
+		t.Fatalf("got %+v replayed=%v err=%v, want the committed order", o, replayed, err)
+	}
+	if n := query[int](t, dsn, "SELECT count(*) FROM orders"); n != 1 {
+		t.Fatalf("orders = %d, want 1", n)
+	}
+	if n := query[int](t, dsn, "SELECT stock FROM products"); n != 3 {
+		t.Fatalf("stock = %d, want 3", n)
+	}
+	if got := metricValue(t, reg, "order_retries_total", "reason", "unknown_outcome"); got != 1 {
+		t.Fatalf("unknown_outcome retries = %v, want 1", got)
+	}
+}
+
+func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
+	s, dsn := mustOpen(t, orders.Config{})
+	mustProduct(t, s, "p", 5)
+	dropped := false
+	orders.SetCommitHooks(s, func(ctx context.Context, tx pgx.Tx) error {
+		if !dropped {
+			dropped = true
+			// The connection dies under the COMMIT: pgx cannot know whether it happened.
+			return tx.Conn().PgConn().Close(ctx)
+		}
+		return nil
+	}, nil)
+	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatalf("PlaceOrder: %v", err)
+	}
+	if n := query[int](t, dsn, "SELECT count(*) FROM orders"); n != 1 {
+		t.Fatalf("orders = %d, want 1", n)
+	}
+	if n := query[int](t, dsn, "SELECT stock FROM products"); n != 4 {
+		t.Fatalf("stock = %d, want 4", n)
+	}
+}
+
+func TestDeadlockIsRetried(t *testing.T) {
+	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 20 * time.Second})
+	mustProduct(t, s, "p", 5)
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// The other transaction waits long before checking for deadlocks, so PostgreSQL
+	// picks PlaceOrder's transaction as the victim.
+	if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '30s'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE products SET updated_at = now() WHERE id = 'p'"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		o   orders.Order
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, _, err := s.PlaceOrder(context.Background(), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "k"})
+		done <- result{o, err}
+	}()
+	waitLockWaiters(t, dsn, 1) // PlaceOrder inserted key k, now waits for row p
+	// Now wait for PlaceOrder's key: a cycle. PlaceOrder's transaction is aborted with
+	// 40P01, which lets this INSERT through.
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, product_id, quantity, idempotency_key, request_hash)
+		VALUES (gen_random_uuid(), 'p', 1, 'k', 'other')`); err != nil {
+		t.Fatalf("other transaction: %v", err)
+	}
+	waitLockWaiters(t, dsn, 1) // the retry waits for the other transaction's key k
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("PlaceOrder after a deadlock: %v", r.err)
+	}
+	if got := metricValue(t, reg, "order_retries_total", "reason", "deadlock"); got < 1 {
+		t.Fatalf("deadlock retries = %v, want ≥ 1", got)
+	}
+	if n := query[int](t, dsn, "SELECT stock FROM products"); n != 4 {
+		t.Fatalf("stock = %d, want 4", n)
+	}
+	t.Logf("real deadlock (40P01) retried: order %s placed once", r.o.ID)
+}
+
+func TestRetriesStopAfterThree(t *testing.T) {
+	s, dsn, reg := mustOpenReg(t, orders.Config{})
+	mustProduct(t, s, "p", 5)
+	calls := 0
+	orders.SetCommitHooks(s, func(context.Context, pgx.Tx) error {
+		calls++
+		return &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+	}, nil)
+	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1})
+	if !errors.Is(err, orders.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if calls != 4 {
+		t.Fatalf("attempts = %d, want 1 + 3 retries", calls)
+	}
+	if got := metricValue(t, reg, "order_retries_total", "reason", "deadlock"); got != 3 {
+		t.Fatalf("retries = %v, want 3", got)
+	}
+	if n := query[int](t, dsn, "SELECT stock FROM products"); n != 5 {
+		t.Fatalf("stock = %d, want 5 (every attempt rolled back)", n)
+	}
+}

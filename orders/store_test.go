@@ -1,0 +1,227 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/orders/pgtest"
+)
+
+func TestMigrationsRunOnceUnderConcurrency(t *testing.T) {
+	dsn := pgtest.MustDB(t)
+	const n = 5
+	applied := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { applied[i], errs[i] = orders.Migrate(ctxT(t), dsn) })
+	}
+	wg.Wait()
+	total := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("migrator %d: %v", i, errs[i])
+		}
+		total += applied[i]
+	}
+	files := query[int](t, dsn, "SELECT count(*)::int FROM schema_migrations")
+	if files != 2 || total != files {
+		t.Fatalf("%d migrations recorded, %d applied by %d concurrent runs (%v); want each applied once",
+			files, total, n, applied)
+	}
+	t.Logf("%d concurrent migration runs applied %v: %d migrations, each once", n, applied, total)
+
+	t.Run("concurrent Open on a fresh database", func(t *testing.T) {
+		dsn := pgtest.MustDB(t)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				s, err := orders.Open(ctxT(t), orders.Config{URL: dsn}, nil)
+				if err != nil {
+					t.Errorf("open: %v", err)
+					return
+				}
+				s.Close()
+			})
+		}
+		wg.Wait()
+	})
+}
+
+func TestProducts(t *testing.T) {
+	s, _ := mustOpen(t, orders.Config{})
+	ctx := ctxT(t)
+	name, price, stock := "Limited sneaker", int64(129_000), 7
+
+	p, created, err := s.PutProduct(ctx, "shoe", orders.ProductPatch{})
+	if err != nil || !created || p.Name != "shoe" || p.Price != 0 || p.Stock != 0 {
+		t.Fatalf("create with defaults: %+v created=%v err=%v", p, created, err)
+	}
+	p, created, err = s.PutProduct(ctx, "shoe", orders.ProductPatch{Name: &name, Stock: &stock})
+	if err != nil || created || p.Name != name || p.Stock != 7 || p.Price != 0 {
+		t.Fatalf("partial update: %+v created=%v err=%v", p, created, err)
+	}
+	p, _, err = s.PutProduct(ctx, "shoe", orders.ProductPatch{Price: &price})
+	if err != nil || p.Name != name || p.Stock != 7 || p.Price != price {
+		t.Fatalf("price only: %+v err=%v", p, err)
+	}
+
+	if created, err := s.EnsureProduct(ctx, orders.Product{ID: "demo", Stock: 100}); err != nil || !created {
+		t.Fatalf("ensure new: %v %v", created, err)
+	}
+	if created, err := s.EnsureProduct(ctx, orders.Product{ID: "demo", Stock: 5}); err != nil || created {
+		t.Fatalf("ensure existing: %v %v", created, err)
+	}
+	list, err := s.Products(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != "demo" || list[0].Stock != 100 || list[0].Name != "demo" || list[1].ID != "shoe" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if got, err := s.Product(ctx, "shoe"); err != nil || got.Price != price {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	for _, id := range []string{"missing", "bad id", ""} {
+		if _, err := s.Product(ctx, id); !errors.Is(err, orders.ErrNotFound) {
+			t.Fatalf("Product(%q): %v, want ErrNotFound", id, err)
+		}
+	}
+
+	neg, negStock, empty := int64(-1), -1, ""
+	for _, tc := range []struct {
+		name  string
+		id    string
+		patch orders.ProductPatch
+	}{
+		{"bad id", "no/slash", orders.ProductPatch{}},
+		{"negative price", "x", orders.ProductPatch{Price: &neg}},
+		{"negative stock", "x", orders.ProductPatch{Stock: &negStock}},
+		{"empty name", "x", orders.ProductPatch{Name: &empty}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := s.PutProduct(ctx, tc.id, tc.patch); !errors.Is(err, orders.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"foreign key", &pgconn.PgError{Code: "23503"}, orders.ErrNotFound},
+		{"stock check", &pgconn.PgError{Code: "23514", ConstraintName: "products_stock_check"}, orders.ErrSoldOut},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, orders.ErrUnavailable},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, orders.ErrUnavailable},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, orders.ErrUnavailable},
+		{"query canceled", &pgconn.PgError{Code: "57014"}, orders.ErrUnavailable},
+		{"deadline", context.DeadlineExceeded, orders.ErrUnavailable},
+		{"out of range", &pgconn.PgError{Code: "22003"}, orders.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := orders.Classify(tc.err); !errors.Is(got, tc.want) {
+				t.Fatalf("classify(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+	if got := orders.Classify(&pgconn.PgError{Code: "42P01"}); orders.IsKnown(got) {
+		t.Fatalf("undefined_table mapped to a sentinel: %v", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	s, _, reg := mustOpenReg(t, orders.Config{MaxConns: 7})
+	mustProduct(t, s, "m", 1)
+	ctx := ctxT(t)
+	_, _, _ = s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "m", Quantity: 1, IdempotencyKey: "a"})
+	_, _, _ = s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "m", Quantity: 1, IdempotencyKey: "a"})
+	_, _, _ = s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "m", Quantity: 1})
+	_, _, _ = s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "zz", Quantity: 1})
+	_, _, _ = s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "m", Quantity: 0})
+	for result, want := range map[string]float64{"created": 1, "replayed": 1, "sold_out": 1, "not_found": 1, "invalid": 1, "unavailable": 0} {
+		if got := metricValue(t, reg, "order_outcomes_total", "result", result); got != want {
+			t.Errorf("order_outcomes_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	if got := metricValue(t, reg, "orders_pool_max_conns", "", ""); got != 7 {
+		t.Errorf("orders_pool_max_conns = %v, want 7", got)
+	}
+	if got := metricValue(t, reg, "orders_pool_acquire_total", "", ""); got < 5 {
+		t.Errorf("orders_pool_acquire_total = %v", got)
+	}
+	for _, name := range []string{"order_duration_seconds", "orders_pool_acquired_conns", "orders_pool_idle_conns",
+		"orders_pool_total_conns", "orders_pool_empty_acquire_total", "orders_pool_canceled_acquire_total"} {
+		if family(t, reg, name) == nil {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	if h := family(t, reg, "order_duration_seconds"); h != nil && h.Metric[0].GetHistogram().GetSampleCount() != 5 {
+		t.Errorf("order_duration_seconds count = %d, want 5", h.Metric[0].GetHistogram().GetSampleCount())
+	}
+	s.Close()
+	if family(t, reg, "orders_pool_max_conns") != nil {
+		t.Error("pool metrics still registered after Close")
+	}
+}
+
+func family(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// metricValue returns the counter or gauge value of name with label=value ("" for none).
+func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	f := family(t, reg, name)
+	if f == nil {
+		t.Fatalf("metric %s not registered", name)
+	}
+	for _, m := range f.Metric {
+		match := label == ""
+		for _, l := range m.Label {
+			if l.GetName() == label && l.GetValue() == value {
+				match = true
+			}
+		}
+		if match {
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	t.Fatalf("metric %s{%s=%q} not found", name, label, value)
+	return 0
+}
+
+func BenchmarkPlaceOrder(b *testing.B) {
+	s, _ := mustOpen(b, orders.Config{MaxConns: 16, AcquireTimeout: 5 * time.Second})
+	mustProduct(b, s, "bench", 1_000_000_000)
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := s.PlaceOrder(context.Background(), orders.OrderRequest{ProductID: "bench", Quantity: 1}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
