@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"math"
 	"math/big"
+	"strconv"
 	"sync"
 	"time"
 
@@ -170,7 +171,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					rate = s.RatePerSecond
 				}
 			}
-			res, err := a.tick(ctx, name, owner, fence, rate)
+			res, err := a.tick(ctx, name, owner, fence, rate, max(0, now.Sub(scheduled)))
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -204,7 +205,7 @@ type TickResult struct {
 
 // tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
 // the most the tick may admit; the script uses what it needs.
-func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64) (TickResult, error) {
+func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, lag time.Duration) (TickResult, error) {
 	k := keysFor(name)
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
 	n = min(n, 5000)
@@ -215,8 +216,9 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	if grace < 0 {
 		grace = 0
 	}
-	args := make([]any, 6, 6+n)
-	copy(args, []any{owner, fence, a.cfg.MaxElapsed.Milliseconds(), grace, a.cfg.SweepLimit, a.cfg.PublishEvery.Milliseconds()})
+	args := make([]any, 7, 7+n)
+	copy(args, []any{owner, fence, a.cfg.MaxElapsed.Milliseconds(), grace, a.cfg.SweepLimit,
+		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64)})
 	for range n {
 		t := uuid.NewString()
 		keys = append(keys, k.token(t))
@@ -254,4 +256,24 @@ func jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(n.Int64())
+}
+
+// TickOnce takes queue name's lease for this Admitter (if it is free) and runs one
+// admission tick. Tests and benchmarks drive admission step by step with it; a server
+// uses Run.
+func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error) {
+	k := keysFor(name)
+	owner := a.cfg.Owner + ":once"
+	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+	if err != nil {
+		return TickResult{}, err
+	}
+	if fence == 0 {
+		return TickResult{fenced: true}, ErrNotLeader
+	}
+	s, err := a.q.Settings(ctx, name)
+	if err != nil {
+		return TickResult{}, err
+	}
+	return a.tick(ctx, name, owner, fence, s.RatePerSecond, 0)
 }

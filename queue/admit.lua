@@ -17,11 +17,12 @@
 -- KEYS[11] ev       STRING event counter
 -- KEYS[12] events   pub/sub channel name (passed as a key so it shares the hash tag)
 -- KEYS[13] seq      STRING last sequence handed out
--- KEYS[14…] token keys, one per pre-made token in ARGV[7…] (same order)
+-- KEYS[14…] token keys, one per pre-made token in ARGV[8…] (same order)
 -- ARGV[1] owner id     ARGV[2] fencing token     ARGV[3] max elapsed ms counted per tick
 -- ARGV[4] abandonment grace ms (0 = off)     ARGV[5] sweep limit per tick
 -- ARGV[6] publish at least every this many ms
--- ARGV[7…] token values (UUID v4 made by the caller)
+-- ARGV[7] how late this tick started, in ms (kept for the admin view)
+-- ARGV[8…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
 --          arate_milli, rate_milli, max_active, expired, abandoned} or {-1} when fenced off.
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
@@ -87,7 +88,7 @@ end
 local allowance = 0
 if not paused and rate > 0 then allowance = carry + rate * elapsed / 1000 end
 local n = math.floor(allowance)
-local cap = #ARGV - 6
+local cap = math.min(#ARGV - 7, #KEYS - 13)
 local waiting = redis.call('ZCARD', KEYS[2])
 local active = redis.call('ZCARD', KEYS[6])
 if max_active > 0 then cap = math.min(cap, math.max(0, max_active - active)) end
@@ -101,7 +102,7 @@ if n > 0 then
   for i = 1, #popped, 2 do
     local tk, s = popped[i], popped[i + 1]
     local k = (i + 1) / 2
-    local token = ARGV[6 + k]
+    local token = ARGV[7 + k]
     local exp = now + ttl
     redis.call('SET', KEYS[13 + k], tk, 'PX', ttl)
     redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick)
@@ -141,6 +142,6 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or now - lastpub >=
   pubtail = tail
 end
 redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
-  'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail)
+  'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7])
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
   math.floor(rate * 1000), max_active, #expired, departed}

@@ -10,3 +10,6 @@ var (
 	ErrNoPlace       = errors.New("ticket has no place in this queue")
 	ErrInvalid       = errors.New("invalid settings")
 )
+
+// ErrNotLeader is returned by TickOnce when another loop holds the queue's lease.
+var ErrNotLeader = errors.New("another instance holds the admission lease")

@@ -258,6 +258,7 @@ type QueueStats struct {
 	AdmittedTotal int64
 	ActiveTokens  int64
 	AdmitRate     float64
+	TickLagMs     float64 // how late the leader's last tick started
 	Leader        string
 }
 
@@ -268,7 +269,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	cfg := pipe.HGetAll(ctx, k.cfg())
 	w := pipe.ZCard(ctx, k.waiting())
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
-	c := pipe.HMGet(ctx, k.clock(), "total", "arate")
+	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms")
 	l := pipe.Get(ctx, k.lease())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return QueueStats{}, fmt.Errorf("stats %s: %w", name, err)
@@ -277,9 +278,10 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 		return QueueStats{}, ErrQueueNotFound
 	}
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val()}
-	if v := c.Val(); len(v) == 2 {
+	if v := c.Val(); len(v) == 3 {
 		s.AdmittedTotal = toInt(v[0])
 		s.AdmitRate = toFloat(v[1])
+		s.TickLagMs = toFloat(v[2])
 	}
 	return s, nil
 }

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// config is every setting of the server, parsed and validated once from the environment.
+type config struct {
+	Addr            string
+	RedisURL        string
+	DatabaseURL     string
+	DataDir         string
+	Secret          string
+	SecretGenerated bool
+	AdminToken      string
+	InstanceID      string
+	LogLevel        zerolog.Level
+	LogPretty       bool
+	Demo            bool
+	DemoRate        float64
+	DemoStock       int
+	Tick            time.Duration
+	TickJitter      time.Duration
+	LeaseTTL        time.Duration
+	Grace           time.Duration
+	UpdateInterval  time.Duration
+	Heartbeat       time.Duration
+	StreamsPerIP    int
+	StreamWrite     time.Duration
+	PGMaxConns      int
+	PGAcquire       time.Duration
+	OrderPerTicket  float64
+	OrderGlobal     float64
+	JoinPerIP       float64
+	FailOpen        bool
+	ProxyHeader     string
+	ShutdownTimeout time.Duration
+}
+
+// setting is one documented environment variable (the README table lists the same).
+type setting struct {
+	name, def, help string
+	parse           func(c *config, v string) error
+}
+
+func durSetting(dst func(*config) *time.Duration, min time.Duration) func(*config, string) error {
+	return func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration like 100ms or 2s")
+		}
+		if d < min {
+			return fmt.Errorf("must be at least %v", min)
+		}
+		*dst(c) = d
+		return nil
+	}
+}
+
+func floatSetting(dst func(*config) *float64, min, max float64) func(*config, string) error {
+	return func(c *config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < min || f > max || f != f {
+			return fmt.Errorf("must be a number from %v to %v", min, max)
+		}
+		*dst(c) = f
+		return nil
+	}
+}
+
+func intSetting(dst func(*config) *int, min, max int) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min || n > max {
+			return fmt.Errorf("must be a whole number from %d to %d", min, max)
+		}
+		*dst(c) = n
+		return nil
+	}
+}
+
+func boolSetting(dst func(*config) *bool) func(*config, string) error {
+	return func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		*dst(c) = b
+		return nil
+	}
+}
+
+func strSetting(dst func(*config) *string) func(*config, string) error {
+	return func(c *config, v string) error { *dst(c) = v; return nil }
+}
+
+var settings = []setting{
+	{"WR_ADDR", ":8080", "listen address (host:port)", func(c *config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return fmt.Errorf("must be host:port or :port")
+		}
+		c.Addr = v
+		return nil
+	}},
+	{"REDIS_URL", "", "redis://host:port/db (cluster/sentinel: redis URLs with addr= params); empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
+	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL })},
+	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir })},
+	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", func(c *config, v string) error {
+		if len(v) < 16 {
+			return fmt.Errorf("must be at least 16 bytes")
+		}
+		c.Secret = v
+		return nil
+	}},
+	{"WR_ADMIN_TOKEN", "", "bearer token of the admin API and dashboard; empty = random, written to a file named in the log", func(c *config, v string) error {
+		if len(v) < 8 {
+			return fmt.Errorf("must be at least 8 characters")
+		}
+		c.AdminToken = v
+		return nil
+	}},
+	{"WR_INSTANCE_ID", "", "name of this instance in the admin view (default: hostname-pid)", func(c *config, v string) error {
+		if len(v) > 64 || strings.ContainsAny(v, " :\t\n") {
+			return fmt.Errorf("must be at most 64 characters without spaces or colons")
+		}
+		c.InstanceID = v
+		return nil
+	}},
+	{"WR_LOG_LEVEL", "info", "debug, info, warn or error", func(c *config, v string) error {
+		l, err := zerolog.ParseLevel(v)
+		if err != nil || v == "" {
+			return fmt.Errorf("must be debug, info, warn or error")
+		}
+		c.LogLevel = l
+		return nil
+	}},
+	{"WR_LOG_PRETTY", "false", "human-readable console logs instead of JSON", boolSetting(func(c *config) *bool { return &c.LogPretty })},
+	{"WR_DEMO", "true", "create queue demo and product demo at start if missing", boolSetting(func(c *config) *bool { return &c.Demo })},
+	{"WR_DEMO_RATE", "5", "admission rate of the demo queue (users/s)", floatSetting(func(c *config) *float64 { return &c.DemoRate }, 0, 100000)},
+	{"WR_DEMO_STOCK", "100", "stock of the demo product", intSetting(func(c *config) *int { return &c.DemoStock }, 0, 1_000_000_000)},
+	{"WR_TICK", "100ms", "admission tick (fixed delay)", durSetting(func(c *config) *time.Duration { return &c.Tick }, 10*time.Millisecond)},
+	{"WR_TICK_JITTER", "0s", "random extra delay per tick, 0..value", durSetting(func(c *config) *time.Duration { return &c.TickJitter }, 0)},
+	{"WR_LEASE_TTL", "2s", "admission lease; a dead leader is replaced within it", durSetting(func(c *config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond)},
+	{"WR_GRACE", "60s", "a waiting place with no open stream and no status call for this long is abandoned", durSetting(func(c *config) *time.Duration { return &c.Grace }, 5*time.Second)},
+	{"WR_UPDATE_INTERVAL", "1s", "at most one position event per stream per interval", durSetting(func(c *config) *time.Duration { return &c.UpdateInterval }, 100*time.Millisecond)},
+	{"WR_HEARTBEAT", "15s", "SSE heartbeat comment and dead-client check", durSetting(func(c *config) *time.Duration { return &c.Heartbeat }, time.Second)},
+	{"WR_STREAMS_PER_IP", "50", "concurrent streams per client address", intSetting(func(c *config) *int { return &c.StreamsPerIP }, 1, 1_000_000)},
+	{"WR_STREAM_WRITE_TIMEOUT", "250ms", "a stream write blocked this long drops the (non-reading) client", durSetting(func(c *config) *time.Duration { return &c.StreamWrite }, 10*time.Millisecond)},
+	{"WR_PG_MAX_CONNS", "20", "PostgreSQL pool size", intSetting(func(c *config) *int { return &c.PGMaxConns }, 1, 10000)},
+	{"WR_PG_ACQUIRE_TIMEOUT", "500ms", "wait for a pooled connection before answering 503", durSetting(func(c *config) *time.Duration { return &c.PGAcquire }, time.Millisecond)},
+	{"WR_ORDER_RATE_PER_TICKET", "5", "orders per second per ticket (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.OrderPerTicket }, 0, 1e6)},
+	{"WR_ORDER_RATE_GLOBAL", "100", "orders per second overall (0 = off)", floatSetting(func(c *config) *float64 { return &c.OrderGlobal }, 0, 1e6)},
+	{"WR_JOIN_RATE_PER_IP", "50", "joins per second per client address (0 = off)", floatSetting(func(c *config) *float64 { return &c.JoinPerIP }, 0, 1e6)},
+	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
+	{"WR_PROXY_HEADER", "", "client address header set by a trusted proxy, e.g. X-Forwarded-For", strSetting(func(c *config) *string { return &c.ProxyHeader })},
+	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},
+}
+
+// loadConfig reads every setting; the first bad value is returned as one line naming
+// the variable.
+func loadConfig(getenv func(string) string) (config, error) {
+	var c config
+	for _, s := range settings {
+		v, set := getenv(s.name), true
+		if v == "" {
+			v, set = s.def, false
+		}
+		if v == "" {
+			continue
+		}
+		if err := s.parse(&c, v); err != nil {
+			if !set {
+				panic("default of " + s.name + " is invalid: " + err.Error())
+			}
+			return config{}, fmt.Errorf("invalid %s=%q: %v", s.name, v, err)
+		}
+	}
+	if c.Secret == "" {
+		c.Secret, c.SecretGenerated = randomHex(32), true
+	}
+	if c.InstanceID == "" {
+		h, _ := os.Hostname()
+		if h == "" {
+			h = "host"
+		}
+		c.InstanceID = fmt.Sprintf("%s-%d", strings.ReplaceAll(h, ":", "-"), os.Getpid())
+	}
+	return c, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// logFields renders the configuration for the start-up log with secrets masked.
+func (c config) logFields(e *zerolog.Event) *zerolog.Event {
+	mask := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "***"
+	}
+	return e.Str("addr", c.Addr).Str("redis_url", maskURL(c.RedisURL)).Str("database_url", maskURL(c.DatabaseURL)).
+		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).Str("instance", c.InstanceID).
+		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
+		Dur("update_interval", c.UpdateInterval).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
+		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
+}
+
+// maskURL hides the password of a URL.
+func maskURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return s
+	}
+	user := s[scheme+3 : at]
+	if i := strings.IndexByte(user, ':'); i >= 0 {
+		user = user[:i] + ":***"
+	}
+	return s[:scheme+3] + user + s[at:]
+}

@@ -1,0 +1,233 @@
+// Command server runs one instance of the waiting room. It only wires: configuration from
+// the environment, Redis and PostgreSQL (or local stand-ins for a zero-config run), the
+// queue, the admission loops, the stream hub, the order store and the HTTP server, and
+// the shutdown order.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/orders/pglocal"
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/web"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waitroom:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	var out io.Writer = stdout
+	if cfg.LogPretty {
+		out = zerolog.ConsoleWriter{Out: stdout, TimeFormat: time.TimeOnly}
+	}
+	log := zerolog.New(out).Level(cfg.LogLevel).With().Timestamp().Str("instance", cfg.InstanceID).Logger()
+	cfg.logFields(log.Info()).Msg("starting")
+	if cfg.SecretGenerated {
+		log.Warn().Msg("WR_SECRET is not set: using a random one; tickets die with this process and several instances must share one WR_SECRET")
+	}
+
+	// Listen first: a taken port fails before anything else starts.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on WR_ADDR=%s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+
+	rdb, closeRedis, err := openRedis(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	dbURL, stopPG, err := openPostgres(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopPG()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	q := queue.New(rdb, queue.Config{Grace: cfg.Grace}, reg)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open PostgreSQL: %w", err)
+	}
+	defer store.Close()
+
+	if cfg.Demo {
+		if err := seedDemo(ctx, cfg, q, store); err != nil {
+			return fmt.Errorf("demo data: %w", err)
+		}
+	}
+	if cfg.AdminToken == "" {
+		if cfg.AdminToken, err = generatedAdminToken(cfg); err != nil {
+			return err
+		}
+	}
+
+	hub := stream.NewHub(q, stream.Config{
+		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
+		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, Log: log,
+	}, reg)
+	admitter := queue.NewAdmitter(q, queue.AdmitConfig{
+		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
+	})
+	lim := web.DefaultLimits()
+	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP
+	srv, err := web.New(web.Config{
+		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, Limits: lim, FailOpen: cfg.FailOpen,
+	}, web.Deps{
+		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: hub, Orders: store,
+		Limiter: queue.NewLimiter(rdb), Gatherer: reg, Registry: reg, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	admitCtx, stopAdmitting := context.WithCancel(context.Background())
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	admitDone, hubDone, serveDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { defer close(admitDone); _ = admitter.Run(admitCtx) }()
+	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	go func() { serveDone <- srv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Msg("listening")
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+	case serveErr = <-serveDone:
+		log.Error().Err(serveErr).Msg("server stopped")
+	}
+
+	// Shutdown order: stop admitting (leases released so another instance leads at
+	// once) → close the hub (ends every stream with a jittered retry) → let Fiber finish
+	// in-flight requests → close pools (deferred above).
+	deadline, cancelDeadline := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancelDeadline()
+	stopAdmitting()
+	waitOr(deadline, admitDone)
+	_ = hub.Close(deadline)
+	stopHub()
+	waitOr(deadline, hubDone)
+	if err := srv.Shutdown(deadline); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	log.Info().Msg("stopped")
+	return serveErr
+}
+
+func waitOr(ctx context.Context, ch <-chan struct{}) {
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// openRedis connects to REDIS_URL, or starts an in-process Redis (miniredis) for a
+// zero-config single-instance run.
+func openRedis(cfg config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
+	if cfg.RedisURL == "" {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, nil, fmt.Errorf("in-process Redis: %w", err)
+		}
+		log.Warn().Str("addr", mr.Addr()).Msg("REDIS_URL is not set: using an in-process Redis (miniredis) on loopback; single instance only, the line is lost at exit")
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
+	}
+	var rdb redis.UniversalClient
+	if strings.Contains(cfg.RedisURL, "addr=") {
+		o, err := redis.ParseClusterURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
+		}
+		rdb = redis.NewClusterClient(o)
+	} else {
+		o, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
+		}
+		rdb = redis.NewClient(o)
+	}
+	return rdb, func() { _ = rdb.Close() }, nil
+}
+
+// openPostgres returns DATABASE_URL, or starts a local PostgreSQL from the machine's
+// binaries with its data in a cache directory kept between runs.
+func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, func(), error) {
+	if cfg.DatabaseURL != "" {
+		return cfg.DatabaseURL, func() {}, nil
+	}
+	in, err := pglocal.Start(ctx, pglocal.Options{DataDir: cfg.DataDir, Log: log.With().Str("component", "postgres").Logger().Level(zerolog.WarnLevel)})
+	if err != nil {
+		return "", nil, fmt.Errorf("DATABASE_URL is not set and the local PostgreSQL did not start: %w", err)
+	}
+	log.Warn().Str("data_dir", in.DataDir()).Int("port", in.Port()).Msg("DATABASE_URL is not set: started a local PostgreSQL on loopback (data kept between runs)")
+	return in.URL(), func() {
+		if err := in.Stop(); err != nil {
+			log.Warn().Err(err).Msg("stop local PostgreSQL")
+		}
+	}, nil
+}
+
+func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Store) error {
+	s := queue.DefaultSettings("demo")
+	s.RatePerSecond = cfg.DemoRate
+	if err := q.Ensure(ctx, s); err != nil {
+		return err
+	}
+	return store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000, Stock: cfg.DemoStock})
+}
+
+// generatedAdminToken makes a random admin token for a run without WR_ADMIN_TOKEN and
+// writes it to a 0600 file, so the token itself never appears in a log.
+func generatedAdminToken(cfg config) (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	dir = filepath.Join(dir, "waitroom")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("admin token file: %w", err)
+	}
+	path := filepath.Join(dir, "admin-token-"+strings.ReplaceAll(cfg.InstanceID, "/", "_"))
+	tok := randomHex(32)
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("admin token file: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "WR_ADMIN_TOKEN is not set: a random admin token was written to %s\n", path)
+	return tok, nil
+}
+

@@ -1,0 +1,159 @@
+package stream
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// conn is one open SSE stream. After the HTTP handshake no goroutine belongs to it: the
+// hijacked net.Conn is written by its shard's worker, which keeps an idle waiter at about
+// a kilobyte of server memory (Fiber's SetBodyStreamWriter costs ~29 KB and 2 goroutines).
+type conn struct {
+	nc     net.Conn
+	queue  string
+	ticket string
+	seq    int64
+	ip     string
+	shard  *shard
+
+	// Guarded by the queue's lock (qhub.mu).
+	lastPos   int64
+	lastETA   float64
+	admitted  bool // admitted or expired: no more position events
+	checking  bool
+	checkedAt time.Time
+
+	// Guarded by shard.mu.
+	pri    [][]byte // handshake, admitted, expired: never dropped, written first
+	pos    []byte   // latest position wins
+	queued bool
+	closed bool
+}
+
+// shard owns the writes of a subset of the connections, so one slow client can hold up
+// at most its shard for one write timeout, never the hub.
+type shard struct {
+	h     *Hub
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	pri   []*conn
+	dirty []*conn
+	wake  chan struct{}
+}
+
+func newShard(h *Hub) *shard {
+	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// push queues a frame for c; priority frames are never dropped, a position frame replaces
+// any position frame not yet written.
+func (s *shard) push(c *conn, b []byte, priority bool) {
+	s.mu.Lock()
+	if c.closed {
+		s.mu.Unlock()
+		return
+	}
+	if priority {
+		c.pri = append(c.pri, b)
+		s.pri = append(s.pri, c)
+	} else {
+		c.pos = b
+		if !c.queued {
+			c.queued = true
+			s.dirty = append(s.dirty, c)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *shard) run(ctx context.Context) {
+	hb := time.NewTicker(s.h.cfg.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+			s.flush()
+		case <-hb.C:
+			s.heartbeat()
+		}
+	}
+}
+
+// flush writes everything pending: every priority frame first, then positions in the
+// order the fan-out queued them (front of the line first).
+func (s *shard) flush() {
+	for {
+		s.mu.Lock()
+		pri, dirty := s.pri, s.dirty
+		s.pri, s.dirty = nil, nil
+		type job struct {
+			c      *conn
+			frames [][]byte
+		}
+		jobs := make([]job, 0, len(pri)+len(dirty))
+		for _, c := range pri {
+			if len(c.pri) > 0 && !c.closed {
+				jobs = append(jobs, job{c, c.pri})
+				c.pri = nil
+			}
+		}
+		for _, c := range dirty {
+			c.queued = false
+			if c.pos != nil && !c.closed {
+				jobs = append(jobs, job{c, [][]byte{c.pos}})
+				c.pos = nil
+			}
+		}
+		s.mu.Unlock()
+		if len(jobs) == 0 {
+			return
+		}
+		for _, j := range jobs {
+			for _, b := range j.frames {
+				if !s.write(j.c, b) {
+					break
+				}
+			}
+		}
+	}
+}
+
+var ping = []byte(": ping\n\n")
+
+func (s *shard) heartbeat() {
+	s.mu.Lock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		if peerClosed(c.nc) {
+			s.h.drop(c, "client_closed")
+			continue
+		}
+		s.write(c, ping)
+	}
+}
+
+func (s *shard) write(c *conn, b []byte) bool {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		reason := "write_error"
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			reason = "slow_client"
+		}
+		s.h.drop(c, reason)
+		return false
+	}
+	s.h.m.bytes.Add(float64(len(b)))
+	return true
+}

@@ -1,0 +1,389 @@
+// Package stream owns this instance's live connections: one Server-Sent Events stream per
+// waiting user, fed from the admission leader's per-tick messages on Redis pub/sub. Each
+// instance keeps a copy of every queue's head and departures and computes its waiters'
+// exact positions locally, so the Redis cost of live positions does not grow with the
+// number of waiters.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// Source is what the hub needs from the queue store (implemented by *queue.Queue).
+type Source interface {
+	Redis() redis.UniversalClient
+	Names(ctx context.Context) ([]string, error)
+	Snapshot(ctx context.Context, name string) (queue.Snapshot, error)
+	Touch(ctx context.Context, queue string, ids []string) error
+	TicketState(ctx context.Context, t queue.Ticket) (queue.Place, error)
+}
+
+// Config tunes a Hub. Zero fields take the documented defaults.
+type Config struct {
+	Instance       string        // instance id reported to the admin view
+	UpdateInterval time.Duration // at most one position event per stream per interval (1 s)
+	Heartbeat      time.Duration // ": ping" comment and dead-client check (15 s)
+	WriteTimeout   time.Duration // one write may block this long before the client is dropped (250 ms)
+	Retry          time.Duration // base EventSource retry sent on connect, jittered ±25 % (2 s)
+	ShutdownRetry  time.Duration // retry sent at shutdown is random in [Retry/4, this] (5 s)
+	MaxPerIP       int           // concurrent streams per client IP (0 = 50)
+	Shards         int           // writer goroutines (default 8)
+	PresenceEvery  time.Duration // sign-of-life refresh of open streams' tickets (20 s)
+	CountEvery     time.Duration // report this instance's stream count (2 s)
+	CountTTL       time.Duration // a silent instance drops out of the admin view after this (6 s)
+	Log            zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.UpdateInterval, time.Second)
+	def(&c.Heartbeat, 15*time.Second)
+	def(&c.WriteTimeout, 250*time.Millisecond)
+	def(&c.Retry, 2*time.Second)
+	def(&c.ShutdownRetry, 5*time.Second)
+	def(&c.PresenceEvery, 20*time.Second)
+	def(&c.CountEvery, 2*time.Second)
+	def(&c.CountTTL, 6*time.Second)
+	if c.MaxPerIP <= 0 {
+		c.MaxPerIP = 50
+	}
+	if c.Shards <= 0 {
+		c.Shards = 8
+	}
+	if c.Instance == "" {
+		c.Instance = "instance"
+	}
+	return c
+}
+
+// Errors of Attach.
+var (
+	ErrClosed    = errors.New("stream hub closed")
+	ErrTooMany   = errors.New("too many streams from this address")
+	ErrNotSynced = errors.New("queue state unavailable")
+)
+
+// Hub holds this instance's streams.
+type Hub struct {
+	src       Source
+	cfg       Config
+	log       zerolog.Logger
+	m         *metrics
+	startedAt time.Time
+	shards    []*shard
+	next      atomic.Uint32
+	count     atomic.Int64
+
+	mu     sync.Mutex
+	queues map[string]*qhub
+	ips    map[string]int
+	closed bool
+	gone   map[string][]string // queue -> tickets whose stream closed, to touch once
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	sub    chan string // queues to subscribe to
+}
+
+// qhub is one queue's local state and streams.
+type qhub struct {
+	name     string
+	mu       sync.Mutex
+	line     line
+	conns    map[*conn]struct{}
+	byTicket map[string][]*conn
+}
+
+// NewHub returns a hub; call Run to start it.
+func NewHub(src Source, cfg Config, reg prometheus.Registerer) *Hub {
+	cfg = cfg.withDefaults()
+	h := &Hub{src: src, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
+		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
+		done: make(chan struct{}), sub: make(chan string, 64)}
+	for range cfg.Shards {
+		h.shards = append(h.shards, newShard(h))
+	}
+	h.m.conns.Set(0)
+	return h
+}
+
+// Count is the number of open streams on this instance.
+func (h *Hub) Count() int64 { return h.count.Load() }
+
+// Run runs the subscriber, fan-out, writers and reporters until ctx ends or Close is
+// called; then every stream gets a jittered retry and is closed.
+func (h *Hub) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	h.mu.Lock()
+	h.cancel = cancel
+	h.mu.Unlock()
+	defer close(h.done)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, s := range h.shards {
+		g.Go(func() error { s.run(gctx); return nil })
+	}
+	g.Go(func() error { return h.subscribe(gctx) })
+	g.Go(func() error { h.fanoutLoop(gctx); return nil })
+	g.Go(func() error { h.presenceLoop(gctx); return nil })
+	g.Go(func() error { h.reportLoop(gctx); return nil })
+	err := g.Wait()
+	h.shutdownConns()
+	return err
+}
+
+// Close ends Run (closing every stream) and waits for it, or for ctx. Safe to call twice.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AcquireIP reserves a stream slot for ip; false when its cap is reached. Every true must
+// be matched by Attach (which releases it when the stream ends) or ReleaseIP.
+func (h *Hub) AcquireIP(ip string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.ips[ip] >= h.cfg.MaxPerIP {
+		return false
+	}
+	h.ips[ip]++
+	return true
+}
+
+// ReleaseIP gives back a slot taken by AcquireIP.
+func (h *Hub) ReleaseIP(ip string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ips[ip] <= 1 {
+		delete(h.ips, ip)
+	} else {
+		h.ips[ip]--
+	}
+}
+
+// Waiter describes a stream to attach: who it is and what Redis said about its ticket.
+type Waiter struct {
+	Queue       string
+	Ticket      string
+	IP          string
+	LastEventID int64
+	Place       queue.Place
+}
+
+// Attach takes over nc (a hijacked connection whose HTTP request has been read), writes
+// the response head, retry and the current state, and keeps it until the client goes
+// away or the hub closes. The IP slot taken by AcquireIP is released when it ends.
+func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
+	qh, err := h.queueFor(ctx, w.Queue)
+	if err != nil {
+		h.ReleaseIP(w.IP)
+		return err
+	}
+	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
+	c.shard = h.shards[int(h.next.Add(1))%len(h.shards)]
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.ReleaseIP(w.IP)
+		return ErrClosed
+	}
+	h.mu.Unlock()
+
+	head := responseHead(jitterDur(h.cfg.Retry, 0.25))
+	qh.mu.Lock()
+	qh.conns[c] = struct{}{}
+	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
+	var first []byte
+	switch w.Place.State {
+	case "admitted":
+		c.admitted = true
+		first = admittedFrame(qh.line.ev, qh.line.tick, w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
+	case "expired", "used":
+		c.admitted = true
+		first = frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick})
+	default:
+		pos := qh.line.position(c.seq)
+		if pos == 0 {
+			// The line has passed this ticket since Redis was read: the admission message
+			// is being handled; the fan-out's check delivers the token.
+			pos = 1
+		}
+		c.lastPos, c.lastETA = pos, qh.line.eta(pos)
+		first = h.positionFrame(qh, pos)
+	}
+	c.shard.mu.Lock()
+	c.shard.conns[c] = struct{}{}
+	c.shard.mu.Unlock()
+	c.shard.push(c, append(head, first...), true)
+	qh.mu.Unlock()
+
+	n := h.count.Add(1)
+	h.m.conns.Set(float64(n))
+	h.m.connects.Inc()
+	return nil
+}
+
+func responseHead(retry time.Duration) []byte {
+	b := []byte("HTTP/1.1 200 OK\r\n" +
+		"Content-Type: text/event-stream; charset=utf-8\r\n" +
+		"Cache-Control: no-cache, no-store, no-transform\r\n" +
+		"X-Accel-Buffering: no\r\n" +
+		"X-Content-Type-Options: nosniff\r\n" +
+		"Connection: close\r\n\r\n" +
+		"retry: ")
+	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
+	return append(b, "\n\n"...)
+}
+
+func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byte {
+	return frame(ev, "admitted", admittedData{
+		Token: token, TokenExpiresAt: exp.UTC().Format(TimeFormat),
+		Redirect: "/q/" + queueName + "/order", ServerTime: stamp(), Tick: tick,
+	})
+}
+
+func (h *Hub) positionFrame(qh *qhub, pos int64) []byte {
+	l := &qh.line
+	return frame(l.ev, "position", positionData{
+		Position: pos, Waiting: l.waiting, ETASeconds: etaPtr(l.eta(pos)),
+		RatePerSecond: l.rate, AdmitRate: round2(l.arate), ServerTime: stamp(), Tick: l.tick,
+	})
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+// drop closes c once and forgets it.
+func (h *Hub) drop(c *conn, reason string) {
+	s := c.shard
+	s.mu.Lock()
+	if c.closed {
+		s.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.pri, c.pos = nil, nil
+	delete(s.conns, c)
+	s.mu.Unlock()
+	_ = c.nc.Close()
+
+	h.mu.Lock()
+	qh := h.queues[c.queue]
+	h.gone[c.queue] = append(h.gone[c.queue], c.ticket)
+	h.mu.Unlock()
+	if qh != nil {
+		qh.mu.Lock()
+		delete(qh.conns, c)
+		list := qh.byTicket[c.ticket]
+		for i, x := range list {
+			if x == c {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(qh.byTicket, c.ticket)
+		} else {
+			qh.byTicket[c.ticket] = list
+		}
+		qh.mu.Unlock()
+	}
+	h.ReleaseIP(c.ip)
+	n := h.count.Add(-1)
+	h.m.conns.Set(float64(n))
+	h.m.drops.WithLabelValues(reason).Inc()
+}
+
+// shutdownConns tells every client to come back after a random delay (so a deploy does
+// not send them all to the remaining instances at once) and closes the stream.
+func (h *Hub) shutdownConns() {
+	var all []*conn
+	for _, s := range h.shards {
+		s.mu.Lock()
+		for c := range s.conns {
+			all = append(all, c)
+		}
+		s.mu.Unlock()
+	}
+	lo := h.cfg.Retry / 4
+	for _, c := range all {
+		d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+		h.drop(c, "shutdown")
+	}
+}
+
+// queueFor returns the local state of a queue, subscribing and resyncing on first use.
+func (h *Hub) queueFor(ctx context.Context, name string) (*qhub, error) {
+	h.mu.Lock()
+	qh := h.queues[name]
+	if qh == nil {
+		qh = &qhub{name: name, conns: map[*conn]struct{}{}, byTicket: map[string][]*conn{}}
+		h.queues[name] = qh
+		select {
+		case h.sub <- name:
+		default:
+		}
+	}
+	h.mu.Unlock()
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
+	if !qh.line.synced {
+		if err := h.resyncLocked(ctx, qh); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotSynced, err)
+		}
+	}
+	return qh, nil
+}
+
+func (h *Hub) resyncLocked(ctx context.Context, qh *qhub) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := h.src.Snapshot(ctx, qh.name)
+	if err != nil {
+		qh.line.synced = false
+		return err
+	}
+	if qh.line.synced && s.Ev < qh.line.ev {
+		return nil // already newer than the snapshot
+	}
+	qh.line.reset(s)
+	h.m.resyncs.Inc()
+	return nil
+}
+
+func jitterDur(d time.Duration, frac float64) time.Duration {
+	j := (rand.Float64()*2 - 1) * frac
+	return time.Duration(float64(d) * (1 + j))
+}

@@ -1,0 +1,158 @@
+package stream
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// TestLinePositionsMatchRedis is the property behind live positions: random joins,
+// leaves and admissions, and after every tick each instance's locally computed position
+// of every waiting ticket equals its ZRANK + 1 in Redis. Instance a follows from the
+// start; instance b starts from a snapshot halfway, as a new instance would.
+func TestLinePositionsMatchRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
+	rate := 40.0
+	if _, _, err := q.Put(ctx, "prop", queue.SettingsPatch{RatePerSecond: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	adm := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "prop", MaxElapsed: 200 * time.Millisecond})
+	signer := queue.NewSigner([]byte("k"))
+	ps := rdb.Subscribe(ctx, queue.Channel("prop"))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := q.Snapshot(ctx, "prop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b line
+	a.reset(snap)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var waiting []queue.Ticket
+	checks := 0
+	for step := range 150 {
+		for range rng.IntN(12) {
+			tk, _ := signer.New("prop")
+			if _, _, err := q.Join(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			waiting = append(waiting, tk)
+		}
+		for range rng.IntN(4) {
+			if len(waiting) == 0 {
+				break
+			}
+			i := rng.IntN(len(waiting))
+			_ = q.Leave(ctx, waiting[i]) // may already be admitted: ErrNoPlace is fine
+			waiting = append(waiting[:i], waiting[i+1:]...)
+		}
+		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+		res, err := adm.TickOnce(ctx, "prop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ev == 0 {
+			continue
+		}
+		m := receiveTick(t, ps)
+		if m.Ev != a.ev+1 {
+			t.Fatalf("step %d: event %d after %d", step, m.Ev, a.ev)
+		}
+		a.apply(m)
+		if step == 60 {
+			s, err := q.Snapshot(ctx, "prop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.reset(s)
+		} else if b.synced && m.Ev == b.ev+1 {
+			b.apply(m)
+		}
+		checks += comparePositions(t, rdb, step, &a, &b)
+	}
+	if checks < 500 {
+		t.Fatalf("only %d position checks ran", checks)
+	}
+	t.Logf("%d positions compared with ZRANK+1, all equal", checks)
+}
+
+func receiveTick(t *testing.T, ps *redis.PubSub) tickMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decodeTick([]byte(msg.Payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func comparePositions(t *testing.T, rdb *redis.Client, step int, lines ...*line) int {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), "wr:{q:prop}:waiting", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range lines {
+		if !l.synced {
+			continue
+		}
+		if l.waiting != int64(len(zs)) {
+			t.Fatalf("step %d: line says %d waiting, Redis %d", step, l.waiting, len(zs))
+		}
+		for i, z := range zs {
+			if got := l.position(int64(z.Score)); got != int64(i+1) {
+				t.Fatalf("step %d: seq %d at position %d, ZRANK+1 = %d", step, int64(z.Score), got, i+1)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func TestParseLastEventID(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", 0, false}, {"0", 0, true}, {"42", 42, true}, {"-1", 0, false}, {"abc", 0, false},
+		{"99999999999999999999", 0, false}, {"4611686018427387904", 0, false}, {" 1", 0, false},
+	} {
+		got, ok := ParseLastEventID(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("ParseLastEventID(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseLastEventID(f *testing.F) {
+	for _, s := range []string{"", "0", "17", "-3", "1e9", "９", "18446744073709551616"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := ParseLastEventID(s)
+		if ok && (n < 0 || n >= 1<<62) {
+			t.Fatalf("accepted %q as %d", s, n)
+		}
+		if !ok && n != 0 {
+			t.Fatalf("rejected %q but returned %d", s, n)
+		}
+	})
+}

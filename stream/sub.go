@@ -1,0 +1,288 @@
+package stream
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// subscribe follows every queue's tick channel on one pub/sub connection. go-redis
+// reconnects and resubscribes by itself; every (re)subscription confirmation, and every
+// gap in event numbers, triggers a resync from the snapshot in Redis, because pub/sub is
+// at-most-once and Redis holds the truth.
+func (h *Hub) subscribe(ctx context.Context) error {
+	ps := h.src.Redis().Subscribe(ctx)
+	defer ps.Close()
+	subscribed := map[string]bool{}
+	refresh := time.NewTicker(time.Second)
+	defer refresh.Stop()
+	msgs := make(chan any, 1024)
+	go func() {
+		defer close(msgs)
+		backoff := 50 * time.Millisecond
+		for {
+			m, err := ps.Receive(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				select {
+				case msgs <- err:
+				case <-ctx.Done():
+					return
+				}
+				time.Sleep(backoff)
+				backoff = min(backoff*2, 2*time.Second)
+				continue
+			}
+			backoff = 50 * time.Millisecond
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	add := func(names ...string) {
+		var todo []string
+		for _, n := range names {
+			if !subscribed[n] {
+				subscribed[n] = true
+				todo = append(todo, queue.Channel(n))
+			}
+		}
+		if len(todo) > 0 {
+			if err := ps.Subscribe(ctx, todo...); err != nil && ctx.Err() == nil {
+				h.log.Warn().Err(err).Msg("stream: subscribe")
+				for _, n := range names {
+					delete(subscribed, n)
+				}
+			}
+		}
+	}
+	loadNames := func() {
+		names, err := h.src.Names(ctx)
+		if err == nil {
+			add(names...)
+		}
+	}
+	loadNames()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-h.sub:
+			add(n)
+		case <-refresh.C:
+			loadNames()
+		case m, ok := <-msgs:
+			if !ok {
+				return nil
+			}
+			switch m := m.(type) {
+			case error:
+				h.m.subErrors.Inc()
+				h.unsyncAll()
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					h.markUnsynced(queueOf(m.Channel))
+				}
+			case *redis.Message:
+				h.onMessage(ctx, queueOf(m.Channel), m.Payload)
+			}
+		}
+	}
+}
+
+func queueOf(channel string) string {
+	// wr:{q:<name>}:events
+	s := strings.TrimPrefix(channel, "wr:{q:")
+	if i := strings.Index(s, "}"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func (h *Hub) unsyncAll() {
+	h.mu.Lock()
+	qs := make([]*qhub, 0, len(h.queues))
+	for _, q := range h.queues {
+		qs = append(qs, q)
+	}
+	h.mu.Unlock()
+	for _, qh := range qs {
+		qh.mu.Lock()
+		qh.line.synced = false
+		qh.mu.Unlock()
+	}
+}
+
+func (h *Hub) markUnsynced(name string) {
+	h.mu.Lock()
+	qh := h.queues[name]
+	h.mu.Unlock()
+	if qh != nil {
+		qh.mu.Lock()
+		qh.line.synced = false
+		qh.mu.Unlock()
+	}
+}
+
+// onMessage applies one tick message; admissions and expiries go out on the priority
+// path at once, positions wait for the next fan-out.
+func (h *Hub) onMessage(ctx context.Context, name, payload string) {
+	m, err := decodeTick([]byte(payload))
+	if err != nil {
+		h.log.Warn().Err(err).Str("queue", name).Msg("stream: bad tick message")
+		return
+	}
+	h.m.ticks.Inc()
+	h.mu.Lock()
+	qh := h.queues[name]
+	h.mu.Unlock()
+	if qh == nil {
+		return // no local streams for this queue yet; it syncs on first use
+	}
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
+	switch {
+	case qh.line.synced && m.Ev <= qh.line.ev:
+		return // already covered by a snapshot
+	case qh.line.synced && m.Ev == qh.line.ev+1:
+		qh.line.apply(m)
+	default:
+		if qh.line.synced {
+			h.m.gaps.Inc()
+		}
+		if err := h.resyncLocked(ctx, qh); err != nil {
+			h.log.Warn().Err(err).Str("queue", name).Msg("stream: resync")
+			return
+		}
+		if qh.line.ev == m.Ev-1 {
+			qh.line.apply(m)
+		}
+	}
+	for _, a := range m.Adm {
+		for _, c := range qh.byTicket[a.Ticket] {
+			if c.admitted {
+				continue
+			}
+			c.admitted = true
+			c.shard.push(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), true)
+			h.m.admittedSent.Inc()
+		}
+	}
+	for _, t := range m.Exp {
+		for _, c := range qh.byTicket[t] {
+			c.shard.push(c, frame(m.Ev, "expired", expiredData{ServerTime: stamp(), Tick: m.Tick}), true)
+		}
+	}
+}
+
+// fanoutLoop sends, once per update interval, a position event to every stream whose
+// position or ETA changed, front of the line first.
+func (h *Hub) fanoutLoop(ctx context.Context) {
+	t := time.NewTicker(h.cfg.UpdateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		qs := make([]*qhub, 0, len(h.queues))
+		for _, q := range h.queues {
+			qs = append(qs, q)
+		}
+		h.mu.Unlock()
+		for _, qh := range qs {
+			h.fanout(ctx, qh)
+		}
+	}
+}
+
+type change struct {
+	c   *conn
+	pos int64
+}
+
+func (h *Hub) fanout(ctx context.Context, qh *qhub) {
+	start := time.Now()
+	qh.mu.Lock()
+	if !qh.line.synced {
+		if err := h.resyncLocked(ctx, qh); err != nil {
+			qh.mu.Unlock()
+			return
+		}
+	}
+	var changes []change
+	var check []*conn
+	for c := range qh.conns {
+		if c.admitted {
+			continue
+		}
+		pos := qh.line.position(c.seq)
+		if pos == 0 {
+			// Passed by the head without an admitted event reaching us (a gap, or a
+			// connect racing the message): ask Redis once in a while.
+			if !c.checking && time.Since(c.checkedAt) > 2*time.Second {
+				c.checking = true
+				check = append(check, c)
+			}
+			continue
+		}
+		eta := qh.line.eta(pos)
+		if pos > c.lastPos && c.lastPos > 0 {
+			pos = c.lastPos // never show a higher number than before (cannot happen; belt and braces)
+		}
+		if pos != c.lastPos || eta != c.lastETA {
+			c.lastPos, c.lastETA = pos, eta
+			changes = append(changes, change{c, pos})
+		}
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
+	for _, ch := range changes {
+		ch.c.shard.push(ch.c, h.positionFrame(qh, ch.pos), false)
+	}
+	qh.mu.Unlock()
+	h.m.positionsSent.Add(float64(len(changes)))
+	h.m.fanout.Observe(time.Since(start).Seconds())
+	for _, c := range check {
+		go h.checkTicket(ctx, qh, c)
+	}
+}
+
+// checkTicket asks Redis for a ticket the line has passed and delivers what it finds.
+func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := h.src.TicketState(ctx, queue.Ticket{Queue: qh.name, ID: c.ticket})
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
+	c.checking = false
+	c.checkedAt = time.Now()
+	if err != nil {
+		if err == queue.ErrNoPlace {
+			c.admitted = true
+			go h.drop(c, "no_place")
+		}
+		return
+	}
+	switch p.State {
+	case "admitted":
+		if !c.admitted {
+			c.admitted = true
+			c.shard.push(c, admittedFrame(qh.line.ev, qh.line.tick, qh.name, p.Token, p.TokenExpiresAt), true)
+			h.m.admittedSent.Inc()
+		}
+	case "expired", "used":
+		c.admitted = true
+		c.shard.push(c, frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick}), true)
+	}
+}

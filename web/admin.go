@@ -1,0 +1,226 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/stream"
+)
+
+// adminAuth requires Authorization: Bearer <WR_ADMIN_TOKEN>, compared in constant time
+// (both sides hashed first so not even the length leaks).
+func (s *Server) adminAuth(c *fiber.Ctx) error {
+	if s.cfg.AdminToken == "" {
+		return errorf(401, "admin_disabled", "The admin API is disabled: set WR_ADMIN_TOKEN.")
+	}
+	a := c.Get(fiber.HeaderAuthorization)
+	if len(a) < 7 || !strings.EqualFold(a[:7], "bearer ") {
+		return errorf(401, "admin_unauthorized", "Admin bearer token required.")
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(a[7:])))
+	want := sha256.Sum256([]byte(s.cfg.AdminToken))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		return errorf(401, "admin_unauthorized", "Wrong admin bearer token.")
+	}
+	return c.Next()
+}
+
+type queueStatsJSON struct {
+	Name            string  `json:"name"`
+	Waiting         int64   `json:"waiting"`
+	AdmittedTotal   int64   `json:"admitted_total"`
+	ActiveTokens    int64   `json:"active_tokens"`
+	RatePerSecond   float64 `json:"rate_per_second"`
+	MaxActive       int64   `json:"max_active"`
+	Paused          bool    `json:"paused"`
+	Closed          bool    `json:"closed"`
+	TokenTTLSeconds int64   `json:"token_ttl_seconds"`
+	AdmitRate       float64 `json:"admit_rate"`
+	TickLagMs       float64 `json:"tick_lag_ms"`
+	Leader          string  `json:"leader"`
+}
+
+type statsJSON struct {
+	Instances         []stream.Instance `json:"instances"`
+	SSEConnections    int64             `json:"sse_connections_total"`
+	Queues            []queueStatsJSON  `json:"queues"`
+	RateLimitRejected map[string]int64  `json:"ratelimit_rejected"`
+	ServerTime        string            `json:"server_time"`
+}
+
+func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
+	out := statsJSON{Instances: []stream.Instance{}, Queues: []queueStatsJSON{}, ServerTime: time.Now().UTC().Format(stream.TimeFormat)}
+	ins, err := s.d.Hub.Instances(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, in := range ins {
+		out.SSEConnections += in.SSEConnections
+	}
+	if ins != nil {
+		out.Instances = ins
+	}
+	names, err := s.d.Queue.Names(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, n := range names {
+		st, err := s.d.Queue.Stats(ctx, n)
+		if errors.Is(err, queue.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		leader := st.Leader
+		if i := strings.LastIndexByte(leader, ':'); i > 0 {
+			leader = leader[:i]
+		}
+		out.Queues = append(out.Queues, queueStatsJSON{
+			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
+			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
+			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), AdmitRate: round2(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+		})
+	}
+	out.RateLimitRejected = s.lim.rejectedCounts(ctx)
+	return out, nil
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+func (s *Server) stats(c *fiber.Ctx) error {
+	st, err := s.buildStats(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+// adminStream sends the stats object once per second as SSE. Admin streams are few, so
+// they use Fiber's stream writer; they end when the server shuts down.
+func (s *Server) adminStream(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
+	c.Set("X-Accel-Buffering", "no")
+	closing := s.closing
+	build := s.buildStats
+	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
+		_, _ = w.WriteString("retry: 2000\n\n")
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var id int64
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+			st, err := build(ctx)
+			cancel()
+			if err == nil {
+				id++
+				b, _ := json.Marshal(st)
+				_, _ = w.WriteString("id: " + itoa(int(id)) + "\nevent: stats\ndata: ")
+				_, _ = w.Write(b)
+				_, _ = w.WriteString("\n\n")
+			} else {
+				_, _ = w.WriteString(": stats unavailable\n\n")
+			}
+			if w.Flush() != nil {
+				return
+			}
+			select {
+			case <-closing:
+				return
+			case <-t.C:
+			}
+		}
+	}))
+	return nil
+}
+
+type queueBody struct {
+	RatePerSecond   *float64 `json:"rate_per_second"`
+	MaxActive       *int64   `json:"max_active"`
+	TokenTTLSeconds *int64   `json:"token_ttl_seconds"`
+	Paused          *bool    `json:"paused"`
+	Closed          *bool    `json:"closed"`
+}
+
+func (s *Server) putQueue(c *fiber.Ctx) error {
+	name := c.Params("queue")
+	if !queue.ValidName(name) {
+		return errorf(404, "queue_not_found", "Queue names are 1-64 characters of A-Z a-z 0-9 _ -.")
+	}
+	var b queueBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed}
+	if b.TokenTTLSeconds != nil {
+		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
+			return errorf(422, "invalid_settings", "token_ttl_seconds is out of range.")
+		}
+		d := time.Duration(*b.TokenTTLSeconds) * time.Second
+		p.TokenTTL = &d
+	}
+	st, created, err := s.d.Queue.Put(c.UserContext(), name, p)
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(fiber.Map{
+		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
+		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
+	})
+}
+
+type productBody struct {
+	Name  *string `json:"name"`
+	Price *int64  `json:"price"`
+	Stock *int64  `json:"stock"`
+}
+
+func (s *Server) putProduct(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if !queue.ValidName(id) {
+		return errorf(404, "product_not_found", "Product ids are 1-64 characters of A-Z a-z 0-9 _ -.")
+	}
+	var b productBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	p, created, err := s.d.Orders.PutProduct(c.UserContext(), id, toPatch(b))
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(toProductJSON(p))
+}
+
+
+
+func toPatch(b productBody) orders.ProductPatch {
+	p := orders.ProductPatch{Name: b.Name, Price: b.Price}
+	if b.Stock != nil {
+		v := int(*b.Stock)
+		if int64(v) != *b.Stock {
+			v = -1 // out of range: the store refuses it as invalid
+		}
+		p.Stock = &v
+	}
+	return p
+}

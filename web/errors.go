@@ -1,0 +1,134 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/queue"
+)
+
+// Error is an error with its HTTP status and public code; the error handler renders it as
+// {"error":{"code","message"}}.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter int    // seconds; sets Retry-After when > 0
+	Scope      string // X-RateLimit-Scope on 429
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(status int, code, msg string) *Error {
+	return &Error{Status: status, Code: code, Message: msg}
+}
+
+// body is the JSON error shape of the public contract.
+type body struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// handleError is the one place where errors become HTTP responses. 5xx never carry
+// internals: they are logged with the request id and answered with a generic sentence.
+func handleError(log zerolog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		e := mapError(err)
+		if e.Status >= 500 {
+			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", c.Path()).Int("status", e.Status).Msg("request failed")
+		}
+		if e.RetryAfter > 0 {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
+		}
+		if e.Scope != "" {
+			c.Set("X-RateLimit-Scope", e.Scope)
+		}
+		var b body
+		b.Error.Code, b.Error.Message = e.Code, e.Message
+		return c.Status(e.Status).JSON(b)
+	}
+}
+
+func mapError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			return errorf(404, "not_found", "No such resource.")
+		case fiber.StatusMethodNotAllowed:
+			return errorf(405, "method_not_allowed", "Method not allowed on this resource.")
+		case fiber.StatusRequestEntityTooLarge:
+			return errorf(413, "body_too_large", "The request body is larger than 64 KiB.")
+		case fiber.StatusRequestHeaderFieldsTooLarge:
+			return errorf(431, "headers_too_large", "The request headers are too large.")
+		case fiber.StatusRequestTimeout:
+			return errorf(408, "request_timeout", "The request took too long to arrive.")
+		case fiber.StatusBadRequest:
+			return errorf(400, "bad_request", "Malformed request.")
+		}
+		if fe.Code < 500 {
+			return errorf(fe.Code, "http_"+strconv.Itoa(fe.Code), fe.Message)
+		}
+	}
+	switch {
+	case errors.Is(err, queue.ErrQueueNotFound):
+		return errorf(404, "queue_not_found", "No such queue.")
+	case errors.Is(err, queue.ErrQueueClosed):
+		return errorf(423, "queue_closed", "This queue is closed to new joiners.")
+	case errors.Is(err, queue.ErrTicketInvalid):
+		return errorf(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
+	case errors.Is(err, queue.ErrNoPlace):
+		return errorf(404, "ticket_not_found", "This ticket has no place in this queue; join again.")
+	case errors.Is(err, queue.ErrInvalid):
+		return errorf(422, "invalid_settings", userMessage(err))
+	case errors.Is(err, orders.ErrNotFound):
+		return errorf(404, "product_not_found", "No such product.")
+	case errors.Is(err, orders.ErrSoldOut):
+		return errorf(409, "sold_out", "Sold out: the stock cannot cover this quantity.")
+	case errors.Is(err, orders.ErrInvalid):
+		return errorf(422, "invalid_order", userMessage(err))
+	case errors.Is(err, orders.ErrIdempotencyConflict):
+		return errorf(422, "idempotency_conflict", "This Idempotency-Key was already used for a different request.")
+	case errors.Is(err, orders.ErrUnavailable):
+		return &Error{Status: 503, Code: "database_unavailable", Message: "Orders are unavailable right now; your token is kept. Try again shortly.", RetryAfter: 2}
+	case isRedisDown(err):
+		return &Error{Status: 503, Code: "queue_unavailable", Message: "The waiting room is unavailable right now. Try again shortly.", RetryAfter: 2}
+	}
+	return errorf(500, "internal", "Something went wrong on our side.")
+}
+
+// userMessage keeps the part of a sentinel-wrapped error written for the user.
+func userMessage(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	if s == "" {
+		return "Invalid value."
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+// isRedisDown reports errors of reaching Redis (as opposed to bugs).
+func isRedisDown(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrClosed) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, redis.ErrPoolTimeout) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "LOADING") || strings.Contains(err.Error(), "connection reset")
+}

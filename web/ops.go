@@ -1,0 +1,144 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+type metrics struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	rejected  *prometheus.CounterVec
+	failOpen  prometheus.Counter
+	streamErr *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total", Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"route"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_rejected_total", Help: "Requests refused by a rate limit, by scope and path."}, []string{"scope", "path"}),
+		failOpen: prometheus.NewCounter(prometheus.CounterOpts{Name: "failopen_orders_total", Help: "Orders let through without a token check while Redis was down (fail-open mode)."}),
+		streamErr: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sse_refused_total", Help: "Stream requests refused, by reason."}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr)
+	}
+	return m
+}
+
+const requestIDKey = "request_id"
+
+func requestID(c *fiber.Ctx) string {
+	if v, ok := c.Locals(requestIDKey).(string); ok {
+		return v
+	}
+	return ""
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestLog gives every request an id (X-Request-ID, kept when the client sent a sane
+// one), logs it as one JSON line and counts it. The query string is never logged: it may
+// hold a ticket.
+func (s *Server) requestLog(c *fiber.Ctx) error {
+	id := c.Get("X-Request-ID")
+	if len(id) == 0 || len(id) > 64 || !printable(id) {
+		id = newID()
+	}
+	c.Locals(requestIDKey, id)
+	c.Set("X-Request-ID", id)
+	start := time.Now()
+	err := c.Next()
+	if err != nil {
+		if herr := s.app.ErrorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
+		}
+	}
+	status := c.Response().StatusCode()
+	route := c.Route().Path
+	if c.Context().Hijacked() {
+		status = 200
+	}
+	s.m.requests.WithLabelValues(route, itoa(status)).Inc()
+	s.m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	ev := s.log.Debug()
+	if status >= 500 {
+		ev = s.log.Warn()
+	}
+	ev.Str("request_id", id).Str("method", c.Method()).Str("path", c.Path()).Int("status", status).
+		Dur("latency", time.Since(start)).Str("ip", c.IP()).Msg("request")
+	return nil
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) healthz(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// readyz answers 200 only when Redis and PostgreSQL both answer a ping.
+func (s *Server) readyz(c *fiber.Ctx) error {
+	check := func(f func(context.Context) error) string {
+		ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.ReadyTimeout)
+		defer cancel()
+		if err := f(ctx); err != nil {
+			return "down"
+		}
+		return "ok"
+	}
+	res := fiber.Map{
+		"redis":    check(func(ctx context.Context) error { return s.d.Queue.Redis().Ping(ctx).Err() }),
+		"postgres": check(s.d.Orders.Ping),
+	}
+	if res["redis"] != "ok" || res["postgres"] != "ok" {
+		c.Set(fiber.HeaderRetryAfter, "2")
+		res["status"] = "unavailable"
+		return c.Status(fiber.StatusServiceUnavailable).JSON(res)
+	}
+	res["status"] = "ok"
+	return c.JSON(res)
+}
+
+func (s *Server) metricsHandler() fiber.Handler {
+	h := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.d.Gatherer, promhttp.HandlerOpts{}))
+	return func(c *fiber.Ctx) error {
+		h(c.Context())
+		return nil
+	}
+}
+
+func itoa(n int) string {
+	const digits = "0123456789"
+	if n >= 100 && n < 1000 {
+		return string([]byte{digits[n/100], digits[n/10%10], digits[n%10]})
+	}
+	b := []byte{}
+	if n == 0 {
+		return "0"
+	}
+	for n > 0 {
+		b = append([]byte{digits[n%10]}, b...)
+		n /= 10
+	}
+	return string(b)
+}

@@ -1,0 +1,108 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/static"
+)
+
+// csp allows only this origin's scripts and styles: no inline script anywhere.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-ancestors 'self'; base-uri 'none'; form-action 'self'; object-src 'none'"
+
+func securityHeaders(c *fiber.Ctx) error {
+	c.Set("Content-Security-Policy", csp)
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("Referrer-Policy", "no-referrer")
+	c.Set("X-Frame-Options", "SAMEORIGIN")
+	c.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	return c.Next()
+}
+
+func (s *Server) pageRoutes() {
+	s.app.Use("/static", securityHeaders, func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+		return c.Next()
+	}, filesystem.New(filesystem.Config{Root: http.FS(static.Assets())}))
+	pages := s.app.Group("", securityHeaders)
+	pages.Get("/", s.indexPage)
+	pages.Get("/q/:queue", s.queuePage)
+	pages.Get("/q/:queue/order", s.orderPage)
+	pages.Get("/admin", s.adminPage)
+}
+
+func (s *Server) render(c *fiber.Ctx, status int, name string, data any) error {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).Send(buf.Bytes())
+}
+
+func lang(c *fiber.Ctx) (string, map[string]string) {
+	l := static.Lang(c.Get(fiber.HeaderAcceptLanguage))
+	return l, static.Messages(l)
+}
+
+func (s *Server) indexPage(c *fiber.Ctx) error {
+	l, t := lang(c)
+	data := static.IndexPage{Lang: l, T: t}
+	names, err := s.d.Queue.Names(c.UserContext())
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		st, err := s.d.Queue.Stats(c.UserContext(), n)
+		if err != nil || st.Closed {
+			continue
+		}
+		data.Queues = append(data.Queues, static.QueueInfo{Name: n, Waiting: st.Waiting, RatePerSecond: st.RatePerSecond, Paused: st.Paused, Closed: st.Closed})
+	}
+	return s.render(c, 200, "index", data)
+}
+
+func (s *Server) queuePage(c *fiber.Ctx) error {
+	l, t := lang(c)
+	name := c.Params("queue")
+	data := static.QueuePage{Lang: l, T: t, Queue: name}
+	status := 200
+	st, err := s.d.Queue.Settings(c.UserContext(), name)
+	switch {
+	case errors.Is(err, queue.ErrQueueNotFound):
+		status = 404
+		if !queue.ValidName(name) {
+			data.Queue = ""
+		}
+	case err != nil:
+		return err
+	default:
+		data.Exists, data.Closed = true, st.Closed
+	}
+	return s.render(c, status, "queue", data)
+}
+
+func (s *Server) orderPage(c *fiber.Ctx) error {
+	l, t := lang(c)
+	name := c.Params("queue")
+	if !queue.ValidName(name) {
+		name = ""
+	}
+	pid := c.Query("product")
+	if !queue.ValidName(pid) {
+		pid = ""
+	}
+	return s.render(c, 200, "order", static.OrderPage{Lang: l, T: t, Queue: name, ProductID: pid})
+}
+
+func (s *Server) adminPage(c *fiber.Ctx) error {
+	l, t := lang(c)
+	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t})
+}

@@ -1,0 +1,152 @@
+// Package web is the HTTP face of the waiting room and the only package that imports
+// Fiber: routes, middleware (request ids, logging, admin auth, the order token guard,
+// rate limits), the error mapping and the server-rendered pages.
+package web
+
+import (
+	"context"
+	"html/template"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/static"
+	"github.com/waitroom/waitroom/stream"
+)
+
+// OrderStore is what web needs of the order store (implemented by *orders.Store).
+type OrderStore interface {
+	Ping(ctx context.Context) error
+	Products(ctx context.Context) ([]orders.Product, error)
+	Product(ctx context.Context, id string) (orders.Product, error)
+	PutProduct(ctx context.Context, id string, p orders.ProductPatch) (orders.Product, bool, error)
+	PlaceOrder(ctx context.Context, r orders.OrderRequest) (orders.Order, bool, error)
+}
+
+// Config tunes the HTTP server. Zero fields take the documented defaults.
+type Config struct {
+	AdminToken   string        // bearer for /admin/api; empty disables the admin API
+	ProxyHeader  string        // e.g. X-Forwarded-For when behind a trusted proxy; empty = peer address
+	ReadTimeout  time.Duration // whole request must arrive within (10 s): slowloris guard
+	WriteTimeout time.Duration // non-stream responses (15 s); streams are hijacked and unaffected
+	IdleTimeout  time.Duration // keep-alive idle (60 s)
+	Limits       Limits        // initial rate limits; changeable live through the admin API
+	FailOpen     bool          // let orders through without a token while Redis is down
+	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
+}
+
+// Deps are the parts the server is wired to.
+type Deps struct {
+	Queue    *queue.Queue
+	Signer   *queue.Signer
+	Hub      *stream.Hub
+	Orders   OrderStore
+	Limiter  *queue.Limiter
+	Gatherer prometheus.Gatherer
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
+}
+
+// Server is the waiting room's HTTP server.
+type Server struct {
+	app   *fiber.App
+	cfg   Config
+	d     Deps
+	log   zerolog.Logger
+	pages *template.Template
+	m     *metrics
+	lim   *limits
+	fob   localBucket
+
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds the server and its routes.
+func New(cfg Config, d Deps) (*Server, error) {
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 15 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 60 * time.Second
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = time.Second
+	}
+	pages, err := static.Templates()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
+	s.lim = newLimits(d.Queue.Redis(), cfg.Limits, d.Log)
+	s.app = fiber.New(fiber.Config{
+		AppName:               "waitroom",
+		DisableStartupMessage: true,
+		BodyLimit:             64 << 10,
+		ReadBufferSize:        8 << 10, // request line + headers; beyond → 431
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		Immutable:             true, // params and headers outlive the handler in stream set-up
+		ErrorHandler:          handleError(d.Log),
+		ProxyHeader:           cfg.ProxyHeader,
+		// A stream's connection is hijacked and then written by the hub's workers, so
+		// fasthttp must not close it when the hijack handler returns.
+	})
+	s.app.Server().KeepHijackedConns = true
+	s.routes()
+	return s, nil
+}
+
+// App exposes the Fiber app (tests use app.Test for plain requests).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+
+// Shutdown stops the server: admin streams end, then Fiber finishes in-flight requests
+// within ctx. Close the hub (the user streams) before calling it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	return s.app.ShutdownWithContext(ctx)
+}
+
+func (s *Server) routes() {
+	app := s.app
+	app.Use(s.requestLog)
+	app.Get("/healthz", s.healthz)
+	app.Get("/readyz", s.readyz)
+	app.Get("/metrics", s.metricsHandler())
+
+	api := app.Group("/api")
+	api.Post("/queues/:queue/join", s.join)
+	api.Get("/queues/:queue/status", s.status)
+	api.Delete("/queues/:queue/ticket", s.leave)
+	api.Get("/queues/:queue/stream", s.stream)
+	api.Get("/products", s.products)
+	api.Get("/products/:id", s.product)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, FailOpen: s.failOpen}), s.placeOrder)
+	api.Use(notFound)
+
+	admin := app.Group("/admin/api", s.adminAuth)
+	admin.Get("/stats", s.stats)
+	admin.Get("/stream", s.adminStream)
+	admin.Put("/queues/:queue", s.putQueue)
+	admin.Put("/products/:id", s.putProduct)
+	admin.Get("/limits", s.getLimits)
+	admin.Put("/limits", s.putLimits)
+	admin.Use(notFound)
+
+	s.pageRoutes()
+}
+
+func notFound(c *fiber.Ctx) error { return errorf(404, "not_found", "No such resource.") }

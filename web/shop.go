@@ -1,0 +1,96 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/orders"
+	"github.com/waitroom/waitroom/queue"
+)
+
+type productJSON struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Price int64  `json:"price"`
+	Stock int64  `json:"stock"`
+}
+
+func toProductJSON(p orders.Product) productJSON {
+	return productJSON{ID: p.ID, Name: p.Name, Price: int64(p.Price), Stock: int64(p.Stock)}
+}
+
+func (s *Server) products(c *fiber.Ctx) error {
+	ps, err := s.d.Orders.Products(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := make([]productJSON, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, toProductJSON(p))
+	}
+	return c.JSON(fiber.Map{"products": out})
+}
+
+func (s *Server) product(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if !queue.ValidName(id) {
+		return orders.ErrNotFound
+	}
+	p, err := s.d.Orders.Product(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(toProductJSON(p))
+}
+
+// decodeJSON reads a JSON object body strictly: malformed → 400, wrong types → 422.
+func decodeJSON(c *fiber.Ctx, v any) error {
+	b := c.Body()
+	if len(b) == 0 {
+		return errorf(400, "malformed_json", "The request body must be a JSON object.")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return errorf(422, "invalid_field", "Field "+te.Field+" has the wrong type.")
+		}
+		return errorf(400, "malformed_json", "The request body is not valid JSON.")
+	}
+	return nil
+}
+
+type orderBody struct {
+	ProductID *string `json:"product_id"`
+	Quantity  *int    `json:"quantity"`
+}
+
+func (s *Server) placeOrder(c *fiber.Ctx) error {
+	var b orderBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	if b.ProductID == nil || !queue.ValidName(*b.ProductID) {
+		return errorf(422, "invalid_order", "product_id must be 1-64 characters of A-Z a-z 0-9 _ -.")
+	}
+	if b.Quantity == nil || *b.Quantity <= 0 || *b.Quantity > 1000 {
+		return errorf(422, "invalid_order", "quantity must be an integer from 1 to 1000.")
+	}
+	ticket, _ := c.Locals(LocalTicket).(string)
+	if open, _ := c.Locals(LocalFailOpen).(bool); open {
+		if !s.failOpenAllow() {
+			return &Error{Status: 429, Code: "rate_limited", Message: "Too many orders right now; retry shortly.", RetryAfter: 1, Scope: "global"}
+		}
+		s.m.failOpen.Inc()
+	}
+	o, _, err := s.d.Orders.PlaceOrder(c.UserContext(), orders.OrderRequest{
+		ProductID: *b.ProductID, Quantity: *b.Quantity, Ticket: ticket, IdempotencyKey: c.Get("Idempotency-Key"),
+	})
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"order": fiber.Map{
+		"id": o.ID, "product_id": o.ProductID, "quantity": o.Quantity, "created_at": o.CreatedAt,
+	}})
+}

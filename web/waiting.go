@@ -1,0 +1,214 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/stream"
+)
+
+// TicketCookie is the cookie that carries a browser's ticket.
+const TicketCookie = "wr_ticket"
+
+// placeJSON is the body of join and status (API.md).
+type placeJSON struct {
+	Ticket         string   `json:"ticket"`
+	Queue          string   `json:"queue"`
+	State          string   `json:"state"`
+	Position       int64    `json:"position"`
+	Waiting        int64    `json:"waiting"`
+	ETASeconds     *float64 `json:"eta_seconds"`
+	AdmitRate      float64  `json:"admit_rate"`
+	Stream         string   `json:"stream"`
+	Token          string   `json:"token,omitempty"`
+	TokenExpiresAt string   `json:"token_expires_at,omitempty"`
+}
+
+func (s *Server) placeBody(raw string, p queue.Place, rate float64) placeJSON {
+	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Position: p.Position, Waiting: p.Waiting,
+		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream"}
+	if eta := p.ETA(rate); eta >= 0 {
+		out.ETASeconds = &eta
+	}
+	if p.State == "admitted" {
+		out.Token = p.Token
+		out.TokenExpiresAt = p.TokenExpiresAt.UTC().Format(stream.TimeFormat)
+	}
+	return out
+}
+
+// presented returns the ticket string a request carries and whether it came from the
+// cookie: Authorization: Bearer, then ?ticket=, then the cookie.
+func presented(c *fiber.Ctx) (raw string, fromCookie bool) {
+	if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:]), false
+	}
+	if q := c.Query("ticket"); q != "" {
+		return q, false
+	}
+	return c.Cookies(TicketCookie), true
+}
+
+// ticketFor parses the request's ticket for queue name: 401 when missing, malformed or
+// forged; 404 when it belongs to another queue.
+func (s *Server) ticketFor(c *fiber.Ctx, name string) (queue.Ticket, string, error) {
+	raw, _ := presented(c)
+	if raw == "" {
+		return queue.Ticket{}, "", errorf(401, "ticket_missing", "No ticket: join the queue first.")
+	}
+	t, err := s.d.Signer.Parse(raw)
+	if err != nil {
+		return queue.Ticket{}, "", err
+	}
+	if t.Queue != name {
+		return queue.Ticket{}, "", queue.ErrNoPlace
+	}
+	return t, raw, nil
+}
+
+func queueParam(c *fiber.Ctx) (string, error) {
+	name := c.Params("queue")
+	if !queue.ValidName(name) {
+		return "", queue.ErrQueueNotFound
+	}
+	return name, nil
+}
+
+func (s *Server) join(c *fiber.Ctx) error {
+	name, err := queueParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.joinLimit(c); err != nil {
+		return err
+	}
+	// Reuse the caller's ticket when it is valid for this queue (joining twice never makes
+	// a second place). A stale cookie (other queue, old secret) just gets a new ticket; an
+	// explicit forged ticket is refused.
+	var t queue.Ticket
+	raw, fromCookie := presented(c)
+	if raw != "" {
+		pt, perr := s.d.Signer.Parse(raw)
+		switch {
+		case perr == nil && pt.Queue == name:
+			t = pt
+		case perr != nil && !fromCookie:
+			return perr
+		}
+	}
+	if t.ID == "" {
+		t, raw = s.d.Signer.New(name)
+	}
+	p, created, err := s.d.Queue.Join(c.UserContext(), t)
+	if err != nil {
+		return err
+	}
+	s.setTicketCookie(c, raw)
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(s.placeBody(raw, p, s.rateOf(c.UserContext(), name)))
+}
+
+func (s *Server) setTicketCookie(c *fiber.Ctx, raw string) {
+	c.Cookie(&fiber.Cookie{Name: TicketCookie, Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
+		Secure: c.Protocol() == "https", MaxAge: 24 * 3600})
+}
+
+func (s *Server) rateOf(ctx context.Context, name string) float64 {
+	st, err := s.d.Queue.Settings(ctx, name)
+	if err != nil || st.Paused {
+		return 0
+	}
+	return st.RatePerSecond
+}
+
+func (s *Server) status(c *fiber.Ctx) error {
+	name, err := queueParam(c)
+	if err != nil {
+		return err
+	}
+	t, raw, err := s.ticketFor(c, name)
+	if err != nil {
+		return err
+	}
+	p, err := s.d.Queue.Status(c.UserContext(), t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.placeBody(raw, p, s.rateOf(c.UserContext(), name)))
+}
+
+func (s *Server) leave(c *fiber.Ctx) error {
+	name, err := queueParam(c)
+	if err != nil {
+		return err
+	}
+	t, _, err := s.ticketFor(c, name)
+	if err != nil {
+		return err
+	}
+	if err := s.d.Queue.Leave(c.UserContext(), t); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// stream hands the connection to the hub: the request is validated here, then the
+// connection is hijacked and written only by the hub's workers, so no goroutine and no
+// *fiber.Ctx stays behind for an open stream.
+func (s *Server) stream(c *fiber.Ctx) error {
+	name, err := queueParam(c)
+	if err != nil {
+		return err
+	}
+	t, _, err := s.ticketFor(c, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	defer cancel()
+	p, err := s.d.Queue.TicketState(ctx, t)
+	if err != nil {
+		return err
+	}
+	ip := c.IP()
+	if !s.d.Hub.AcquireIP(ip) {
+		s.m.streamErr.WithLabelValues("ip_cap").Inc()
+		s.m.rejected.WithLabelValues("ip", "/api/queues/stream").Inc()
+		s.lim.countRejected(c.UserContext(), "ip")
+		return &Error{Status: 429, Code: "too_many_streams", Message: "Too many open streams from your address.", RetryAfter: 5, Scope: "ip"}
+	}
+	last, _ := stream.ParseLastEventID(c.Get("Last-Event-ID"))
+	w := stream.Waiter{Queue: name, Ticket: t.ID, IP: ip, LastEventID: last, Place: p}
+	hub, log := s.d.Hub, s.log
+	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
+	c.Context().HijackSetNoResponse(true)
+	c.Context().Hijack(func(nc net.Conn) {
+		if u, ok := nc.(interface{ UnsafeConn() net.Conn }); ok {
+			nc = u.UnsafeConn()
+		}
+		actx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := hub.Attach(actx, nc, w); err != nil {
+			status := "503 Service Unavailable"
+			if errors.Is(err, stream.ErrClosed) {
+				log.Debug().Msg("stream refused: shutting down")
+			} else {
+				log.Warn().Err(err).Msg("stream attach")
+			}
+			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = nc.Write([]byte("HTTP/1.1 " + status + "\r\nContent-Type: application/json\r\nRetry-After: 2\r\nConnection: close\r\nContent-Length: 106\r\n\r\n" +
+				`{"error":{"code":"stream_unavailable","message":"Live updates are unavailable right now; retrying soon."}}`))
+			_ = nc.Close()
+		}
+	})
+	return nil
+}
