@@ -230,4 +230,3 @@ func generatedAdminToken(cfg config) (string, error) {
 	fmt.Fprintf(os.Stderr, "WR_ADMIN_TOKEN is not set: a random admin token was written to %s\n", path)
 	return tok, nil
 }
-

@@ -211,8 +211,6 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 	return c.Status(status).JSON(toProductJSON(p))
 }
 
-
-
 func toPatch(b productBody) orders.ProductPatch {
 	p := orders.ProductPatch{Name: b.Name, Price: b.Price}
 	if b.Stock != nil {

@@ -26,8 +26,6 @@ type localBucket struct {
 	last   time.Time
 }
 
-
-
 // failOpenAllow applies the global order rate as a local limit while Redis is down.
 func (s *Server) failOpenAllow() bool {
 	rate := s.cfg.Limits.OrderGlobal

@@ -25,8 +25,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total", Help: "HTTP requests by route and status."}, []string{"route", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"route"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_rejected_total", Help: "Requests refused by a rate limit, by scope and path."}, []string{"scope", "path"}),
-		failOpen: prometheus.NewCounter(prometheus.CounterOpts{Name: "failopen_orders_total", Help: "Orders let through without a token check while Redis was down (fail-open mode)."}),
+		rejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_rejected_total", Help: "Requests refused by a rate limit, by scope and path."}, []string{"scope", "path"}),
+		failOpen:  prometheus.NewCounter(prometheus.CounterOpts{Name: "failopen_orders_total", Help: "Orders let through without a token check while Redis was down (fail-open mode)."}),
 		streamErr: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sse_refused_total", Help: "Stream requests refused, by reason."}, []string{"reason"}),
 	}
 	if reg != nil {
