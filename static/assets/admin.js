@@ -553,14 +553,16 @@
     ctx.clearRect(0, 0, w, h);
     let max = 0;
     for (const s of series) for (const p of s.values) if (p.v != null && p.v > max) max = p.v;
-    max = max <= 0 ? 1 : max * 1.15;
+    const peak = max;
+    max = max <= 0 ? 1 : max * 1.05;
     const pad = 4;
     // The x axis covers what we have seen, from 20 s up to 5 minutes,
     // so a freshly opened dashboard does not squeeze its lines to the right.
     const first = history.length ? history[0].at : now;
     const span = Math.min(WINDOW_MS, Math.max(20000, now - first));
     const x = (at) => pad + ((at - (now - span)) / span) * (w - 2 * pad);
-    const y = (v) => h - pad - (v / max) * (h - 2 * pad);
+    const top = 16; // room for the scale label above the lines
+    const y = (v) => h - pad - (v / max) * (h - pad - top);
 
     ctx.strokeStyle = cssVar('--grid', '#e3e6ea');
     ctx.lineWidth = 1;
@@ -571,7 +573,7 @@
     ctx.fillStyle = cssVar('--muted', '#5b6472');
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'top';
-    ctx.fillText(num1.format(max / 1.15), pad + 2, pad);
+    ctx.fillText(num1.format(peak), pad + 2, 2);
 
     for (const s of series) {
       ctx.strokeStyle = s.color;
