@@ -1,0 +1,249 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// rlLimiter returns a Limiter on a private Redis with a key prefix unique to the test.
+func rlLimiter(t *testing.T) (*queue.Limiter, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	return queue.NewLimiter(srv.Client(), rlPrefix(t)), srv
+}
+
+// rlPrefix is a key prefix unique to one test (instead of FLUSHDB).
+func rlPrefix(t *testing.T) string { return fmt.Sprintf("t%d:", time.Now().UnixNano()) }
+
+// rlChain is the order API's chain: per user, then global.
+func rlChain(user string, userRate float64, userBurst int, globalRate float64, globalBurst int) []queue.Limit {
+	return []queue.Limit{
+		{Scope: "user", Key: user, Rate: userRate, Burst: userBurst},
+		{Scope: "global", Rate: globalRate, Burst: globalBurst},
+	}
+}
+
+func rlAllow(t *testing.T, l *queue.Limiter, limits []queue.Limit) queue.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := l.AllowChain(ctx, limits)
+	if err != nil {
+		t.Fatalf("AllowChain: %v", err)
+	}
+	return r
+}
+
+func TestLimiterPerUserRejectsWithScopeUser(t *testing.T) {
+	l, _ := rlLimiter(t)
+	for i := range 3 {
+		if r := rlAllow(t, l, rlChain("alice", 1, 3, 1000, 1000)); !r.Allowed || r.Remaining != 2-i {
+			t.Fatalf("request %d: %+v, want allowed with %d remaining", i+1, r, 2-i)
+		}
+	}
+	r := rlAllow(t, l, rlChain("alice", 1, 3, 1000, 1000))
+	if r.Allowed || r.Scope != "user" || r.RetryAfter <= 0 || r.RetryAfter > time.Second {
+		t.Fatalf("4th request: %+v, want refused by scope user with 0 < RetryAfter ≤ 1s", r)
+	}
+	if r := rlAllow(t, l, rlChain("bob", 1, 3, 1000, 1000)); !r.Allowed {
+		t.Fatalf("another user: %+v, want allowed", r)
+	}
+	t.Logf("user 1/s burst 3: 3 allowed, 4th refused scope=%s retry_after=%v", r.Scope, r.RetryAfter)
+}
+
+func TestLimiterGlobalRejectsWithScopeGlobal(t *testing.T) {
+	l, _ := rlLimiter(t)
+	allowed, global := 0, 0
+	for i := range 10 {
+		r := rlAllow(t, l, rlChain(fmt.Sprintf("user-%d", i), 5, 5, 0.01, 5))
+		switch {
+		case r.Allowed:
+			allowed++
+		case r.Scope == "global":
+			global++
+		default:
+			t.Fatalf("user %d refused by %q", i, r.Scope)
+		}
+	}
+	if allowed != 5 || global != 5 {
+		t.Fatalf("allowed %d, refused by global %d; want 5 and 5", allowed, global)
+	}
+	t.Logf("10 users, 1 request each, global burst 5: %d allowed, %d refused scope=global", allowed, global)
+}
+
+func TestLimiterRefusalsDoNotSpendOtherBuckets(t *testing.T) {
+	l, _ := rlLimiter(t)
+	const slow = 0.001 // no noticeable refill during the test
+	chain := func(user string) []queue.Limit { return rlChain(user, slow, 1, slow, 10) }
+
+	// One user hammers: 1 allowed, 19 refused per user. The global bucket pays for 1.
+	refusedUser := 0
+	for range 20 {
+		if r := rlAllow(t, l, chain("hammer")); !r.Allowed && r.Scope == "user" {
+			refusedUser++
+		}
+	}
+	if refusedUser != 19 {
+		t.Fatalf("hammering user refused %d times by scope user, want 19", refusedUser)
+	}
+	// So 9 of the global 10 are left for everybody else.
+	for i := range 9 {
+		if r := rlAllow(t, l, chain(fmt.Sprintf("other-%d", i))); !r.Allowed {
+			t.Fatalf("other user %d: %+v; the per-user refusals spent global budget", i, r)
+		}
+	}
+	r := rlAllow(t, l, chain("late"))
+	if r.Allowed || r.Scope != "global" {
+		t.Fatalf("11th distinct request: %+v, want refused by global", r)
+	}
+	// The global refusal did not charge the late user's own bucket either.
+	if r := rlAllow(t, l, []queue.Limit{{Scope: "user", Key: "late", Rate: slow, Burst: 1}}); !r.Allowed {
+		t.Fatalf("late user's own bucket: %+v, want untouched", r)
+	}
+	t.Logf("19 per-user refusals left the global bucket at 9 of 10: 9 other users allowed, the next refused by global")
+}
+
+func TestLimiterRefillsOverTime(t *testing.T) {
+	l, _ := rlLimiter(t)
+	lim := []queue.Limit{{Scope: "user", Key: "u", Rate: 50, Burst: 2}} // one token per 20ms
+	for range 2 {
+		if r := rlAllow(t, l, lim); !r.Allowed {
+			t.Fatalf("burst: %+v", r)
+		}
+	}
+	r := rlAllow(t, l, lim)
+	if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 20*time.Millisecond {
+		t.Fatalf("empty bucket: %+v, want refused with 0 < RetryAfter ≤ 20ms", r)
+	}
+	time.Sleep(r.RetryAfter)
+	if r := rlAllow(t, l, lim); !r.Allowed {
+		t.Fatalf("after RetryAfter: %+v, want allowed", r)
+	}
+	// A long quiet spell refills only up to Burst.
+	time.Sleep(100 * time.Millisecond) // 5 tokens' worth
+	allowed := 0
+	for range 5 {
+		if rlAllow(t, l, lim).Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("after 100ms at 50/s with burst 2: %d allowed, want 2", allowed)
+	}
+}
+
+func TestLimiterRetryAfterIsSane(t *testing.T) {
+	l, _ := rlLimiter(t)
+	for _, tc := range []struct {
+		rate  float64
+		burst int
+		max   time.Duration
+	}{
+		{rate: 2, burst: 1, max: 500 * time.Millisecond},
+		{rate: 5, burst: 5, max: 200 * time.Millisecond},
+		{rate: 0.5, burst: 1, max: 2 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%v/s burst %d", tc.rate, tc.burst), func(t *testing.T) {
+			lim := []queue.Limit{{Scope: "user", Key: fmt.Sprintf("%v-%d", tc.rate, tc.burst), Rate: tc.rate, Burst: tc.burst}}
+			for range tc.burst {
+				rlAllow(t, l, lim)
+			}
+			r := rlAllow(t, l, lim)
+			if r.Allowed || r.RetryAfter <= tc.max*8/10 || r.RetryAfter > tc.max {
+				t.Fatalf("%+v, want refused with RetryAfter in (%v, %v]", r, tc.max*8/10, tc.max)
+			}
+			if r.Remaining != 0 {
+				t.Fatalf("remaining %d, want 0", r.Remaining)
+			}
+		})
+	}
+}
+
+func TestLimiterIsAtomicUnderConcurrency(t *testing.T) {
+	l, _ := rlLimiter(t)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			r, err := l.AllowChain(context.Background(), rlChain(fmt.Sprintf("u%d", i%20), 0.001, 3, 0.001, 25))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if r.Allowed {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 25 {
+		t.Fatalf("200 concurrent requests from 20 users, global burst 25: %d allowed, want 25", allowed.Load())
+	}
+}
+
+func TestLimiterKeysShareOneSlotAndExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	prefix := rlPrefix(t)
+	l := queue.NewLimiter(rdb, prefix)
+	rlAllow(t, l, rlChain("alice", 1, 5, 100, 200))
+	ctx := context.Background()
+	want := map[string]time.Duration{
+		prefix + "{rl}:user:alice": 6 * time.Second, // refill of 1 token at 1/s + 1s margin, at most
+		prefix + "{rl}:global:":    2 * time.Second,
+	}
+	for key, max := range want {
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil || ttl <= 0 || ttl > max {
+			t.Errorf("%s: PTTL %v (%v), want in (0, %v]", key, ttl, err, max)
+		}
+		// Redis Cluster hashes the first {…} of a key: {rl} for every bucket, one slot.
+		if i := strings.Index(key, "{"); i < 0 || !strings.HasPrefix(key[i:], "{rl}") {
+			t.Errorf("%s: first hash tag is not {rl}", key)
+		}
+	}
+	if n := len(rdb.Keys(ctx, prefix+"*").Val()); n != 2 {
+		t.Fatalf("%d keys, want 2", n)
+	}
+}
+
+func TestLimiterRejectsBadLimits(t *testing.T) {
+	l, _ := rlLimiter(t)
+	for name, limits := range map[string][]queue.Limit{
+		"empty chain":   nil,
+		"zero rate":     {{Key: "k", Rate: 0, Burst: 1}},
+		"negative rate": {{Key: "k", Rate: -1, Burst: 1}},
+		"NaN rate":      {{Key: "k", Rate: math.NaN(), Burst: 1}},
+		"infinite rate": {{Key: "k", Rate: math.Inf(1), Burst: 1}},
+		"zero burst":    {{Key: "k", Rate: 1, Burst: 0}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := l.AllowChain(context.Background(), limits); !errors.Is(err, queue.ErrInvalidLimit) {
+				t.Fatalf("err = %v, want ErrInvalidLimit", err)
+			}
+		})
+	}
+}
+
+func TestLimiterReportsRedisDown(t *testing.T) {
+	l, srv := rlLimiter(t)
+	if r, err := l.Allow(context.Background(), "k", 1, 1); err != nil || !r.Allowed {
+		t.Fatalf("up: %+v %v", r, err)
+	}
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := l.Allow(ctx, "k", 1, 1); err == nil {
+		t.Fatal("no error with Redis down")
+	}
+}
