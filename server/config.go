@@ -212,7 +212,7 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 		return "***"
 	}
 	return e.Str("addr", c.Addr).Str("redis_url", maskURL(c.RedisURL)).Str("database_url", maskURL(c.DatabaseURL)).
-		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).Str("instance", c.InstanceID).
+		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).
 		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
 		Dur("update_interval", c.UpdateInterval).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
 		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)

@@ -109,7 +109,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, Limits: lim, FailOpen: cfg.FailOpen,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: hub, Orders: store,
-		Limiter: queue.NewLimiter(rdb), Gatherer: reg, Registry: reg, Log: log,
+		Limiter: queue.NewLimiter(rdb, "wr:"), Gatherer: reg, Registry: reg, Log: log,
 	})
 	if err != nil {
 		return err
@@ -190,7 +190,11 @@ func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, 
 	if cfg.DatabaseURL != "" {
 		return cfg.DatabaseURL, func() {}, nil
 	}
-	in, err := pglocal.Start(ctx, pglocal.Options{DataDir: cfg.DataDir, Log: log.With().Str("component", "postgres").Logger().Level(zerolog.WarnLevel)})
+	opts := pglocal.Options{DataDir: cfg.DataDir}
+	if cfg.LogLevel <= zerolog.DebugLevel {
+		opts.Log = log.With().Str("component", "postgres").Logger() // its own log lines; quoted in start errors anyway
+	}
+	in, err := pglocal.Start(ctx, opts)
 	if err != nil {
 		return "", nil, fmt.Errorf("DATABASE_URL is not set and the local PostgreSQL did not start: %w", err)
 	}
@@ -208,7 +212,8 @@ func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Sto
 	if err := q.Ensure(ctx, s); err != nil {
 		return err
 	}
-	return store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000, Stock: cfg.DemoStock})
+	_, err := store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000, Stock: cfg.DemoStock})
+	return err
 }
 
 // generatedAdminToken makes a random admin token for a run without WR_ADMIN_TOKEN and
