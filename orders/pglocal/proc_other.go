@@ -3,9 +3,12 @@
 package pglocal
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
+
+var errUnsupported = errors.New("pglocal: not supported on this operating system; set DATABASE_URL")
 
 // On systems without unix process control (Windows) Start fails with a clear error;
 // use DATABASE_URL there.

@@ -3,7 +3,6 @@ package pglocal
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -236,5 +235,3 @@ func (t *tail) String() string {
 	}
 	return string(b)
 }
-
-var errUnsupported = errors.New("pglocal: not supported on this operating system; set DATABASE_URL")
