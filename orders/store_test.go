@@ -225,3 +225,25 @@ func BenchmarkPlaceOrder(b *testing.B) {
 		}
 	})
 }
+
+func TestQueryTimeoutOnALockedRow(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s, dsn := mustOpen(t, orders.Config{QueryTimeout: timeout})
+	mustProduct(t, s, "locked", 5)
+	_, release := holdRow(t, dsn, "locked")
+	start := time.Now()
+	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "locked", Quantity: 1, IdempotencyKey: "k"})
+	took := time.Since(start)
+	if !errors.Is(err, orders.ErrUnavailable) || took > timeout+time.Second {
+		t.Fatalf("err %v after %v, want ErrUnavailable after about %v", err, took, timeout)
+	}
+	release()
+	if n := query[int](t, dsn, "SELECT count(*)::int FROM orders"); n != 0 {
+		t.Fatalf("%d orders after a timed-out attempt", n)
+	}
+	if _, replayed, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "locked", Quantity: 1, IdempotencyKey: "k"}); err != nil || replayed {
+		t.Fatalf("retry with the same key: replayed=%v err=%v, want a new order", replayed, err)
+	}
+	t.Logf("row locked elsewhere: ErrUnavailable after %v (QueryTimeout %v), nothing written; the retry with the same key succeeded",
+		took.Round(time.Millisecond), timeout)
+}
