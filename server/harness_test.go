@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const adminToken = "test-admin-token"
+
+// instance is one server, in process (run) or as a child process (the built binary).
+type instance struct {
+	t      *testing.T
+	id     string
+	url    string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	cmd    *exec.Cmd
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// baseEnv is the configuration every test instance shares.
+func baseEnv(redisURL, dbURL string, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"WR_ADDR": "127.0.0.1:0", "REDIS_URL": redisURL, "DATABASE_URL": dbURL,
+		"WR_SECRET": "0123456789abcdef-test-secret", "WR_ADMIN_TOKEN": adminToken,
+		"WR_LOG_LEVEL": "debug", "WR_DEMO": "false", "WR_STREAMS_PER_IP": "10000",
+		"WR_JOIN_RATE_PER_IP": "0", "WR_ORDER_RATE_PER_TICKET": "0", "WR_ORDER_RATE_GLOBAL": "0",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// startInProcess runs the server's run() in this process (race detector included).
+func startInProcess(t *testing.T, id string, env map[string]string) *instance {
+	t.Helper()
+	env = copyEnv(env)
+	env["WR_INSTANCE_ID"] = id
+	in := &instance{t: t, id: id, logs: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel = cancel
+	go func() { in.done <- run(ctx, func(k string) string { return env[k] }, in.logs) }()
+	in.url = waitListening(t, in.logs, in.done)
+	t.Cleanup(in.stop)
+	return in
+}
+
+// stop shuts the instance down gracefully (SIGTERM for a child process).
+func (in *instance) stop() {
+	if in.cmd != nil {
+		if in.cmd.ProcessState == nil {
+			_ = in.cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-in.done:
+			case <-time.After(15 * time.Second):
+				_ = in.cmd.Process.Kill()
+				<-in.done
+			}
+		}
+		return
+	}
+	if in.cancel != nil {
+		in.cancel()
+		in.cancel = nil
+		select {
+		case err := <-in.done:
+			if err != nil {
+				in.t.Errorf("instance %s: run: %v", in.id, err)
+			}
+		case <-time.After(15 * time.Second):
+			in.t.Errorf("instance %s did not shut down within 15 s", in.id)
+		}
+	}
+}
+
+// kill SIGKILLs a child-process instance.
+func (in *instance) kill() {
+	_ = in.cmd.Process.Kill()
+	<-in.done
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the server once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "waitroom-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "waitroom")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// startProcess runs the built binary as a child process.
+func startProcess(t *testing.T, id string, env map[string]string) *instance {
+	t.Helper()
+	env = copyEnv(env)
+	env["WR_INSTANCE_ID"] = id
+	cmd := exec.Command(binary(t))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	in := &instance{t: t, id: id, logs: &syncBuffer{}, done: make(chan error, 1), cmd: cmd}
+	cmd.Stdout, cmd.Stderr = in.logs, in.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { in.done <- cmd.Wait() }()
+	in.url = waitListening(t, in.logs, in.done)
+	t.Cleanup(in.stop)
+	return in
+}
+
+func copyEnv(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
+}
+
+// waitListening reads the "listening" log line for the chosen address.
+func waitListening(t *testing.T, logs *syncBuffer, done chan error) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if !strings.Contains(line, `"message":"listening"`) {
+				continue
+			}
+			var l struct{ Addr string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Addr != "" {
+				return "http://" + l.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("server exited before listening: %v\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("server did not listen within 30 s\n%s", logs.String())
+	return ""
+}
+
+// call makes one HTTP request and decodes a JSON answer into out (when not nil).
+func call(t *testing.T, method, url, bearer string, body any, out any, hdr ...string) *http.Response {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %q: %v", method, url, res.StatusCode, data, err)
+		}
+	}
+	res.Body = io.NopCloser(bytes.NewReader(data))
+	return res
+}
+
+func admin(t *testing.T, in *instance, method, path string, body any) *http.Response {
+	t.Helper()
+	return call(t, method, in.url+path, adminToken, body, nil)
+}
+
+type joinResp struct {
+	Ticket   string   `json:"ticket"`
+	State    string   `json:"state"`
+	Position int64    `json:"position"`
+	Waiting  int64    `json:"waiting"`
+	ETA      *float64 `json:"eta_seconds"`
+	Token    string   `json:"token"`
+}
+
+type errResp struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// sseEvent is one parsed Server-Sent Event.
+type sseEvent struct {
+	ID, Name string
+	Data     map[string]any
+	At       time.Time
+}
+
+// sseStream reads one SSE response in a goroutine.
+type sseStream struct {
+	res    *http.Response
+	events chan sseEvent
+	retry  chan int
+	done   chan struct{}
+}
+
+func openStream(t *testing.T, url, ticket, lastID string) (*sseStream, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+ticket)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := streamClient.Do(req)
+	if err != nil {
+		return nil, nil
+	}
+	if res.StatusCode != 200 {
+		return nil, res
+	}
+	s := &sseStream{res: res, events: make(chan sseEvent, 1024), retry: make(chan int, 16), done: make(chan struct{})}
+	go s.read()
+	return s, res
+}
+
+// streamClient has no overall timeout and no connection reuse between streams.
+var streamClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
+
+func (s *sseStream) read() {
+	defer close(s.done)
+	defer close(s.events)
+	sc := bufio.NewScanner(s.res.Body)
+	var ev sseEvent
+	var data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.Name != "" || data != "" {
+				ev.Data = map[string]any{}
+				_ = json.Unmarshal([]byte(data), &ev.Data)
+				ev.At = time.Now()
+				s.events <- ev
+			}
+			ev, data = sseEvent{}, ""
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "retry: "):
+			var n int
+			fmt.Sscan(line[7:], &n)
+			select {
+			case s.retry <- n:
+			default:
+			}
+		case strings.HasPrefix(line, "id: "):
+			ev.ID = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.Name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data += line[6:]
+		}
+	}
+}
+
+func (s *sseStream) close() { _ = s.res.Body.Close(); <-s.done }
+
+// next waits for the next event of one of the names (any when none given).
+func (s *sseStream) next(t *testing.T, timeout time.Duration, names ...string) (sseEvent, bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return sseEvent{}, false
+			}
+			if len(names) == 0 {
+				return ev, true
+			}
+			for _, n := range names {
+				if ev.Name == n {
+					return ev, true
+				}
+			}
+		case <-deadline:
+			return sseEvent{}, false
+		}
+	}
+}
+
+func num(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// userLog is what one simulated user saw on its stream(s).
+type userLog struct {
+	mu        sync.Mutex
+	positions []sseEvent
+	admitted  []sseEvent
+	other     []sseEvent
+}
+
+func (u *userLog) add(ev sseEvent) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch ev.Name {
+	case "position":
+		u.positions = append(u.positions, ev)
+	case "admitted":
+		u.admitted = append(u.admitted, ev)
+	default:
+		u.other = append(u.other, ev)
+	}
+}
+
+// TestLivePositionsAcrossInstances: 200 users join in a known order, alternating between
+// two instances on one Redis, and stream from the instance they joined. Every position
+// event equals the true position at the tick it describes, positions never increase,
+// every user gets exactly one admitted event with its own token, and admission follows
+// join order.
+func TestLivePositionsAcrossInstances(t *testing.T) {
+	rs := redistest.Start(t)
+	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
+	ins := []*instance{startInProcess(t, "a", env), startInProcess(t, "b", env)}
+	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true})
+
+	const n = 200
+	tickets := make([]string, n)
+	logs := make([]*userLog, n)
+	var streams []*sseStream
+	for i := range n {
+		in := ins[i%2]
+		var j joinResp
+		if res := call(t, "POST", in.url+"/api/queues/live/join", "", nil, &j); res.StatusCode != 201 || j.Position != int64(i+1) {
+			t.Fatalf("join %d: %d position %d", i, res.StatusCode, j.Position)
+		}
+		tickets[i] = j.Ticket
+		s, res := openStream(t, in.url+"/api/queues/live/stream", j.Ticket, "")
+		if s == nil {
+			t.Fatalf("stream %d: %v", i, res)
+		}
+		streams = append(streams, s)
+		logs[i] = &userLog{}
+		go func(u *userLog, s *sseStream) {
+			for ev := range s.events {
+				u.add(ev)
+			}
+		}(logs[i], s)
+	}
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
+	// Everyone has the first position before admission starts.
+	waitFor(t, 10*time.Second, "first positions", func() bool {
+		for _, u := range logs {
+			u.mu.Lock()
+			k := len(u.positions)
+			u.mu.Unlock()
+			if k == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	admin(t, ins[1], "PUT", "/admin/api/queues/live", map[string]any{"paused": false})
+	waitFor(t, 30*time.Second, "every user admitted", func() bool {
+		for _, u := range logs {
+			u.mu.Lock()
+			k := len(u.admitted)
+			u.mu.Unlock()
+			if k == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1500 * time.Millisecond) // let any duplicate arrive
+
+	// The tick at which each user was admitted (admission order = join order).
+	admittedAt := make([]int64, n)
+	tokens := map[string]int{}
+	for i, u := range logs {
+		u.mu.Lock()
+		if len(u.admitted) != 1 {
+			t.Fatalf("user %d got %d admitted events", i, len(u.admitted))
+		}
+		a := u.admitted[0]
+		u.mu.Unlock()
+		admittedAt[i] = num(a.Data["tick"])
+		tok, _ := a.Data["token"].(string)
+		if prev, dup := tokens[tok]; dup || tok == "" {
+			t.Fatalf("user %d token %q (also user %d)", i, tok, prev)
+		}
+		tokens[tok] = i
+		var st joinResp
+		call(t, "GET", ins[(i+1)%2].url+"/api/queues/live/status", tickets[i], nil, &st)
+		if st.State != "admitted" || st.Token != tok {
+			t.Fatalf("user %d: streamed token %s, status says %s %s", i, tok, st.State, st.Token)
+		}
+		if i > 0 && admittedAt[i] < admittedAt[i-1] {
+			t.Fatalf("user %d admitted at tick %d before user %d (tick %d): not join order", i, admittedAt[i], i-1, admittedAt[i-1])
+		}
+	}
+	// True position of user i at tick T: 1 + users ahead not admitted by T.
+	checked := 0
+	for i, u := range logs {
+		last := int64(1 << 62)
+		for _, ev := range u.positions {
+			tick, pos := num(ev.Data["tick"]), num(ev.Data["position"])
+			ahead := 0
+			for j := range i {
+				if admittedAt[j] > tick {
+					ahead++
+				}
+			}
+			if pos != int64(ahead+1) {
+				t.Fatalf("user %d at tick %d: position %d, true position %d", i, tick, pos, ahead+1)
+			}
+			if pos > last {
+				t.Fatalf("user %d: position went up from %d to %d", i, last, pos)
+			}
+			last = pos
+			checked++
+			if ev.ID == "" || ev.Data["server_time"] == nil {
+				t.Fatalf("user %d: event without id or server_time: %+v", i, ev)
+			}
+		}
+	}
+	t.Logf("%d position events checked against the true position; %d users admitted once each, in join order", checked, n)
+	if checked < 2*n {
+		t.Fatalf("only %d position events for %d users", checked, n)
+	}
+	// The admin view counts both instances' streams.
+	var st struct {
+		Instances []struct {
+			ID  string `json:"id"`
+			SSE int64  `json:"sse_connections"`
+		} `json:"instances"`
+		Total int64 `json:"sse_connections_total"`
+	}
+	waitFor(t, 5*time.Second, "admin counts", func() bool {
+		call(t, "GET", ins[0].url+"/admin/api/stats", adminToken, nil, &st)
+		return st.Total == n && len(st.Instances) == 2
+	})
+}
