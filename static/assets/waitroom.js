@@ -288,7 +288,7 @@
         } else if (body.position != null) {
           this._handle('position', {
             position: body.position, waiting: body.waiting, eta_seconds: body.eta_seconds,
-            rate_per_second: body.rate_per_second,
+            rate_per_second: typeof body.rate_per_second === 'number' ? body.rate_per_second : body.admit_rate,
           }, false);
         }
         if (!this.electing) this._elect();
