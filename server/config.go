@@ -19,6 +19,7 @@ type config struct {
 	RedisURL        string
 	DatabaseURL     string
 	DataDir         string
+	PGBinDir        string
 	Secret          string
 	SecretGenerated bool
 	AdminToken      string
@@ -114,6 +115,7 @@ var settings = []setting{
 	{"REDIS_URL", "", "redis://host:port/db (cluster/sentinel: redis URLs with addr= params); empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
 	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL })},
 	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir })},
+	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir })},
 	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", func(c *config, v string) error {
 		if len(v) < 16 {
 			return fmt.Errorf("must be at least 16 bytes")

@@ -190,7 +190,7 @@ func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, 
 	if cfg.DatabaseURL != "" {
 		return cfg.DatabaseURL, func() {}, nil
 	}
-	opts := pglocal.Options{DataDir: cfg.DataDir}
+	opts := pglocal.Options{DataDir: cfg.DataDir, BinDir: cfg.PGBinDir}
 	if cfg.LogLevel <= zerolog.DebugLevel {
 		opts.Log = log.With().Str("component", "postgres").Logger() // its own log lines; quoted in start errors anyway
 	}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// admittedUsers joins n users to queue (admitting them quickly) and returns their
+// tickets and tokens.
+func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, tokens []string) {
+	t.Helper()
+	admin(t, in, "PUT", "/admin/api/queues/"+queue, map[string]any{"rate_per_second": 50000})
+	tickets = make([]string, n)
+	tokens = make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var j joinResp
+			call(t, "POST", in.url+"/api/queues/"+queue+"/join", "", nil, &j)
+			tickets[i] = j.Ticket
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		waitFor(t, 20*time.Second, "admission", func() bool {
+			var st joinResp
+			call(t, "GET", in.url+"/api/queues/"+queue+"/status", tickets[i], nil, &st)
+			tokens[i] = st.Token
+			return st.State == "admitted"
+		})
+	}
+	return tickets, tokens
+}
+
+func order(t *testing.T, in *instance, ticket, token, idem string, body any) (*http.Response, errResp, map[string]any) {
+	t.Helper()
+	var out map[string]any
+	hdr := []string{"X-Admission-Token", token}
+	if idem != "" {
+		hdr = append(hdr, "Idempotency-Key", idem)
+	}
+	res := call(t, "POST", in.url+"/api/orders", ticket, body, &out, hdr...)
+	var e errResp
+	if o, ok := out["error"].(map[string]any); ok {
+		e.Error.Code, _ = o["code"].(string)
+	}
+	return res, e, out
+}
+
+func stockOf(t *testing.T, in *instance, id string) int64 {
+	var p struct{ Stock int64 }
+	call(t, "GET", in.url+"/api/products/"+id, "", nil, &p)
+	return p.Stock
+}
+
+func TestOrdersThroughTheGuard(t *testing.T) {
+	rs := redistest.Start(t)
+	db := pgtest.MustDB(t)
+	in := startInProcess(t, "o", baseEnv(rs.URL(), db, nil))
+	buy := map[string]any{"product_id": "shoe", "quantity": 1}
+
+	t.Run("no oversell: 10,000 admitted buyers, 100 units", func(t *testing.T) {
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Shoe", "price": 5000, "stock": 100})
+		tickets, tokens := admittedUsers(t, in, "rush", 10000)
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 200)
+		for i := range tickets {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				res, _, _ := order(t, in, tickets[i], tokens[i], "", buy)
+				mu.Lock()
+				codes[res.StatusCode]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		// Every attempt is an order (201), sold out (409) or a fail-fast 503 (pool busy:
+		// the token is kept for a retry) — never anything else, never an oversell.
+		t.Logf("outcomes %v", codes)
+		if codes[201] != 100 || codes[201]+codes[409]+codes[503] != len(tickets) || stockOf(t, in, "shoe") != 0 {
+			t.Fatalf("outcomes %v, stock %d; want exactly 100×201, the rest 409/503, stock 0", codes, stockOf(t, in, "shoe"))
+		}
+		var orders int
+		conn, err := pgx.Connect(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		_ = conn.QueryRow(context.Background(), "SELECT count(*) FROM orders WHERE product_id='shoe'").Scan(&orders)
+		if orders != 100 {
+			t.Fatalf("%d orders in the database, want 100", orders)
+		}
+	})
+
+	t.Run("one token used 20 times concurrently makes one order", func(t *testing.T) {
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 50})
+		tickets, tokens := admittedUsers(t, in, "once", 1)
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, _, _ := order(t, in, tickets[0], tokens[0], "", buy)
+				mu.Lock()
+				codes[res.StatusCode]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if codes[201] != 1 || codes[401] != 19 || stockOf(t, in, "shoe") != 49 {
+			t.Fatalf("outcomes %v, stock %d; want one 201 and 19×401", codes, stockOf(t, in, "shoe"))
+		}
+	})
+
+	t.Run("idempotency: 20 concurrent repeats, one order", func(t *testing.T) {
+		tickets, tokens := admittedUsers(t, in, "idem", 1)
+		ids := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, e, out := order(t, in, tickets[0], tokens[0], "key-123", buy)
+				mu.Lock()
+				defer mu.Unlock()
+				if o, ok := out["order"].(map[string]any); ok && res.StatusCode == 201 {
+					ids[o["id"].(string)]++
+				} else {
+					ids["status "+fmt.Sprint(res.StatusCode)+" "+e.Error.Code]++
+				}
+			}()
+		}
+		wg.Wait()
+		if len(ids) != 1 {
+			t.Fatalf("repeats gave %v, want one order id for all 20", ids)
+		}
+		// After consumption a repeat still answers with the first order.
+		res, _, out := order(t, in, tickets[0], tokens[0], "key-123", buy)
+		o, _ := out["order"].(map[string]any)
+		if res.StatusCode != 201 || ids[fmt.Sprint(o["id"])] != 20 {
+			t.Fatalf("repeat after consume: %d %v", res.StatusCode, out)
+		}
+		if res, e, _ := order(t, in, tickets[0], tokens[0], "key-456", buy); res.StatusCode != 401 || e.Error.Code != "token_invalid" {
+			t.Fatalf("a used token with a new key: %d %s", res.StatusCode, e.Error.Code)
+		}
+	})
+
+	t.Run("a failed order leaves the token usable", func(t *testing.T) {
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 0})
+		tickets, tokens := admittedUsers(t, in, "retry", 1)
+		if res, e, _ := order(t, in, tickets[0], tokens[0], "", buy); res.StatusCode != 409 || e.Error.Code != "sold_out" {
+			t.Fatalf("sold out: %d %s", res.StatusCode, e.Error.Code)
+		}
+		if res, _, _ := order(t, in, tickets[0], tokens[0], "", map[string]any{"product_id": "shoe", "quantity": 0}); res.StatusCode != 422 {
+			t.Fatalf("quantity 0: %d", res.StatusCode)
+		}
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 3})
+		if res, _, _ := order(t, in, tickets[0], tokens[0], "", buy); res.StatusCode != 201 {
+			t.Fatalf("same token after a failed order: %d", res.StatusCode)
+		}
+	})
+
+	t.Run("token errors", func(t *testing.T) {
+		tickets, tokens := admittedUsers(t, in, "errs", 2)
+		cases := []struct {
+			name, ticket, token string
+			status              int
+			code                string
+		}{
+			{"missing", tickets[0], "", 401, "token_missing"},
+			{"unknown", tickets[0], "00000000-0000-4000-8000-000000000000", 401, "token_invalid"},
+			{"garbage", tickets[0], "../../etc/passwd", 401, "token_invalid"},
+			{"not yours", tickets[1], tokens[0], 403, "token_not_yours"},
+			{"forged ticket", "errs.AAAAAAAAAAAAAAAAAAAAAA.forged", tokens[0], 401, "ticket_invalid"},
+		}
+		for _, c := range cases {
+			res, e, _ := order(t, in, c.ticket, c.token, "", buy)
+			if res.StatusCode != c.status || e.Error.Code != c.code {
+				t.Errorf("%s: %d %s, want %d %s", c.name, res.StatusCode, e.Error.Code, c.status, c.code)
+			}
+		}
+		// Expiry: the token's key lapses (as at the end of its TTL).
+		rdb := rs.Client()
+		rdb.PExpire(context.Background(), "wr:{q:errs}:token:"+tokens[1], time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		if res, e, _ := order(t, in, tickets[1], tokens[1], "", buy); res.StatusCode != 401 || e.Error.Code != "token_expired" {
+			t.Errorf("expired: %d %s", res.StatusCode, e.Error.Code)
+		}
+	})
+}
+
+func TestRateLimitScopes(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "rl", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0})
+	tickets, tokens := admittedUsers(t, in, "rl", 12)
+	buy := map[string]any{"product_id": "p", "quantity": 1}
+
+	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 2, "order_per_ticket_burst": 2, "order_global_per_second": 10, "order_global_burst": 10})
+	time.Sleep(1100 * time.Millisecond) // every instance re-reads limits within 1 s
+	scopes := map[string]int{}
+	for range 6 { // one user hammering: 2 pass (409 sold out), 4 refused per user
+		res, _, _ := order(t, in, tickets[0], tokens[0], "", buy)
+		if res.StatusCode == 429 {
+			if res.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			scopes[res.Header.Get("X-RateLimit-Scope")]++
+		}
+	}
+	if scopes["user"] != 4 {
+		t.Fatalf("one user over its limit: scopes %v, want 4×user", scopes)
+	}
+	// The 4 per-user refusals did not spend the global budget of 10: 2 used, 8 left.
+	passed, global := 0, 0
+	for i := 1; i < 12; i++ {
+		res, _, _ := order(t, in, tickets[i], tokens[i], "", buy)
+		switch {
+		case res.StatusCode == 429 && res.Header.Get("X-RateLimit-Scope") == "global":
+			global++
+		case res.StatusCode != 429:
+			passed++
+		}
+	}
+	if passed != 8 || global != 3 {
+		t.Fatalf("11 other users: %d passed, %d refused globally; want 8 and 3", passed, global)
+	}
+	var m string
+	res := call(t, "GET", in.url+"/metrics", "", nil, nil)
+	buf := new(strings.Builder)
+	_, _ = fmt.Fprint(buf, res.Body)
+	m = readAll(res)
+	if !strings.Contains(m, `ratelimit_rejected_total{path="/api/orders",scope="global"} 3`) ||
+		!strings.Contains(m, `ratelimit_rejected_total{path="/api/orders",scope="user"} 4`) {
+		t.Fatalf("metrics lack the rejections:\n%s", grep(m, "ratelimit"))
+	}
+}
+
+func readAll(res *http.Response) string {
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := res.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestPostgresDown: with PostgreSQL stopped, orders answer 503 with the error JSON and
+// the token is kept; once it is back, the same token orders.
+func TestPostgresDown(t *testing.T) {
+	rs := redistest.Start(t)
+	pg := pgtest.MustPrivate(t)
+	in := startInProcess(t, "pg", baseEnv(rs.URL(), pg.URL(), nil))
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5})
+	tickets, tokens := admittedUsers(t, in, "pg", 1)
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	res, e, _ := order(t, in, tickets[0], tokens[0], "k1", map[string]any{"product_id": "p", "quantity": 1})
+	if res.StatusCode != 503 || e.Error.Code != "database_unavailable" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("PostgreSQL down: %d %s", res.StatusCode, e.Error.Code)
+	}
+	if r := call(t, "GET", in.url+"/readyz", "", nil, nil); r.StatusCode != 503 {
+		t.Fatalf("readyz with PostgreSQL down: %d", r.StatusCode)
+	}
+	if err := pg.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "readyz", func() bool {
+		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
+	})
+	if res, _, _ := order(t, in, tickets[0], tokens[0], "k1", map[string]any{"product_id": "p", "quantity": 1}); res.StatusCode != 201 {
+		t.Fatalf("after PostgreSQL returned: %d", res.StatusCode)
+	}
+}
