@@ -98,7 +98,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	hub := stream.NewHub(q, stream.Config{
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
-		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, Log: log,
+		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 	}, reg)
 	admitter := queue.NewAdmitter(q, queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,

@@ -1,0 +1,154 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/stream"
+)
+
+type hubFixture struct {
+	q      *queue.Queue
+	signer *queue.Signer
+	hub    *stream.Hub
+	done   chan error
+}
+
+func newHub(t *testing.T, cfg stream.Config) *hubFixture {
+	t.Helper()
+	rs := redistest.Start(t)
+	q := queue.New(rs.Client(), queue.Config{Grace: -1}, nil)
+	zero := 0.0
+	if _, _, err := q.Put(context.Background(), "h", queue.SettingsPatch{RatePerSecond: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), hub: stream.NewHub(q, cfg, nil), done: make(chan error, 1)}
+	go func() { f.done <- f.hub.Run(context.Background()) }()
+	t.Cleanup(func() { _ = f.hub.Close(context.Background()); <-f.done })
+	return f
+}
+
+// attach joins a user and attaches the server side of a pipe; the test holds the client side.
+func (f *hubFixture) attach(t *testing.T, ip string) net.Conn {
+	t.Helper()
+	ctx := context.Background()
+	tk, _ := f.signer.New("h")
+	if _, _, err := f.q.Join(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.q.TicketState(ctx, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.hub.AcquireIP(ip) {
+		t.Fatal("ip slot refused")
+	}
+	server, client := net.Pipe()
+	if err := f.hub.Attach(ctx, server, stream.Waiter{Queue: "h", Ticket: tk.ID, IP: ip, Place: p}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+func readLines(c net.Conn, out chan<- string) {
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		out <- sc.Text()
+	}
+	close(out)
+}
+
+func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
+	f := newHub(t, stream.Config{Heartbeat: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, Shards: 1})
+	slow := f.attach(t, "10.0.0.1") // never read: every write to a pipe blocks
+	_ = slow
+	fast := f.attach(t, "10.0.0.2")
+	lines := make(chan string, 1000)
+	go readLines(fast, lines)
+	// The handshake arrives at once with the first position.
+	var head []string
+	for l := range lines {
+		head = append(head, l)
+		if strings.HasPrefix(l, "data: ") {
+			break
+		}
+	}
+	if head[0] != "HTTP/1.1 200 OK" || !strings.Contains(strings.Join(head, "\n"), "event: position") {
+		t.Fatalf("handshake: %q", head)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for f.hub.Count() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow client not dropped: %d streams", f.hub.Count())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The reading client keeps getting heartbeats (its shard is the slow one's too).
+	pings := 0
+	timeout := time.After(2 * time.Second)
+	for pings < 5 {
+		select {
+		case l := <-lines:
+			if l == ": ping" {
+				pings++
+			}
+		case <-timeout:
+			t.Fatalf("only %d pings after the slow client was dropped", pings)
+		}
+	}
+}
+
+func TestShutdownSendsJitteredRetry(t *testing.T) {
+	f := newHub(t, stream.Config{Retry: 2 * time.Second, ShutdownRetry: 5 * time.Second})
+	var chans []chan string
+	for i := range 5 {
+		c := f.attach(t, "10.0.1."+string(rune('1'+i)))
+		ch := make(chan string, 100)
+		go readLines(c, ch)
+		chans = append(chans, ch)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := f.hub.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	retries := map[string]bool{}
+	for i, ch := range chans {
+		var last string
+		for l := range ch { // ends when the hub closes the stream
+			if strings.HasPrefix(l, "retry: ") {
+				last = l
+			}
+		}
+		var ms int
+		if _, err := fmt.Sscan(strings.TrimPrefix(last, "retry: "), &ms); err != nil || ms < 500 || ms > 5000 {
+			t.Fatalf("client %d: last retry %q, want 500–5000 ms", i, last)
+		}
+		retries[last] = true
+	}
+	if len(retries) < 2 {
+		t.Fatalf("every client got the same retry %v: not jittered", retries)
+	}
+	if f.hub.AcquireIP("10.9.9.9") {
+		t.Fatal("a closed hub accepted a new stream")
+	}
+}
+
+func TestPerIPCap(t *testing.T) {
+	f := newHub(t, stream.Config{MaxPerIP: 2})
+	f.attach(t, "10.0.2.1")
+	f.attach(t, "10.0.2.1")
+	if f.hub.AcquireIP("10.0.2.1") {
+		t.Fatal("third stream from one address accepted")
+	}
+	if !f.hub.AcquireIP("10.0.2.2") {
+		t.Fatal("another address refused")
+	}
+}
