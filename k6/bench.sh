@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# k6/bench.sh — the waiting room's benchmark suite (`make bench`). See k6/README.md.
+#
+# Builds the server and the swarm, starts a private redis-server and PostgreSQL and the
+# server instance(s) on free loopback ports, runs the suite, prints the results and always
+# stops what it started (by PID). Everything targets 127.0.0.0/8, is bounded in count and
+# time, and ends by itself.
+#
+#   BENCH_SIZE=default   (make bench) a few minutes: push 500, push vs poll 5,000,
+#                        idle memory at 10,000, k6 join-rate, capacity-knee, spike
+#   BENCH_SIZE=big19k    19,000 streams on one instance held ~10 minutes (BENCH_HOLD=9m)
+#   BENCH_SIZE=big100k   100,000 streams on 6 instances (BENCH_HOLD=2m)
+#   BENCH_SIZE=env       only start the backend and instance(s), print their addresses and
+#                        keep them for BENCH_HOLD (default 30m) or until Ctrl-C
+#   BENCH_ONLY="swarm500 compare idle10k joinrate knee spike"   run a subset (default size)
+#   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
+#   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SIZE=${BENCH_SIZE:-default}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=${BENCH_OUT:-$ROOT/k6/results/$STAMP-$SIZE}
+ONLY=${BENCH_ONLY:-swarm500 compare idle10k joinrate knee spike}
+WORK=$(mktemp -d /tmp/wr-bench.XXXXXX)
+chmod 755 "$WORK"
+ADMIN_TOKEN=bench-admin-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+SECRET=bench-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+SERVER_PIDS=()
+REDIS_PID=
+PG_DIR=
+PG_PORT=
+TARGETS=
+mkdir -p "$OUT"
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+# as_pg runs a PostgreSQL binary as the postgres user when we are root (PostgreSQL
+# refuses to run as root).
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+stop_pid() { # stop_pid PID [seconds]: TERM, wait, then KILL — only the given PID
+	local pid=$1 wait=${2:-10} i
+	[ -n "$pid" ] || return 0
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < wait * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop_servers() {
+	local pid
+	for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid" 12 & done
+	wait
+	SERVER_PIDS=()
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_servers
+	stop_pid "$REDIS_PID" 5
+	if [ -n "$PG_DIR" ] && [ -f "$PG_DIR/postmaster.pid" ]; then
+		as_pg /usr/lib/postgresql/15/bin/pg_ctl -D "$PG_DIR" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
+	fi
+	rm -rf "$WORK"
+	log "stopped everything this run started; results in $OUT"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port prints a TCP port nothing listens on (below the ephemeral range, so the
+# swarm's outgoing connections cannot take it).
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((10000 + RANDOM % 20000))
+		if ! ss -Htln "sport = :$p" | grep -q .; then
+			echo "$p"
+			return
+		fi
+	done
+	echo "no free port" >&2
+	return 1
+}
+
+wait_http() { # wait_http URL seconds
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	log "timed out waiting for $1"
+	return 1
+}
+
+build() {
+	log "building server and swarm"
+	go build -o "$WORK/wr" ./server
+	go build -o "$WORK/swarm" ./k6/swarm
+}
+
+start_redis() {
+	local port
+	port=$(free_port)
+	mkdir -p "$WORK/redis"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/redis" \
+		--maxclients 10000 --loglevel warning >"$WORK/redis.log" 2>&1 &
+	REDIS_PID=$!
+	REDIS_ADDR=127.0.0.1:$port
+	for _ in $(seq 50); do
+		redis-cli -p "$port" ping >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	log "redis-server $(redis-server --version | awk '{print $3}') on $REDIS_ADDR (pid $REDIS_PID, no persistence)"
+}
+
+start_pg() {
+	local bin=/usr/lib/postgresql/15/bin
+	PG_PORT=$(free_port)
+	PG_DIR=$WORK/pg
+	mkdir -p "$PG_DIR"
+	[ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
+	chmod 700 "$PG_DIR"
+	as_pg "$bin/initdb" -D "$PG_DIR" -U postgres --auth=trust -E UTF8 --locale=C >"$WORK/initdb.log" 2>&1
+	as_pg "$bin/pg_ctl" -D "$PG_DIR" -l "$PG_DIR/server.log" -w -t 30 \
+		-o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null
+	DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	log "PostgreSQL $($bin/postgres --version | awk '{print $3}') on 127.0.0.1:$PG_PORT (fsync on, defaults)"
+}
+
+# start_servers COUNT: identical instances sharing Redis, PostgreSQL and the secret.
+start_servers() {
+	local count=$1 i port
+	TARGETS=
+	for ((i = 1; i <= count; i++)); do
+		port=$(free_port)
+		env WR_ADDR=127.0.0.1:$port REDIS_URL=redis://$REDIS_ADDR/0 DATABASE_URL="$DATABASE_URL" \
+			WR_SECRET="$SECRET" WR_ADMIN_TOKEN="$ADMIN_TOKEN" WR_INSTANCE_ID=bench-$i \
+			WR_STREAMS_PER_IP=100000 WR_JOIN_RATE_PER_IP=0 WR_ORDER_RATE_PER_TICKET=0 WR_ORDER_RATE_GLOBAL=0 \
+			WR_DEMO=false WR_LOG_LEVEL=warn WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} \
+			"$WORK/wr" >>"$OUT/server-$i.log" 2>&1 &
+		SERVER_PIDS+=($!)
+		TARGETS+="${TARGETS:+,}http://127.0.0.1:$port"
+		wait_http "http://127.0.0.1:$port/readyz" 60
+	done
+	log "$count instance(s): $TARGETS (pids ${SERVER_PIDS[*]})"
+}
+
+# fresh: new server processes on an empty Redis, so one measurement does not inherit
+# another's queues, goroutines or heap (seed 003: reset before every measured run).
+fresh() {
+	stop_servers
+	redis-cli -p "${REDIS_ADDR#*:}" flushall >/dev/null
+	start_servers "$1"
+}
+
+swarm() { # swarm NAME flags…: one swarm run, JSON to $OUT/NAME.json
+	local name=$1
+	shift
+	log "swarm $name: $*"
+	"$WORK/swarm" -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -redis "$REDIS_ADDR" \
+		-out "$OUT/$name.json" -label "$name" "$@" | tee "$OUT/$name.txt"
+}
+
+find_k6() {
+	K6=${K6:-$(command -v k6 || true)}
+	[ -n "$K6" ] || K6=$(go env GOPATH)/bin/k6
+	if [ ! -x "$K6" ]; then
+		log "k6 not found: installing with 'go install go.k6.io/k6@latest' (a few minutes, once)"
+		go install go.k6.io/k6@latest
+	fi
+	log "k6: $("$K6" version | head -1)"
+}
+
+k6run() { # k6run NAME script [env…]
+	local name=$1 script=$2
+	shift 2
+	log "k6 $name ($script)"
+	env BASE_URL="${TARGETS%%,*}" ADMIN_TOKEN="$ADMIN_TOKEN" SUMMARY_JSON="$OUT/$name.json" "$@" \
+		"$K6" run --quiet --no-usage-report "k6/$script" 2>&1 | tee "$OUT/$name.txt"
+}
+
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+machine() {
+	{
+		echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		echo "nproc: $(nproc)"
+		echo "memory: $(free -g | awk '/Mem:/{print $2 " GiB"}')"
+		echo "kernel: $(uname -sr)"
+		echo "go: $(go version | awk '{print $3}')"
+		echo "open files: $(ulimit -n)"
+		echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	} | tee "$OUT/machine.txt"
+}
+
+machine
+build
+start_redis
+
+case $SIZE in
+default)
+	start_pg
+	start_servers 1
+	if want swarm500; then
+		swarm push-500 -mode stream -n 500 -idle 10s -duration 20s -rate 10
+	fi
+	if want compare; then
+		fresh 1
+		swarm compare-5000 -mode compare -n 5000 -idle 10s -duration 30s -rate 10
+	fi
+	if want idle10k; then
+		fresh 1
+		swarm idle-10000 -mode stream -n 10000 -idle 30s -duration 15s -rate 10
+	fi
+	if [ "${BENCH_K6:-1}" != 0 ]; then
+		find_k6
+		if want joinrate; then
+			fresh 1
+			k6run join-rate join-rate.js RATE="${JOIN_RATE:-4000}" DURATION="${JOIN_DURATION:-20s}"
+		fi
+		if want knee; then
+			fresh 1
+			k6run capacity-knee capacity-knee.js STEPS="${KNEE_STEPS:-25,50,100,200,400}" STEP_DURATION="${KNEE_STEP:-15s}"
+		fi
+		if want spike; then
+			fresh 1
+			k6run spike spike.js
+		fi
+	fi
+	;;
+big19k)
+	start_pg
+	start_servers 1
+	swarm hold-19000 -mode stream -n 19000 -connect-rate 1000 -idle 60s -duration "${BENCH_HOLD:-9m}" -rate 10
+	;;
+big100k)
+	start_pg
+	start_servers 6
+	swarm hold-100000 -mode stream -n 100000 -connect-rate 1500 -src-count 6 -procs 7 -idle 30s \
+		-duration "${BENCH_HOLD:-2m}" -rate 10
+	;;
+env)
+	start_pg
+	start_servers "${BENCH_INSTANCES:-1}"
+	echo "TARGETS=$TARGETS REDIS=$REDIS_ADDR DATABASE_URL=$DATABASE_URL ADMIN_TOKEN=$ADMIN_TOKEN" | tee "$OUT/env.txt"
+	sleep "${BENCH_HOLD:-30m}"
+	;;
+*)
+	echo "unknown BENCH_SIZE=$SIZE (default, big19k, big100k, env)" >&2
+	exit 2
+	;;
+esac
+
+log "summary"
+for f in "$OUT"/*.json; do
+	[ -e "$f" ] || continue
+	echo "--- $(basename "$f" .json)"
+	jq -r '
+	  if .windows then
+	    "connected \(.connected)/\(.n) at \(.connects_per_second)/s; memory/waiter RSS \(.memory.rss_per_waiter_kb) KB heap \(.memory.heap_inuse_per_waiter_kb) KB goroutines \(.memory.goroutines_per_waiter)",
+	    (.windows[] | "  \(.name): CPU \(.server_cpu_cores|.*1000|round/1000) cores, \(.server_cpu_us_per_waiter_per_s|.*100|round/100) µs/waiter/s, Redis \(.redis_commands_per_s|.*10|round/10) cmds/s (\(.redis_calls_incl_scripts_per_s|.*10|round/10) incl. scripts), \(.redis_calls_incl_scripts_per_tick|.*100|round/100) calls/tick"),
+	    "  admitted event p99 \(.latency.admitted.p99_ms // "-") ms (from issuance \(.latency.admitted_from_issue.p99_ms // "-") ms); position p99 \(.latency.position.p99_ms // "-") ms; errors \(.errors|add // 0); FIFO violations \(.checks.fifo_violations) (\(.checks.fifo_note))"
+	  else . | tostring | .[0:400] end' "$f" 2>/dev/null || true
+done

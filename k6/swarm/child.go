@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// childConfig is what the parent hands each process (JSON in SWARM_CHILD).
+type childConfig struct {
+	Index     int           `json:"index"`
+	Targets   []string      `json:"targets"`
+	Offset    int           `json:"offset"` // global index of the first waiter: target = (Offset+i) % len(Targets)
+	N         int           `json:"n"`
+	Src       string        `json:"src"`
+	Rate      float64       `json:"rate"` // connects per second in this process
+	Queue     string        `json:"queue"`
+	Mode      string        `json:"mode"` // stream or poll: what the connect phase opens
+	PollEvery time.Duration `json:"poll_every"`
+	TTL       time.Duration `json:"ttl"`
+	Front     int64         `json:"front"`
+	Deadline  time.Time     `json:"deadline"`
+}
+
+// child runs one process's share of the waiters and answers the parent's commands on
+// stdin: "idle", "active", "poll", "stop" (or EOF).
+type child struct {
+	cfg       childConfig
+	src       net.IP
+	hostports []string
+	start     time.Time
+	st        *clientStats
+	waiters   []*waiter
+	epoch     atomic.Int64
+	active    atomic.Bool
+	out       *bufio.Writer
+	outMu     sync.Mutex
+}
+
+func (c *child) emit(tag string, v any) {
+	c.outMu.Lock()
+	_, _ = c.out.Write(jsonLine(tag, v))
+	_ = c.out.Flush()
+	c.outMu.Unlock()
+}
+
+// connectedMsg reports the end of the connect phase.
+type connectedMsg struct {
+	Index     int     `json:"index"`
+	OK        int     `json:"ok"`
+	Failed    int     `json:"failed"`
+	Seconds   float64 `json:"seconds"`
+	FirstDone float64 `json:"first_done"`
+}
+
+// childResult is everything a process measured.
+type childResult struct {
+	Index         int                 `json:"index"`
+	Connected     int                 `json:"connected"`
+	Hist          map[string]histJSON `json:"hist"`
+	Counts        map[string]int64    `json:"counts"`
+	Errors        map[string]int64    `json:"errors"`
+	Groups        []groupOut          `json:"groups"`
+	AdmCounts     map[int64]int64     `json:"adm_counts"`
+	AdmRecs       []admRecord         `json:"adm_recs"`
+	JoinWrong     int64               `json:"join_order_wrong"`
+	JoinSkipped   int64               `json:"join_order_skipped"`
+	HealthyAtStop int                 `json:"healthy_at_stop"`
+}
+
+type groupOut struct {
+	Target      int   `json:"target"`
+	Tick        int64 `json:"tick"`
+	FirstServer int64 `json:"first_server_us"`
+	LastParsed  int64 `json:"last_parsed_us"`
+	N           int64 `json:"n"`
+}
+
+func runChild(raw string) error {
+	var cfg childConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return fmt.Errorf("child config: %w", err)
+	}
+	// Hard stop: whatever happens, this process ends by the deadline.
+	time.AfterFunc(time.Until(cfg.Deadline), func() {
+		fmt.Fprintf(os.Stderr, "swarm child %d: hard deadline reached, exiting\n", cfg.Index)
+		os.Exit(4)
+	})
+	c := &child{cfg: cfg, start: time.Now(), st: newClientStats(), out: bufio.NewWriter(os.Stdout)}
+	if cfg.Src != "" {
+		c.src = net.ParseIP(cfg.Src)
+	}
+	for _, t := range cfg.Targets {
+		c.hostports = append(c.hostports, hostPort(t))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), cfg.Deadline)
+	defer cancel()
+
+	cmds := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			cmds <- strings.TrimSpace(sc.Text())
+		}
+		close(cmds)
+	}()
+
+	var streams, polls sync.WaitGroup
+	c.connect(ctx, &streams, &polls)
+	for cmd := range cmds {
+		switch cmd {
+		case "idle":
+			c.active.Store(false)
+			c.epoch.Add(1)
+		case "active":
+			c.epoch.Add(1)
+			c.active.Store(true)
+		case "poll":
+			c.switchToPoll(ctx, &streams, &polls)
+			c.emit("ack", map[string]int{"index": cfg.Index})
+		case "stop":
+			c.stopAll(&streams, &polls)
+			c.emit("result", c.result())
+			return nil
+		}
+	}
+	c.stopAll(&streams, &polls)
+	c.emit("result", c.result())
+	return nil
+}
+
+// connect joins (and streams) every waiter of this process at the configured rate.
+func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
+	cfg := c.cfg
+	var ok, failed atomic.Int64
+	var done sync.WaitGroup
+	t0 := time.Now()
+	var firstDone atomic.Int64
+	for i := 0; i < cfg.N; i++ {
+		due := t0.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		g := cfg.Offset + i
+		w := &waiter{c: c, index: g, target: g % len(cfg.Targets)}
+		c.waiters = append(c.waiters, w)
+		done.Add(1)
+		report := func(good bool) {
+			if good {
+				ok.Add(1)
+				firstDone.CompareAndSwap(0, int64(time.Since(t0)))
+			} else {
+				failed.Add(1)
+			}
+			done.Done()
+		}
+		if cfg.Mode == "poll" {
+			go func() {
+				rc, good := w.join(ctx)
+				if good {
+					w.healthy = true
+					w.setConn(rc)
+				}
+				report(good)
+			}()
+			continue
+		}
+		streams.Add(1)
+		go func() {
+			defer streams.Done()
+			dialStart := time.Now()
+			rc, good := w.join(ctx)
+			if !good {
+				report(false)
+				return
+			}
+			w.runStream(ctx, rc, dialStart, report)
+		}()
+	}
+	done.Wait()
+	c.emit("connected", connectedMsg{Index: cfg.Index, OK: int(ok.Load()), Failed: int(failed.Load()),
+		Seconds: time.Since(t0).Seconds(), FirstDone: time.Duration(firstDone.Load()).Seconds()})
+	if cfg.Mode == "poll" {
+		c.startPolls(ctx, polls, false)
+	}
+}
+
+// switchToPoll closes every stream and has the same tickets poll instead.
+func (c *child) switchToPoll(ctx context.Context, streams, polls *sync.WaitGroup) {
+	for _, w := range c.waiters {
+		w.shut()
+	}
+	streams.Wait()
+	c.startPolls(ctx, polls, true)
+}
+
+func (c *child) startPolls(ctx context.Context, polls *sync.WaitGroup, reset bool) {
+	for _, w := range c.waiters {
+		if w.ticket == "" || w.admitted {
+			continue
+		}
+		var rc *rawConn
+		w.mu.Lock()
+		if reset {
+			w.stop = false
+			w.conn = nil
+		} else {
+			rc = w.conn
+		}
+		w.mu.Unlock()
+		off := time.Duration(rand.Int64N(int64(c.cfg.PollEvery)))
+		polls.Add(1)
+		go func() { defer polls.Done(); w.runPoll(ctx, rc, off) }()
+	}
+}
+
+func (c *child) stopAll(streams, polls *sync.WaitGroup) {
+	for _, w := range c.waiters {
+		w.shut()
+	}
+	streams.Wait()
+	polls.Wait()
+}
+
+func (c *child) result() childResult {
+	st := c.st
+	r := childResult{Index: c.cfg.Index, Hist: map[string]histJSON{}, Counts: map[string]int64{}}
+	for name, h := range map[string]*hist{
+		"join": &st.joinLat, "connect": &st.connectLat, "position": &st.posLat, "admitted": &st.admLat,
+		"admitted_from_issue": &st.admIssueLat, "expired": &st.expLat, "ping_gap": &st.pingGap,
+		"position_gap_front": &st.gapFront, "position_gap_all": &st.gapAll, "poll": &st.pollLat,
+		"poll_admitted_from_issue": &st.pollIssueLat,
+	} {
+		r.Hist[name] = h.snapshot()
+	}
+	for name, v := range map[string]*atomic.Int64{
+		"position": &st.positions, "admitted": &st.admitted, "expired": &st.expired, "ping": &st.pings,
+		"other": &st.other, "position_after_admitted": &st.posAfterAdmitted,
+		"position_increase": &st.monoViolations, "join_to_stream_increase": &st.joinToStreamUp,
+		"admitted_twice": &st.dupAdmitted, "polls": &st.polls, "poll_admitted": &st.pollAdmitted,
+		"poll_position_increase": &st.pollMonoViolations,
+	} {
+		r.Counts[name] = v.Load()
+	}
+	st.mu.Lock()
+	r.Errors = st.errs
+	r.AdmCounts = st.admCounts
+	r.AdmRecs = st.admRecs
+	for k, g := range st.groups {
+		r.Groups = append(r.Groups, groupOut{Target: k.Target, Tick: k.Tick,
+			FirstServer: g.FirstServer.UnixMicro(), LastParsed: g.LastParsed.UnixMicro(), N: g.N})
+	}
+	st.mu.Unlock()
+	var recs []joinRec
+	for _, w := range c.waiters {
+		if w.ticket == "" {
+			continue
+		}
+		r.Connected++
+		if w.healthy {
+			r.HealthyAtStop++
+		}
+		recs = append(recs, joinRec{Start: w.joinStart, End: w.joinEnd, AdmTick: w.admTick, Healthy: w.healthy})
+	}
+	r.JoinWrong, r.JoinSkipped = joinOrderViolations(recs)
+	return r
+}

@@ -1,0 +1,178 @@
+// Command swarm holds many simulated waiting-room users against a local server: each one
+// joins a queue and keeps a Server-Sent Events stream open (or, with -mode=poll, asks
+// /status once a second), every event is parsed and timed, and the server's own metrics
+// and Redis's command counters are read around measured windows. It spreads the
+// connections over several processes (re-executing itself) and source addresses
+// 127.0.0.2, 127.0.0.3, … so that the per-process file limit and the ephemeral ports of
+// one address are not the limit. It only targets loopback, and it stops by itself.
+//
+// Usage: see k6/README.md, or swarm -h.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// options are the command-line settings of a run.
+type options struct {
+	Targets     []string
+	Queue       string
+	N           int
+	Procs       int
+	PerProc     int
+	Src         string
+	SrcCount    int
+	PerSrc      int
+	ConnectRate float64
+	Mode        string
+	Idle        time.Duration
+	Duration    time.Duration
+	Settle      time.Duration
+	Baseline    time.Duration
+	Drain       time.Duration
+	Rate        float64
+	TTL         time.Duration
+	AdminToken  string
+	Redis       string
+	PollEvery   time.Duration
+	Front       int64
+	Out         string
+	Label       string
+	HardStop    time.Duration
+	Quiet       bool
+}
+
+func main() {
+	if raw := os.Getenv("SWARM_CHILD"); raw != "" {
+		if err := runChild(raw); err != nil {
+			fmt.Fprintln(os.Stderr, "swarm child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "swarm:", err)
+		os.Exit(2)
+	}
+	if err := runParent(o); err != nil {
+		fmt.Fprintln(os.Stderr, "swarm:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("swarm", flag.ContinueOnError)
+	targets := fs.String("targets", "http://127.0.0.1:8080", "comma-separated base URLs of the instances (loopback only); waiter i uses target i mod count")
+	fs.StringVar(&o.Queue, "queue", "", "queue name (default: swarm-<unix time>, created through the admin API)")
+	fs.IntVar(&o.N, "n", 1000, "waiters to hold")
+	fs.IntVar(&o.Procs, "procs", 0, "processes (default: enough for -per-proc and one per source address)")
+	fs.IntVar(&o.PerProc, "per-proc", 15000, "most connections per process (the file limit here is 20,000)")
+	fs.StringVar(&o.Src, "src", "127.0.0.2", "first source address; process i uses src+(i mod src-count); empty = the kernel's choice")
+	fs.IntVar(&o.SrcCount, "src-count", 0, "source addresses to use (default: one per -per-src waiters)")
+	fs.IntVar(&o.PerSrc, "per-src", 20000, "most waiters per source address (ephemeral ports)")
+	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
+	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), or compare (push window, then poll window on the same tickets)")
+	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "idle window (queue paused: heartbeats only) after connecting; 0 skips it")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured window with admission running (per mode in compare)")
+	fs.DurationVar(&o.Settle, "settle", 3*time.Second, "wait after connecting before reading memory")
+	fs.DurationVar(&o.Baseline, "baseline", 5*time.Second, "window with no waiters before connecting (the fixed cost idle CPU is measured against); 0 skips it")
+	fs.DurationVar(&o.Drain, "drain", 2*time.Second, "after a window the queue is paused this long so in-flight events arrive")
+	fs.Float64Var(&o.Rate, "rate", 10, "admission rate (users/s) during the measured window")
+	fs.DurationVar(&o.TTL, "ttl", 300*time.Second, "token TTL set on the queue (admission latency from issuance = token_expires_at − TTL)")
+	fs.StringVar(&o.AdminToken, "admin-token", os.Getenv("WR_ADMIN_TOKEN"), "admin bearer token (default $WR_ADMIN_TOKEN); without it the queue is used as it is")
+	fs.StringVar(&o.Redis, "redis", "", "host:port of the Redis to read INFO commandstats from (loopback only)")
+	fs.DurationVar(&o.PollEvery, "poll-every", time.Second, "poll interval per waiter")
+	fs.Int64Var(&o.Front, "front", 5000, "positions up to this count as 'front of the line' for the update-gap figure")
+	fs.StringVar(&o.Out, "out", "", "write the JSON summary to this file (- = stdout)")
+	fs.StringVar(&o.Label, "label", "", "free text stored in the summary")
+	fs.DurationVar(&o.HardStop, "hard-stop", 0, "kill everything after this long (default: the planned run time + 2 min)")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, t := range strings.Split(*targets, ",") {
+		t = strings.TrimRight(strings.TrimSpace(t), "/")
+		if t == "" {
+			continue
+		}
+		if err := checkLoopbackURL(t); err != nil {
+			return o, err
+		}
+		o.Targets = append(o.Targets, t)
+	}
+	if len(o.Targets) == 0 {
+		return o, errors.New("no -targets")
+	}
+	if o.Redis != "" {
+		h, _, err := net.SplitHostPort(o.Redis)
+		if err != nil {
+			return o, fmt.Errorf("-redis %q: want host:port", o.Redis)
+		}
+		if err := checkLoopbackHost(h); err != nil {
+			return o, err
+		}
+	}
+	if o.Src != "" {
+		ip := net.ParseIP(o.Src).To4()
+		if ip == nil || !ip.IsLoopback() {
+			return o, fmt.Errorf("-src %q: want an IPv4 loopback address like 127.0.0.2", o.Src)
+		}
+	}
+	switch o.Mode {
+	case "stream", "poll", "compare":
+	default:
+		return o, fmt.Errorf("-mode %q: want stream, poll or compare", o.Mode)
+	}
+	if o.N < 1 || o.N > 200000 {
+		return o, errors.New("-n must be 1…200000")
+	}
+	if o.PerProc < 1 || o.PerProc > 18000 {
+		return o, errors.New("-per-proc must be 1…18000 (file limit)")
+	}
+	if o.ConnectRate <= 0 || o.PollEvery < 10*time.Millisecond || o.Duration <= 0 {
+		return o, errors.New("-connect-rate, -duration and -poll-every must be positive")
+	}
+	if o.SrcCount <= 0 {
+		o.SrcCount = 1
+		if o.Src != "" {
+			o.SrcCount = int(math.Ceil(float64(o.N) / float64(o.PerSrc)))
+		}
+	}
+	if o.Procs <= 0 {
+		o.Procs = int(math.Ceil(float64(o.N) / float64(o.PerProc)))
+		if o.Src != "" {
+			o.Procs = max(o.Procs, o.SrcCount)
+		}
+	}
+	if int(math.Ceil(float64(o.N)/float64(o.Procs))) > o.PerProc {
+		return o, fmt.Errorf("%d waiters over %d processes exceeds -per-proc %d", o.N, o.Procs, o.PerProc)
+	}
+	if o.Queue == "" {
+		o.Queue = fmt.Sprintf("swarm-%d", time.Now().Unix())
+	}
+	return o, nil
+}
+
+// srcAddr returns the i-th source address after base.
+func srcAddr(base string, i int) string {
+	ip := net.ParseIP(base).To4()
+	v := uint32(ip[0])<<24 | uint32(ip[1])<<16 | uint32(ip[2])<<8 | uint32(ip[3])
+	v += uint32(i)
+	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String()
+}
+
+func warnf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "swarm: "+format+"\n", a...)
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one child process as the parent sees it.
+type proc struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	connected chan connectedMsg
+	ack       chan struct{}
+	result    chan childResult
+}
+
+func (p *proc) send(cmd string) {
+	_, _ = io.WriteString(p.stdin, cmd+"\n")
+}
+
+func (p *proc) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		tag, body, _ := bytes.Cut(line, []byte(" "))
+		switch string(tag) {
+		case "@connected":
+			var m connectedMsg
+			if json.Unmarshal(body, &m) == nil {
+				p.connected <- m
+			}
+		case "@ack":
+			p.ack <- struct{}{}
+		case "@result":
+			var res childResult
+			if err := json.Unmarshal(body, &res); err != nil {
+				warnf("child result: %v", err)
+				continue
+			}
+			p.result <- res
+		default:
+			fmt.Fprintf(os.Stderr, "%s\n", line)
+		}
+	}
+}
+
+type run struct {
+	o       options
+	procs   []*proc
+	start   time.Time
+	logf    func(string, ...any)
+	windows []window
+}
+
+func runParent(o options) error {
+	r := &run{o: o, start: time.Now()}
+	r.logf = func(f string, a ...any) {
+		if !o.Quiet {
+			fmt.Fprintf(os.Stderr, "[%6.1fs] "+f+"\n", append([]any{time.Since(r.start).Seconds()}, a...)...)
+		}
+	}
+	windows := 1.0
+	if o.Mode == "compare" {
+		windows = 2
+	}
+	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*2 + o.Baseline + o.Settle + o.Idle +
+		time.Duration(windows*float64(o.Duration+o.Drain)) + 30*time.Second
+	if o.HardStop <= 0 {
+		o.HardStop = planned + 2*time.Minute
+	}
+	deadline := r.start.Add(o.HardStop)
+	hard := time.AfterFunc(o.HardStop, func() {
+		warnf("hard stop after %v: killing the child processes and exiting", o.HardStop)
+		r.killAll()
+		os.Exit(3)
+	})
+	defer hard.Stop()
+	r.logf("mode=%s n=%d procs=%d sources=%d targets=%d queue=%s hard-stop=%v", o.Mode, o.N, o.Procs, o.SrcCount, len(o.Targets), o.Queue, o.HardStop)
+
+	if o.AdminToken != "" {
+		// Paused while connecting: positions stand still, so memory and idle cost are
+		// measured on a quiet line.
+		if err := r.putQueue(map[string]any{"paused": true, "rate_per_second": o.Rate, "max_active": 0,
+			"token_ttl_seconds": int(o.TTL.Seconds()), "closed": false}); err != nil {
+			return err
+		}
+	}
+	before := r.sample()
+	if o.Baseline > 0 {
+		r.measure("baseline (no waiters, queue paused)", "baseline", 0, o.Baseline)
+		before = r.sample()
+	}
+	if err := r.spawn(deadline); err != nil {
+		r.killAll()
+		return err
+	}
+	conn := r.waitConnected()
+	r.logf("connected %d/%d in %.1fs (%.0f/s), %d failed", conn.OK, o.N, conn.Seconds, float64(conn.OK)/max(conn.Seconds, 1e-9), conn.Failed)
+	time.Sleep(o.Settle)
+	afterConnect := r.sample()
+	mem := memoryOf(fmt.Sprintf("%v after connecting", o.Settle), before, afterConnect, conn.OK)
+	r.logf("server memory per waiter: RSS %.2f KB, heap in use %.2f KB, goroutines %.3f", mem.RSSPerWaiterKB, mem.HeapInusePerWaiterKB, mem.GoroutinesPerWaiter)
+
+	var streamIssued float64
+	var memIdle *memory
+	if o.Mode != "poll" {
+		if o.Idle > 0 {
+			r.broadcast("idle")
+			w := r.measure("idle (paused, heartbeats only)", "idle", conn.OK, o.Idle)
+			m := memoryOf(fmt.Sprintf("%v after connecting, end of idle window", o.Settle+o.Idle), before, w.end, conn.OK)
+			memIdle = &m
+			r.logf("server memory per waiter after the idle window: RSS %.2f KB, heap in use %.2f KB, goroutines %.3f", m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.GoroutinesPerWaiter)
+		}
+		r.setRate(false)
+		r.broadcast("active")
+		r.measure(fmt.Sprintf("push: streams, admitting %.0f/s", o.Rate), "stream", conn.OK, o.Duration)
+		r.setRate(true) // pause, let in-flight admissions arrive
+		time.Sleep(o.Drain)
+		streamIssued = r.issued()
+	}
+	if o.Mode == "poll" || o.Mode == "compare" {
+		if o.Mode == "compare" {
+			r.broadcast("poll") // streams close, the same tickets poll
+			for _, p := range r.procs {
+				<-p.ack
+			}
+		}
+		r.setRate(false)
+		time.Sleep(min(2*time.Second, o.PollEvery*2)) // every poller has made its first call
+		r.measure(fmt.Sprintf("poll: GET /status every %v, admitting %.0f/s", o.PollEvery, o.Rate), "poll", conn.OK, o.Duration)
+		r.setRate(true)
+	}
+	r.broadcast("stop")
+	results := r.collect()
+	hard.Stop()
+	rep := r.report(conn, mem, results, streamIssued)
+	rep.MemoryIdle = memIdle
+	var base, idle *window
+	for i := range rep.Windows {
+		switch rep.Windows[i].Kind {
+		case "baseline":
+			base = &rep.Windows[i]
+		case "idle":
+			idle = &rep.Windows[i]
+		}
+	}
+	if base != nil && idle != nil && idle.Waiters > 0 {
+		net := (idle.CPUCores - base.CPUCores) * 1e6 / float64(idle.Waiters)
+		rep.IdleNet = &net
+	}
+	return rep.write(o)
+}
+
+// spawn starts the child processes, each with its share of waiters and a source address.
+func (r *run) spawn(deadline time.Time) error {
+	o := r.o
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	offset := 0
+	for i := 0; i < o.Procs; i++ {
+		n := o.N / o.Procs
+		if i < o.N%o.Procs {
+			n++
+		}
+		cfg := childConfig{Index: i, Targets: o.Targets, Offset: offset, N: n, Rate: o.ConnectRate / float64(o.Procs),
+			Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline}
+		if o.Mode == "poll" {
+			cfg.Mode = "poll"
+		}
+		if o.Src != "" {
+			cfg.Src = srcAddr(o.Src, i%o.SrcCount)
+		}
+		offset += n
+		b, _ := json.Marshal(cfg)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), "SWARM_CHILD="+string(b))
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the parent
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start child %d: %w", i, err)
+		}
+		p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1)}
+		go p.read(stdout)
+		r.procs = append(r.procs, p)
+	}
+	return nil
+}
+
+func (r *run) killAll() {
+	for _, p := range r.procs {
+		if p.cmd.Process != nil {
+			_ = p.cmd.Process.Kill()
+		}
+	}
+}
+
+func (r *run) broadcast(cmd string) {
+	for _, p := range r.procs {
+		p.send(cmd)
+	}
+}
+
+func (r *run) waitConnected() connectedMsg {
+	var total connectedMsg
+	for _, p := range r.procs {
+		m := <-p.connected
+		total.OK += m.OK
+		total.Failed += m.Failed
+		total.Seconds = max(total.Seconds, m.Seconds)
+	}
+	return total
+}
+
+func (r *run) collect() []childResult {
+	var out []childResult
+	for _, p := range r.procs {
+		_ = p.stdin.Close()
+		select {
+		case res := <-p.result:
+			out = append(out, res)
+		case <-time.After(60 * time.Second):
+			warnf("a child did not report within 60 s; killing it")
+			_ = p.cmd.Process.Kill()
+		}
+		_ = p.cmd.Wait()
+	}
+	return out
+}
+
+// putQueue updates the run's queue through the admin API of the first target.
+func (r *run) putQueue(body map[string]any) error {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("PUT", r.o.Targets[0]+"/admin/api/queues/"+r.o.Queue, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+r.o.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin PUT queue: %w", err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("admin PUT queue: %s %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func (r *run) setRate(paused bool) {
+	if r.o.AdminToken == "" {
+		return
+	}
+	if err := r.putQueue(map[string]any{"paused": paused, "rate_per_second": r.o.Rate}); err != nil {
+		warnf("%v", err)
+	}
+}
+
+// sample is one reading of every instance's metrics and of Redis.
+type sample struct {
+	at    time.Time
+	m     []metricsSample
+	redis redisStats
+	hasR  bool
+}
+
+func (r *run) sample() sample {
+	s := sample{at: time.Now()}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.m = scrapeAll(r.o.Targets) }()
+	if r.o.Redis != "" {
+		st, err := redisInfo(r.o.Redis)
+		if err != nil {
+			warnf("redis INFO: %v", err)
+		} else {
+			s.redis, s.hasR = st, true
+		}
+	}
+	wg.Wait()
+	return s
+}
+
+// issued is the number of tokens the run's queue has issued so far.
+func (r *run) issued() float64 {
+	var n float64
+	for _, m := range scrapeAll(r.o.Targets) {
+		n += m[`queue_token_issued_total{queue="`+r.o.Queue+`"}`]
+	}
+	return n
+}
+
+type measured struct{ start, end sample }
+
+func (r *run) measure(name, kind string, waiters int, d time.Duration) measured {
+	a := r.sample()
+	r.logf("window %q for %v", name, d)
+	time.Sleep(d)
+	b := r.sample()
+	w := windowOf(name, kind, waiters, a, b)
+	r.windows = append(r.windows, w)
+	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
+		w.CPUCores, w.CPUMicrosPerWaiterSec, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
+	return measured{a, b}
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// window is one measured stretch of server-side cost.
+type window struct {
+	Name                  string             `json:"name"`
+	Kind                  string             `json:"kind"`
+	Waiters               int                `json:"waiters"`
+	Seconds               float64            `json:"seconds"`
+	CPUSeconds            float64            `json:"server_cpu_seconds"`
+	CPUCores              float64            `json:"server_cpu_cores"`
+	CPUMicrosPerWaiterSec float64            `json:"server_cpu_us_per_waiter_per_s"`
+	RedisCallsPerSec      float64            `json:"redis_commands_per_s"`
+	RedisScriptsPerSec    float64            `json:"redis_script_runs_per_s"`
+	Ticks                 float64            `json:"admission_ticks"`
+	RedisCallsPerTick     float64            `json:"redis_commands_per_tick"`
+	RedisScriptsPerTick   float64            `json:"redis_script_runs_per_tick"`
+	TopCallsPerSec        map[string]float64 `json:"top_redis_calls_per_s,omitempty"`
+	PositionEvents        float64            `json:"server_position_events"`
+	AdmittedEvents        float64            `json:"server_admitted_events"`
+	TokensIssued          float64            `json:"tokens_issued"`
+	SSEBytesPerSec        float64            `json:"sse_bytes_per_s"`
+	HasRedis              bool               `json:"has_redis"`
+}
+
+func delta(a, b sample, names ...string) float64 { return total(b.m, names...) - total(a.m, names...) }
+
+func windowOf(name, kind string, waiters int, a, b sample) window {
+	secs := b.at.Sub(a.at).Seconds()
+	w := window{Name: name, Kind: kind, Waiters: waiters, Seconds: secs, HasRedis: a.hasR && b.hasR}
+	w.CPUSeconds = delta(a, b, "process_cpu_seconds_total")
+	w.CPUCores = w.CPUSeconds / secs
+	if waiters > 0 {
+		w.CPUMicrosPerWaiterSec = w.CPUSeconds * 1e6 / float64(waiters) / secs
+	}
+	w.Ticks = delta(a, b, "queue_admission_tick_lag_seconds_count")
+	w.PositionEvents = delta(a, b, "sse_position_events_total")
+	w.AdmittedEvents = delta(a, b, "sse_admitted_events_total")
+	w.TokensIssued = delta(a, b, "queue_token_issued_total")
+	w.SSEBytesPerSec = delta(a, b, "sse_bytes_written_total") / secs
+	if w.HasRedis {
+		ca, sa := a.redis.calls()
+		cb, sb := b.redis.calls()
+		w.RedisCallsPerSec = (cb - ca) / secs
+		w.RedisScriptsPerSec = (sb - sa) / secs
+		if w.Ticks > 0 {
+			w.RedisCallsPerTick = (cb - ca) / w.Ticks
+			w.RedisScriptsPerTick = (sb - sa) / w.Ticks
+		}
+		type kv struct {
+			k string
+			v float64
+		}
+		var all []kv
+		for k, v := range b.redis.Calls {
+			if d := v - a.redis.Calls[k]; d > 0 && k != "info" {
+				all = append(all, kv{k, d / secs})
+			}
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v })
+		w.TopCallsPerSec = map[string]float64{}
+		for i := 0; i < len(all) && i < 8; i++ {
+			w.TopCallsPerSec[all[i].k] = round(all[i].v, 2)
+		}
+	}
+	return w
+}
+
+// memory is the server's memory growth from before connecting to after.
+type memory struct {
+	When                 string  `json:"when"`
+	Waiters              int     `json:"waiters"`
+	RSSBefore            float64 `json:"rss_before_bytes"`
+	RSSAfter             float64 `json:"rss_after_bytes"`
+	HeapInuseBefore      float64 `json:"heap_inuse_before_bytes"`
+	HeapInuseAfter       float64 `json:"heap_inuse_after_bytes"`
+	HeapAllocBefore      float64 `json:"heap_alloc_before_bytes"`
+	HeapAllocAfter       float64 `json:"heap_alloc_after_bytes"`
+	StackBefore          float64 `json:"stack_inuse_before_bytes"`
+	StackAfter           float64 `json:"stack_inuse_after_bytes"`
+	GoroutinesBefore     float64 `json:"goroutines_before"`
+	GoroutinesAfter      float64 `json:"goroutines_after"`
+	SSEConnections       float64 `json:"sse_connections_after"`
+	RSSPerWaiterKB       float64 `json:"rss_per_waiter_kb"`
+	HeapInusePerWaiterKB float64 `json:"heap_inuse_per_waiter_kb"`
+	HeapAllocPerWaiterKB float64 `json:"heap_alloc_per_waiter_kb"`
+	StackPerWaiterKB     float64 `json:"stack_per_waiter_kb"`
+	GoroutinesPerWaiter  float64 `json:"goroutines_per_waiter"`
+}
+
+func memoryOf(when string, a, b sample, waiters int) memory {
+	m := memory{When: when, Waiters: waiters}
+	get := func(s sample, names ...string) float64 { return total(s.m, names...) }
+	m.RSSBefore, m.RSSAfter = get(a, "process_resident_memory_bytes"), get(b, "process_resident_memory_bytes")
+	m.HeapInuseBefore, m.HeapInuseAfter = get(a, "go_memstats_heap_inuse_bytes"), get(b, "go_memstats_heap_inuse_bytes")
+	m.HeapAllocBefore, m.HeapAllocAfter = get(a, "go_memstats_heap_alloc_bytes"), get(b, "go_memstats_heap_alloc_bytes")
+	m.StackBefore, m.StackAfter = get(a, "go_memstats_stack_inuse_bytes"), get(b, "go_memstats_stack_inuse_bytes")
+	m.GoroutinesBefore, m.GoroutinesAfter = get(a, "go_goroutines"), get(b, "go_goroutines")
+	m.SSEConnections = get(b, "sse_connections")
+	if waiters > 0 {
+		n := float64(waiters)
+		m.RSSPerWaiterKB = round((m.RSSAfter-m.RSSBefore)/n/1024, 3)
+		m.HeapInusePerWaiterKB = round((m.HeapInuseAfter-m.HeapInuseBefore)/n/1024, 3)
+		m.HeapAllocPerWaiterKB = round((m.HeapAllocAfter-m.HeapAllocBefore)/n/1024, 3)
+		m.StackPerWaiterKB = round((m.StackAfter-m.StackBefore)/n/1024, 3)
+		m.GoroutinesPerWaiter = round((m.GoroutinesAfter-m.GoroutinesBefore)/n, 4)
+	}
+	return m
+}
+
+func round(f float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(f*p) / p
+}
+
+// refresh describes the fan-out rounds: from the first position frame a round rendered to
+// the last one parsed by a client.
+type refresh struct {
+	Rounds      int     `json:"rounds"`
+	MeanStreams float64 `json:"mean_streams_per_round"`
+	P50MS       float64 `json:"p50_ms"`
+	MaxMS       float64 `json:"max_ms"`
+}
+
+// checks are the correctness results.
+type checks struct {
+	PositionIncreases      int64  `json:"position_increases"`
+	JoinToStreamIncreases  int64  `json:"join_answer_to_first_event_increases"`
+	PollPositionIncreases  int64  `json:"poll_position_increases"`
+	PositionAfterAdmitted  int64  `json:"position_events_after_admitted"`
+	AdmittedTwice          int64  `json:"admitted_twice"`
+	FIFORecords            int    `json:"fifo_records"`
+	FIFOViolations         int64  `json:"fifo_violations"`
+	FIFOComplete           bool   `json:"fifo_complete"`
+	FIFONote               string `json:"fifo_note"`
+	JoinOrderWrong         int64  `json:"join_order_wrong"`
+	JoinOrderSkipped       int64  `json:"join_order_skipped"`
+	AdmittedObserved       int64  `json:"admitted_observed_by_streams"`
+	TokensIssuedForStreams int64  `json:"tokens_issued_during_streams"`
+}
+
+// reportT is the whole summary.
+type reportT struct {
+	Label      string              `json:"label,omitempty"`
+	Date       string              `json:"date"`
+	Mode       string              `json:"mode"`
+	Queue      string              `json:"queue"`
+	Targets    []string            `json:"targets"`
+	N          int                 `json:"n"`
+	Procs      int                 `json:"procs"`
+	Sources    int                 `json:"sources"`
+	Host       string              `json:"host"`
+	Connected  int                 `json:"connected"`
+	Failed     int                 `json:"failed"`
+	ConnectS   float64             `json:"connect_seconds"`
+	ConnectPS  float64             `json:"connects_per_second"`
+	Memory     memory              `json:"memory"`
+	MemoryIdle *memory             `json:"memory_after_idle,omitempty"`
+	IdleNet    *float64            `json:"idle_cpu_us_per_waiter_per_s_net_of_baseline,omitempty"`
+	Windows    []window            `json:"windows"`
+	Latency    map[string]summary  `json:"latency"`
+	Events     map[string]int64    `json:"events"`
+	Errors     map[string]int64    `json:"errors"`
+	ErrorClass map[string]int64    `json:"error_classes"`
+	Refresh    refresh             `json:"fanout_refresh"`
+	Checks     checks              `json:"checks"`
+	Healthy    int                 `json:"streams_healthy_at_stop"`
+	hist       map[string]histJSON `json:"-"`
+}
+
+func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIssued float64) reportT {
+	o := r.o
+	rep := reportT{Label: o.Label, Date: time.Now().UTC().Format(time.RFC3339), Mode: o.Mode, Queue: o.Queue,
+		Targets: o.Targets, N: o.N, Procs: o.Procs, Sources: o.SrcCount,
+		Host:      fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		Connected: conn.OK, Failed: conn.Failed, ConnectS: round(conn.Seconds, 2), Memory: mem, Windows: r.windows,
+		Latency: map[string]summary{}, Events: map[string]int64{}, Errors: map[string]int64{}, ErrorClass: map[string]int64{},
+		hist: map[string]histJSON{}}
+	if conn.Seconds > 0 {
+		rep.ConnectPS = round(float64(conn.OK)/conn.Seconds, 1)
+	}
+	admCounts := map[int64]int64{}
+	var recs []admRecord
+	groups := map[groupKey]*groupOut{}
+	for _, c := range res {
+		for k, h := range c.Hist {
+			m := rep.hist[k]
+			m.merge(h)
+			rep.hist[k] = m
+		}
+		for k, v := range c.Counts {
+			rep.Events[k] += v
+		}
+		for k, v := range c.Errors {
+			rep.Errors[k] += v
+		}
+		for k, v := range c.AdmCounts {
+			admCounts[k] += v
+		}
+		recs = append(recs, c.AdmRecs...)
+		for _, g := range c.Groups {
+			k := groupKey{g.Target, g.Tick}
+			if x := groups[k]; x == nil {
+				gg := g
+				groups[k] = &gg
+			} else {
+				x.FirstServer = min(x.FirstServer, g.FirstServer)
+				x.LastParsed = max(x.LastParsed, g.LastParsed)
+				x.N += g.N
+			}
+		}
+		rep.Checks.JoinOrderWrong += c.JoinWrong
+		rep.Checks.JoinOrderSkipped += c.JoinSkipped
+		rep.Healthy += c.HealthyAtStop
+	}
+	for k, h := range rep.hist {
+		if h.N > 0 {
+			rep.Latency[k] = h.summary()
+		}
+	}
+	for k, v := range rep.Errors {
+		class := "other"
+		switch {
+		case strings.Contains(k, "_status0"):
+			class = "status0 (no HTTP response)"
+		case strings.Contains(k, "_4xx"):
+			class = "4xx"
+		case strings.Contains(k, "_5xx"):
+			class = "5xx"
+		case strings.Contains(k, "dropped"), strings.Contains(k, "timeout"):
+			class = "stream ended early"
+		}
+		rep.ErrorClass[class] += v
+	}
+	rep.Refresh = refreshOf(groups)
+	ch := &rep.Checks
+	ch.PositionIncreases = rep.Events["position_increase"]
+	ch.JoinToStreamIncreases = rep.Events["join_to_stream_increase"]
+	ch.PollPositionIncreases = rep.Events["poll_position_increase"]
+	ch.PositionAfterAdmitted = rep.Events["position_after_admitted"]
+	ch.AdmittedTwice = rep.Events["admitted_twice"]
+	ch.FIFORecords = len(recs)
+	ch.FIFOViolations = fifoViolations(recs, admCounts)
+	for _, v := range admCounts {
+		ch.AdmittedObserved += v
+	}
+	ch.TokensIssuedForStreams = int64(streamIssued)
+	ch.FIFOComplete = o.Mode != "poll" && ch.AdmittedObserved == ch.TokensIssuedForStreams
+	switch {
+	case o.Mode == "poll":
+		ch.FIFONote = "not checked in poll mode (status answers carry no tick)"
+	case ch.FIFOComplete:
+		ch.FIFONote = "exact: every admission of the queue was observed"
+	default:
+		ch.FIFONote = fmt.Sprintf("incomplete: %d admitted events seen for %d tokens issued (streams lost?); violations may be false alarms", ch.AdmittedObserved, ch.TokensIssuedForStreams)
+	}
+	return rep
+}
+
+// refreshOf takes the rounds that reached at least 80 % of their instance's largest round.
+func refreshOf(groups map[groupKey]*groupOut) refresh {
+	largest := map[int]int64{}
+	for _, g := range groups {
+		largest[g.Target] = max(largest[g.Target], g.N)
+	}
+	var spreads []float64
+	var streams int64
+	for _, g := range groups {
+		if g.N < 100 || float64(g.N) < 0.8*float64(largest[g.Target]) {
+			continue
+		}
+		spreads = append(spreads, float64(g.LastParsed-g.FirstServer)/1000)
+		streams += g.N
+	}
+	if len(spreads) == 0 {
+		return refresh{}
+	}
+	sort.Float64s(spreads)
+	return refresh{Rounds: len(spreads), MeanStreams: round(float64(streams)/float64(len(spreads)), 1),
+		P50MS: round(spreads[len(spreads)/2], 1), MaxMS: round(spreads[len(spreads)-1], 1)}
+}
+
+func (rep reportT) write(o options) error {
+	rep.table(os.Stdout)
+	if o.Out == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if o.Out == "-" {
+		_, err = os.Stdout.Write(append(b, '\n'))
+		return err
+	}
+	return os.WriteFile(o.Out, append(b, '\n'), 0o644)
+}
+
+func (rep reportT) table(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	p := func(f string, a ...any) { fmt.Fprintf(tw, f+"\n", a...) }
+	p("== swarm %s: %d waiters, %d procs, %d source addrs, %d instance(s), queue %s", rep.Mode, rep.N, rep.Procs, rep.Sources, len(rep.Targets), rep.Queue)
+	p("connected\t%d ok, %d failed, %.1f s (%.0f/s)", rep.Connected, rep.Failed, rep.ConnectS, rep.ConnectPS)
+	for _, m := range []*memory{&rep.Memory, rep.MemoryIdle} {
+		if m == nil {
+			continue
+		}
+		p("server memory / waiter (%s)\tRSS %.2f KB, heap in use %.2f KB, heap alloc %.2f KB, stacks %.2f KB, goroutines %.3f (sse_connections %.0f)",
+			m.When, m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.HeapAllocPerWaiterKB, m.StackPerWaiterKB, m.GoroutinesPerWaiter, m.SSEConnections)
+	}
+	p("")
+	p("window\tseconds\twaiters\tCPU cores\tµs/waiter/s\tRedis cmds/s\tscripts/s\tticks\tcmds/tick\tscripts/tick\tposition ev\tadmitted ev")
+	for _, w := range rep.Windows {
+		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
+			w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
+	}
+	if rep.IdleNet != nil {
+		p("idle CPU net of the no-waiter baseline\t%.3f µs/waiter/s", *rep.IdleNet)
+	}
+	var push, poll *window
+	for i := range rep.Windows {
+		switch rep.Windows[i].Kind {
+		case "stream":
+			push = &rep.Windows[i]
+		case "poll":
+			poll = &rep.Windows[i]
+		}
+	}
+	if push != nil && poll != nil && push.HasRedis {
+		p("push vs poll\tRedis commands %.1f× fewer, server CPU %.1f× less",
+			ratio(poll.RedisCallsPerSec, push.RedisCallsPerSec), ratio(poll.CPUCores, push.CPUCores))
+	}
+	p("")
+	p("latency (ms)\tn\tp50\tp90\tp99\tmax")
+	keys := make([]string, 0, len(rep.Latency))
+	for k := range rep.Latency {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := rep.Latency[k]
+		p("%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f", k, s.N, s.P50MS, s.P90MS, s.P99MS, s.MaxMS)
+	}
+	if rep.Refresh.Rounds > 0 {
+		p("fan-out round (first frame rendered → last parsed)\t%d rounds of ~%.0f streams: p50 %.1f ms, max %.1f ms", rep.Refresh.Rounds, rep.Refresh.MeanStreams, rep.Refresh.P50MS, rep.Refresh.MaxMS)
+	}
+	p("")
+	ev := rep.Events
+	p("events\tposition %d, admitted %d, expired %d, pings %d, polls %d (admitted seen by polling %d)", ev["position"], ev["admitted"], ev["expired"], ev["ping"], ev["polls"], ev["poll_admitted"])
+	c := rep.Checks
+	p("checks\tposition increases %d (join→first event %d, polling %d), position after admitted %d, admitted twice %d", c.PositionIncreases, c.JoinToStreamIncreases, c.PollPositionIncreases, c.PositionAfterAdmitted, c.AdmittedTwice)
+	p("FIFO\t%d violations in %d admissions checked; %s", c.FIFOViolations, c.FIFORecords, c.FIFONote)
+	p("join order\t%d admitted before a certainly-earlier joiner, %d overtook a still-waiting healthy earlier joiner", c.JoinOrderWrong, c.JoinOrderSkipped)
+	if len(rep.Errors) == 0 {
+		p("errors\t0")
+	} else {
+		p("errors\t%v", rep.ErrorClass)
+		for k, v := range rep.Errors {
+			p("  %s\t%d", k, v)
+		}
+	}
+	p("streams healthy at stop\t%d", rep.Healthy)
+	_ = tw.Flush()
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return math.Inf(1)
+	}
+	return a / b
+}

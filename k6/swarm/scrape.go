@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// metricsSample is one scrape of an instance's /metrics: every series' value by its full
+// name with labels.
+type metricsSample map[string]float64
+
+var httpc = &http.Client{Timeout: 10 * time.Second}
+
+func scrape(base string) (metricsSample, error) {
+	resp, err := httpc.Get(base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s/metrics: %s", base, resp.Status)
+	}
+	out := metricsSample{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// sum adds every series of metric name (all label sets); ok is false when there is none.
+func (m metricsSample) sum(name string) (float64, bool) {
+	var s float64
+	found := false
+	for k, v := range m {
+		if k == name || (strings.HasPrefix(k, name) && len(k) > len(name) && k[len(name)] == '{') {
+			s += v
+			found = true
+		}
+	}
+	return s, found
+}
+
+// first returns the first metric of names present (servers differ in which Go memory
+// series they export).
+func (m metricsSample) first(names ...string) (float64, string) {
+	for _, n := range names {
+		if v, ok := m.sum(n); ok {
+			return v, n
+		}
+	}
+	return 0, ""
+}
+
+// scrapeAll scrapes every target; a failed target is reported and left out.
+func scrapeAll(targets []string) []metricsSample {
+	out := make([]metricsSample, len(targets))
+	for i, t := range targets {
+		m, err := scrape(t)
+		if err != nil {
+			warnf("scrape %s: %v", t, err)
+			m = metricsSample{}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+func total(ms []metricsSample, names ...string) float64 {
+	var s float64
+	for _, m := range ms {
+		v, _ := m.first(names...)
+		s += v
+	}
+	return s
+}
+
+// redisStats is what INFO commandstats tells: calls per command, counting the commands
+// that Lua scripts run as well as the scripts themselves (Redis 7 counts both, and so does
+// total_commands_processed). The swarm's own INFO calls are left out.
+type redisStats struct {
+	Calls map[string]float64
+}
+
+// calls is every command Redis executed; scripts counts EVAL/EVALSHA/FCALL runs.
+func (r redisStats) calls() (all, scripts float64) {
+	for k, v := range r.Calls {
+		switch k {
+		case "info":
+			continue
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+			scripts += v
+		}
+		all += v
+	}
+	return all, scripts
+}
+
+// redisInfo reads INFO stats and INFO commandstats over a plain RESP connection.
+func redisInfo(addr string) (redisStats, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return redisStats{}, err
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(nc)
+	info := func(section string) (string, error) {
+		cmd := fmt.Sprintf("*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section)
+		if _, err := nc.Write([]byte(cmd)); err != nil {
+			return "", err
+		}
+		head, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		if len(head) < 2 || head[0] != '$' {
+			return "", fmt.Errorf("INFO %s: unexpected reply %q", section, head)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+		if err != nil {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	out := redisStats{Calls: map[string]float64{}}
+	s, err := info("commandstats")
+	if err != nil {
+		return out, err
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range bytes.Split([]byte(rest), []byte(",")) {
+			if v, ok := bytes.CutPrefix(kv, []byte("calls=")); ok {
+				out.Calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseFloat(string(v), 64)
+			}
+		}
+	}
+	return out, nil
+}
