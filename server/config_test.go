@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+func TestBadConfigStopsWithOneLine(t *testing.T) {
+	cases := map[string]string{
+		"WR_ADDR": "nonsense", "WR_SECRET": "short", "WR_TICK": "fast", "WR_LOG_LEVEL": "loud",
+		"WR_DEMO_RATE": "-1", "WR_STREAMS_PER_IP": "0", "WR_FAIL_OPEN": "maybe", "WR_INSTANCE_ID": "has space",
+	}
+	for name, val := range cases {
+		env := map[string]string{name: val}
+		var out bytes.Buffer
+		err := run(context.Background(), func(k string) string { return env[k] }, &out)
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s=%q: error %v, want one line naming the variable", name, val, err)
+		}
+	}
+}
+
+func TestSecretsMaskedInStartLog(t *testing.T) {
+	cfg, err := loadConfig(func(k string) string {
+		return map[string]string{"WR_SECRET": "super-secret-value-123", "WR_ADMIN_TOKEN": "admin-secret-456",
+			"DATABASE_URL": "postgres://u:dbpass789@h/db"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	log := newTestLogger(&out)
+	cfg.logFields(log.Info()).Msg("starting")
+	for _, secret := range []string{"super-secret-value-123", "admin-secret-456", "dbpass789"} {
+		if strings.Contains(out.String(), secret) {
+			t.Fatalf("start log shows %q: %s", secret, out.String())
+		}
+	}
+}
+
+func TestEverySettingIsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings {
+		if !strings.Contains(string(readme), "`"+s.name+"`") {
+			t.Errorf("README's configuration table lacks %s", s.name)
+		}
+	}
+}
+
+func newTestLogger(w *bytes.Buffer) zerolog.Logger { return zerolog.New(w) }
