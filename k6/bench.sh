@@ -55,9 +55,12 @@ stop_pid() { # stop_pid PID [seconds]: TERM, wait, then KILL — only the given 
 }
 
 stop_servers() {
-	local pid
-	for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid" 12 & done
-	wait
+	local pid jobs=()
+	for pid in "${SERVER_PIDS[@]}"; do
+		stop_pid "$pid" 12 &
+		jobs+=($!)
+	done
+	for pid in "${jobs[@]}"; do wait "$pid" || true; done # only these: redis is a child too
 	SERVER_PIDS=()
 }
 
@@ -180,12 +183,27 @@ find_k6() {
 	log "k6: $("$K6" version | head -1)"
 }
 
-k6run() { # k6run NAME script [env…]
-	local name=$1 script=$2
+server_cpu() { # total process_cpu_seconds_total of the instances
+	local t s=0
+	for t in ${TARGETS//,/ }; do
+		s=$(echo "$s + $(curl -fsS "$t/metrics" | awk '/^process_cpu_seconds_total /{print $2}')" | bc -l)
+	done
+	echo "$s"
+}
+
+k6run() { # k6run NAME script [env…]: the k6 run, then how the two cores were shared
+	local name=$1 script=$2 c0 c1 rc=0
 	shift 2
 	log "k6 $name ($script)"
+	c0=$(server_cpu)
 	env BASE_URL="${TARGETS%%,*}" ADMIN_TOKEN="$ADMIN_TOKEN" SUMMARY_JSON="$OUT/$name.json" "$@" \
-		"$K6" run --quiet --no-usage-report "k6/$script" 2>&1 | tee "$OUT/$name.txt"
+		/usr/bin/time -f "%e %U %S" -o "$WORK/k6time" \
+		"$K6" run --quiet --no-usage-report "k6/$script" >"$OUT/$name.txt" 2>&1 || rc=$?
+	c1=$(server_cpu)
+	read -r el us sy <"$WORK/k6time" || true
+	printf 'CPU over the run (%.0f s wall, 2 cores = %.0f core-s): server %.1f s, k6 %.1f s, k6 exit %s\n' \
+		"$el" "$(echo "$el * 2" | bc -l)" "$(echo "$c1 - $c0" | bc -l)" "$(echo "$us + $sy" | bc -l)" "$rc" >>"$OUT/$name.txt"
+	grep -v '^time=.*level=info' "$OUT/$name.txt" || true
 }
 
 want() { [[ " $ONLY " == *" $1 "* ]]; }
@@ -252,7 +270,8 @@ env)
 	start_pg
 	start_servers "${BENCH_INSTANCES:-1}"
 	echo "TARGETS=$TARGETS REDIS=$REDIS_ADDR DATABASE_URL=$DATABASE_URL ADMIN_TOKEN=$ADMIN_TOKEN" | tee "$OUT/env.txt"
-	sleep "${BENCH_HOLD:-30m}"
+	sleep "${BENCH_HOLD:-30m}" &
+	wait $! || true # interruptible: the trap runs at once on Ctrl-C / TERM
 	;;
 *)
 	echo "unknown BENCH_SIZE=$SIZE (default, big19k, big100k, env)" >&2

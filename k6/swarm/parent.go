@@ -278,13 +278,14 @@ func (r *run) setRate(paused bool) {
 // sample is one reading of every instance's metrics and of Redis.
 type sample struct {
 	at    time.Time
+	busy  float64 // machine-wide busy CPU seconds
 	m     []metricsSample
 	redis redisStats
 	hasR  bool
 }
 
 func (r *run) sample() sample {
-	s := sample{at: time.Now()}
+	s := sample{at: time.Now(), busy: machineBusy()}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.m = scrapeAll(r.o.Targets) }()
@@ -318,7 +319,7 @@ func (r *run) measure(name, kind string, waiters int, d time.Duration) measured 
 	b := r.sample()
 	w := windowOf(name, kind, waiters, a, b)
 	r.windows = append(r.windows, w)
-	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
-		w.CPUCores, w.CPUMicrosPerWaiterSec, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
+	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s; whole machine %.2f cores busy), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
+		w.CPUCores, w.CPUMicrosPerWaiterSec, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
 	return measured{a, b}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -168,4 +169,28 @@ func redisInfo(addr string) (redisStats, error) {
 		}
 	}
 	return out, nil
+}
+
+// machineBusy reads /proc/stat: seconds of CPU time all cores spent busy since boot.
+// Windows report it next to the server's own CPU, so load from anything else on the box
+// (other tests, the load generator) is visible.
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		busy += n
+	}
+	return busy / 100 // USER_HZ
 }
