@@ -277,6 +277,7 @@ func openStream(t *testing.T, url, ticket, lastID string) (*sseStream, *http.Res
 	}
 	res, err := streamClient.Do(req)
 	if err != nil {
+		t.Logf("open stream: %v", err)
 		return nil, nil
 	}
 	if res.StatusCode != 200 {

@@ -30,6 +30,7 @@ type conn struct {
 	pos    []byte   // latest position wins
 	queued bool
 	closed bool
+	ready  bool // the response head has been written; heartbeats may follow
 }
 
 // shard owns the writes of a subset of the connections, so one slow client can hold up
@@ -117,10 +118,16 @@ func (s *shard) flush() {
 			return
 		}
 		for _, j := range jobs {
+			ok := true
 			for _, b := range j.frames {
-				if !s.write(j.c, b) {
+				if ok = s.write(j.c, b); !ok {
 					break
 				}
+			}
+			if ok && !j.c.ready {
+				s.mu.Lock()
+				j.c.ready = true
+				s.mu.Unlock()
 			}
 		}
 	}
@@ -135,7 +142,14 @@ func (s *shard) heartbeat() {
 		cs = append(cs, c)
 	}
 	s.mu.Unlock()
+	s.flush() // the response head of a new stream must precede any ping
 	for _, c := range cs {
+		s.mu.Lock()
+		ready := c.ready
+		s.mu.Unlock()
+		if !ready {
+			continue
+		}
 		if peerClosed(c.nc) {
 			s.h.drop(c, "client_closed")
 			continue

@@ -92,6 +92,7 @@ type Hub struct {
 	shards    []*shard
 	next      atomic.Uint32
 	count     atomic.Int64
+	degraded  atomic.Bool // Redis pub/sub lost: streams were told "reconnecting"
 
 	mu     sync.Mutex
 	queues map[string]*qhub

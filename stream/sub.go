@@ -88,11 +88,17 @@ func (h *Hub) subscribe(ctx context.Context) error {
 			case error:
 				h.m.subErrors.Inc()
 				h.unsyncAll()
+				if !h.degraded.Swap(true) {
+					h.log.Warn().Err(m).Msg("stream: lost Redis pub/sub; streams told 'reconnecting'")
+					h.broadcastState("reconnecting")
+				}
 			case *redis.Subscription:
 				if m.Kind == "subscribe" {
 					h.markUnsynced(queueOf(m.Channel))
 				}
+				h.recovered()
 			case *redis.Message:
+				h.recovered()
 				h.onMessage(ctx, queueOf(m.Channel), m.Payload)
 			}
 		}
@@ -284,5 +290,37 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	case "expired", "used":
 		c.admitted = true
 		c.shard.push(c, frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick}), true)
+	}
+}
+
+// recovered ends a degraded period: streams are told they are live again; their
+// positions are resynced from Redis before the next fan-out.
+func (h *Hub) recovered() {
+	if h.degraded.Swap(false) {
+		h.log.Info().Msg("stream: Redis pub/sub back; resyncing")
+		h.broadcastState("live")
+	}
+}
+
+type stateData struct {
+	State      string `json:"state"`
+	ServerTime string `json:"server_time"`
+}
+
+// broadcastState sends a "state" event (reconnecting / live) to every stream.
+func (h *Hub) broadcastState(state string) {
+	h.mu.Lock()
+	qs := make([]*qhub, 0, len(h.queues))
+	for _, q := range h.queues {
+		qs = append(qs, q)
+	}
+	h.mu.Unlock()
+	for _, qh := range qs {
+		qh.mu.Lock()
+		b := frame(qh.line.ev, "state", stateData{State: state, ServerTime: stamp()})
+		for c := range qh.conns {
+			c.shard.push(c, b, true)
+		}
+		qh.mu.Unlock()
 	}
 }

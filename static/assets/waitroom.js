@@ -464,6 +464,12 @@
         const delay = backoffMs(this.streamFailures++);
         this._later(() => this._join(), delay);
       };
+      // The server says when it lost Redis (updates paused) and when it is back.
+      es.addEventListener('state', (e) => {
+        if (this.es !== es) return;
+        const d = parseJSON(e.data) || {};
+        if (d.state === 'reconnecting' || d.state === 'live') this._setState(d.state);
+      });
       for (const name of ['position', 'admitted', 'expired']) {
         es.addEventListener(name, (e) => {
           if (this.es !== es) return;

@@ -1,0 +1,451 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// chromiumBin is Debian's Chromium, which scripts/test.sh installs when it is missing.
+const chromiumBin = "/usr/bin/chromium"
+
+// TestBrowserJourney drives the pages in headless Chromium, each user in a browser
+// context of its own (own cookies, own sessionStorage):
+//   - alice opens the waiting page of paused queue drop behind 7 API joiners, sees her
+//     position, watches it fall once admission runs, is admitted and reaches the order page;
+//   - bob, right behind her, is admitted too and reaches the order page while one shoe is
+//     still shown in stock; alice buys it (success, order id), then bob clicks buy (sold out);
+//   - the admin dashboard counts the live SSE connections: 0, then 1 and 2 as two more
+//     waiting pages open, then 1 and 0 as their tabs close (WR_HEARTBEAT=1s finds them).
+//
+// Screenshots of every page go to $WR_SCREENSHOTS, else screenshots/ at the repo root.
+func TestBrowserJourney(t *testing.T) {
+	if _, err := os.Stat(chromiumBin); err != nil {
+		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh, which installs "+
+			"Debian's chromium, or: sudo apt-get install -y chromium", chromiumBin, err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	defer cancel()
+
+	rs := redistest.Start(t)
+	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_HEARTBEAT": "1s"})
+	in := startInProcess(t, "web-1", env)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 2, "paused": true})
+	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Trail shoe", "price": 12900, "stock": 1})
+	const ahead = 7
+	for i := range ahead {
+		var j joinResp
+		if res := call(t, "POST", in.url+"/api/queues/drop/join", "", nil, &j); res.StatusCode != 201 || j.Position != int64(i+1) {
+			t.Fatalf("API join %d: status %d position %d", i, res.StatusCode, j.Position)
+		}
+	}
+	shots := screenshotDir(t)
+	b := startBrowser(t, ctx)
+	t.Logf("server and browser up after %v", time.Since(start).Round(time.Millisecond))
+
+	// 1. Alice and Bob open the waiting page of the paused queue.
+	alice := b.open(t, "alice")
+	alice.navigate(in.url + "/q/drop")
+	alice.waitJS("alice's position and a live stream", 10*time.Second, `(() => {
+		const p = document.getElementById('position'), c = document.getElementById('conn-state');
+		return !document.getElementById('waiting').hidden && Number(p.dataset.position) > 1 &&
+			c.dataset.state === 'live' && document.getElementById('eta').textContent !== '–';
+	})()`)
+	first := alice.position()
+	if first.Pos != ahead+1 {
+		t.Fatalf("alice: position %d, want %d (%d API joiners ahead)", first.Pos, ahead+1, ahead)
+	}
+	t.Logf("alice sees %q (data-position %d), %s ahead, ETA %s", first.Text, first.Pos, first.Ahead, first.ETA)
+	alice.screenshot(shots, "1-waiting")
+
+	bob := b.open(t, "bob")
+	bob.navigate(in.url + "/q/drop")
+	bob.waitJS("bob's position", 10*time.Second, `document.getElementById('position').dataset.position === '`+fmt.Sprint(ahead+2)+`' &&
+		document.getElementById('conn-state').dataset.state === 'live'`)
+
+	// 2. Admission runs: alice's position falls until she is admitted.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": false})
+	seen := []int{first.Pos}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p := alice.position()
+		if p.Pos != 0 && p.Pos != seen[len(seen)-1] && !p.Admitted {
+			if p.Pos > seen[len(seen)-1] {
+				t.Fatalf("alice's position went up: %v then %d", seen, p.Pos)
+			}
+			seen = append(seen, p.Pos)
+			if len(seen) == 2 { // the line moves: ETA and progress are live now
+				t.Logf("alice sees %q, %s ahead, ETA %s", p.Text, p.Ahead, p.ETA)
+				alice.screenshot(shots, "1b-waiting-moving")
+			}
+		}
+		if p.Admitted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice not admitted within 15 s; positions seen %v\n%s", seen, alice.diagnose())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Logf("alice's positions while admission ran: %v, then admitted", seen)
+	if len(seen) < 3 {
+		t.Fatalf("want the position to fall at least twice before admission, saw %v", seen)
+	}
+	alice.waitJS("alice's countdown", 5*time.Second, `/^\d+:\d\d$/.test(document.getElementById('countdown').textContent) &&
+		document.activeElement === document.getElementById('go-order')`)
+	alice.screenshot(shots, "2-admitted")
+	bob.waitJS("bob admitted", 10*time.Second, `!document.getElementById('admitted').hidden`)
+
+	// Both go to the order page; the token stays in sessionStorage, never in a URL.
+	orderReady := `location.pathname === '/q/drop/order' && location.search === '' &&
+		document.getElementById('token-state').dataset.state === 'valid' &&
+		document.getElementById('product-name').textContent === 'Trail shoe' &&
+		document.getElementById('stock').dataset.stock === '1' && !document.getElementById('buy').disabled`
+	alice.click("go-order")
+	alice.waitJS("alice's order page with the shoe in stock", 10*time.Second, orderReady)
+	tok := alice.eval(`JSON.parse(sessionStorage.getItem('wr_token:drop') || '{}').token || ''`)
+	if tok == "" {
+		t.Fatal("alice: no admission token in sessionStorage on the order page")
+	}
+	bob.click("go-order")
+	bob.waitJS("bob's order page with the shoe in stock", 10*time.Second, orderReady)
+	bobReady := time.Now()
+
+	// 3. Alice buys the last shoe.
+	alice.click("buy")
+	alice.waitJS("alice's order success", 10*time.Second, `document.getElementById('order-result').dataset.outcome === 'success' &&
+		document.getElementById('order-id').textContent.trim().length > 0`)
+	orderID := alice.eval(`document.getElementById('order-id').textContent.trim()`)
+	// Bob's page still shows one shoe: his next stock poll (every 2 s) has not run yet.
+	// The check and the click run in one task of the page, so no poll slips between them.
+	got := bob.eval(`(() => {
+		const b = document.getElementById('buy'), s = document.getElementById('stock');
+		if (b.disabled || s.dataset.stock !== '1') return 'not clicked: stock ' + s.dataset.stock + ', disabled ' + b.disabled;
+		b.click();
+		return 'clicked';
+	})()`)
+	if got != "clicked" {
+		t.Fatalf("bob could not click buy %v after his page was ready (%s): his stock poll ran first", time.Since(bobReady), got)
+	}
+	bob.waitJS("bob's sold out", 10*time.Second, `document.getElementById('order-result').dataset.outcome === 'sold_out'`)
+	bob.waitJS("bob's stock refreshed to sold out", 10*time.Second, `document.getElementById('stock').dataset.stock === '0' &&
+		document.getElementById('buy').disabled`)
+	t.Logf("alice bought order %s; bob clicked buy %v after his page was ready and got %q", orderID, time.Since(bobReady).Round(time.Millisecond),
+		bob.eval(`document.getElementById('order-result-text').textContent`))
+	alice.waitJS("alice's token used and stock 0", 10*time.Second, `document.getElementById('token-state').dataset.state === 'used' &&
+		document.getElementById('stock').dataset.stock === '0'`)
+	alice.screenshot(shots, "3-order-success")
+	bob.screenshot(shots, "4-sold-out")
+	var prod struct{ Stock int64 }
+	call(t, "GET", in.url+"/api/products/shoe", "", nil, &prod)
+	if prod.Stock != 0 {
+		t.Fatalf("stock after the two orders: %d, want 0", prod.Stock)
+	}
+	if strings.Contains(in.logs.String(), tok) {
+		t.Errorf("the server log contains alice's admission token")
+	}
+
+	// 4. The admin dashboard follows the live SSE connections. Alice's and Bob's streams
+	// ended when they left their waiting pages, so the count settles at 0.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": true})
+	adm := b.open(t, "admin")
+	adm.navigate(in.url + "/admin")
+	adm.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	adm.sendKeys("admin-token", adminToken)
+	adm.click("admin-login-submit")
+	adm.waitJS("the dashboard", 10*time.Second, `!document.getElementById('dashboard').hidden &&
+		document.getElementById('admin-conn').dataset.state === 'live' &&
+		document.querySelector('tr[data-testid=instance-row][data-instance="web-1"]') !== null`)
+	sse := func(want int, why string) {
+		t.Helper()
+		since := time.Now()
+		adm.waitJS(fmt.Sprintf("#sse-total %d (%s)", want, why), 15*time.Second,
+			fmt.Sprintf(`document.getElementById('sse-total').textContent.trim() === '%d'`, want))
+		var st struct {
+			Total int64 `json:"sse_connections_total"`
+		}
+		call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+		if st.Total != int64(want) {
+			t.Fatalf("dashboard shows %d SSE connections, /admin/api/stats says %d", want, st.Total)
+		}
+		t.Logf("dashboard: %d SSE connections (%s) after %v", want, why, time.Since(since).Round(time.Millisecond))
+	}
+	sse(0, "alice and bob left their waiting pages")
+	var watchers []*browserPage
+	for i, name := range []string{"carol", "dave"} {
+		p := b.open(t, name)
+		p.navigate(in.url + "/q/drop")
+		p.waitJS(name+"'s live waiting page", 10*time.Second, `!document.getElementById('waiting').hidden &&
+			document.getElementById('conn-state').dataset.state === 'live'`)
+		sse(i+1, name+" opened the waiting page")
+		watchers = append(watchers, p)
+	}
+	adm.screenshot(shots, "5-admin-dashboard")
+	for i, p := range watchers {
+		p.close()
+		sse(len(watchers)-1-i, p.name+" closed the tab")
+	}
+	adm.screenshot(shots, "6-admin-dashboard-after-close")
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	t.Logf("browser journey took %v", time.Since(start).Round(time.Millisecond))
+	logServerErrors(t, in)
+}
+
+// logServerErrors logs the requests the server answered with 5xx: the pages retry them,
+// so the journey can pass while the server struggles.
+func logServerErrors(t *testing.T, in *instance) {
+	t.Helper()
+	for _, line := range strings.Split(in.logs.String(), "\n") {
+		var l struct {
+			Status int    `json:"status"`
+			Method string `json:"method"`
+			Path   string `json:"path"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Status >= 500 {
+			t.Logf("server answered %s %s with %d: %s", l.Method, l.Path, l.Status, line)
+		}
+	}
+}
+
+func mustAdmin(t *testing.T, in *instance, method, path string, body any) {
+	t.Helper()
+	if res := admin(t, in, method, path, body); res.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d", method, path, res.StatusCode)
+	}
+}
+
+// screenshotDir is $WR_SCREENSHOTS, else screenshots/ at the repo root (git-ignored).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("WR_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join("..", "screenshots")
+	}
+	dir, err := filepath.Abs(dir)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatalf("screenshot directory: %v", err)
+	}
+	return dir
+}
+
+// browser is one headless Chromium; every user gets a browser context of its own.
+type browser struct {
+	root  context.Context
+	out   *syncBuffer
+	pages []*browserPage
+}
+
+// startBrowser starts Chromium with a fresh profile and only the flags the issue names
+// (no chromedp defaults: they would leave some network features on).
+func startBrowser(t *testing.T, parent context.Context) *browser {
+	t.Helper()
+	out := &syncBuffer{}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(parent,
+		chromedp.ExecPath(chromiumBin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.CombinedOutput(out),
+	)
+	t.Cleanup(cancelAlloc) // waits for the browser process to exit
+	root, cancelRoot := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { _ = chromedp.Cancel(root); cancelRoot() })
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("start %s: %v\n%s", chromiumBin, err, out.String())
+	}
+	return &browser{root: root, out: out}
+}
+
+// browserPage is one tab in its own browser context.
+type browserPage struct {
+	t      *testing.T
+	b      *browser
+	name   string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+func (b *browser) open(t *testing.T, name string) *browserPage {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.root, chromedp.WithNewBrowserContext())
+	p := &browserPage{t: t, b: b, name: name, ctx: ctx, cancel: cancel}
+	t.Cleanup(p.close)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("%s: new tab: %v\n%s", name, err, b.out.String())
+	}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.console = append(p.console, m)
+			p.mu.Unlock()
+		}
+	}()
+	b.pages = append(b.pages, p)
+	return p
+}
+
+// close closes the tab and disposes of its browser context (cookies and all).
+func (p *browserPage) close() {
+	if p.cancel != nil {
+		p.cancel()
+		p.cancel = nil
+	}
+}
+
+func (p *browserPage) do(what string, timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %s: %v\n%s", p.name, what, err, p.diagnose())
+	}
+}
+
+func (p *browserPage) navigate(url string) {
+	p.t.Helper()
+	p.do("open "+url, 10*time.Second, chromedp.Navigate(url))
+}
+
+func (p *browserPage) click(id string) {
+	p.t.Helper()
+	p.do("click #"+id, 5*time.Second, chromedp.Click(chromedp.ID(id)))
+}
+
+func (p *browserPage) sendKeys(id, text string) {
+	p.t.Helper()
+	p.do("type into #"+id, 5*time.Second, chromedp.SendKeys(chromedp.ID(id), text))
+}
+
+// evalJS evaluates a JavaScript expression in the page with a short deadline.
+func evalJS[T any](p *browserPage, expr string) (T, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 3*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+}
+
+// eval returns the string value of expr.
+func (p *browserPage) eval(expr string) string {
+	p.t.Helper()
+	s, err := evalJS[string](p, expr)
+	if err != nil {
+		p.t.Fatalf("%s: evaluate %s: %v\n%s", p.name, expr, err, p.diagnose())
+	}
+	return s
+}
+
+// waitJS waits until the boolean expression holds. Evaluation errors (a page that is
+// navigating has no document for a moment) count as "not yet".
+func (p *browserPage) waitJS(what string, timeout time.Duration, expr string) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := evalJS[bool](p, expr)
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || p.ctx.Err() != nil {
+			p.t.Fatalf("%s: timed out after %v waiting for %s (last error: %v)\n%s", p.name, timeout, what, err, p.diagnose())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type waitingView struct {
+	Pos      int    `json:"pos"`
+	Text     string `json:"text"`
+	Ahead    string `json:"ahead"`
+	ETA      string `json:"eta"`
+	Admitted bool   `json:"admitted"`
+}
+
+// position reads the waiting page (zero values while the page is not there yet).
+func (p *browserPage) position() waitingView {
+	v, _ := evalJS[waitingView](p, `(() => {
+		const $ = (id) => document.getElementById(id);
+		if (!$('position')) return {pos: 0, text: '', ahead: '', eta: '', admitted: false};
+		return {pos: Number($('position').dataset.position) || 0, text: $('position').textContent,
+			ahead: $('ahead').textContent, eta: $('eta').textContent, admitted: !$('admitted').hidden};
+	})()`)
+	return v
+}
+
+// screenshot writes a full-page PNG to dir/name.png.
+func (p *browserPage) screenshot(dir, name string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("%s: screenshot %s: %v", p.name, name, err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot (%s): %s", p.name, path)
+}
+
+// diagnose describes the page for a failure message: where it is, what it says, what
+// its console said.
+func (p *browserPage) diagnose() string {
+	var sb strings.Builder
+	state, err := evalJS[string](p, `location.href + '\n' + document.body.innerText.slice(0, 1500)`)
+	if err != nil {
+		state = "(page not readable: " + err.Error() + ")"
+	}
+	fmt.Fprintf(&sb, "--- %s's page:\n%s\n--- %s's console:\n", p.name, state, p.name)
+	p.mu.Lock()
+	for _, m := range p.console {
+		fmt.Fprintf(&sb, "%s (%s:%d)\n", m, m.URL, m.Line)
+	}
+	p.mu.Unlock()
+	return sb.String()
+}
+
+// checkConsole fails the test on uncaught exceptions and CSP violations, and logs any
+// other console error.
+func (p *browserPage) checkConsole() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.console {
+		switch {
+		case m.IsException(), strings.Contains(m.Text, "Content Security Policy"):
+			p.t.Errorf("%s: %s (%s:%d)", p.name, m, m.URL, m.Line)
+		case m.Type == "error":
+			p.t.Logf("%s: console %s (%s:%d)", p.name, m, m.URL, m.Line)
+		}
+	}
+}
