@@ -12,7 +12,7 @@
 #   BENCH_SIZE=big100k   100,000 streams on 6 instances (BENCH_HOLD=2m)
 #   BENCH_SIZE=env       only start the backend and instance(s), print their addresses and
 #                        keep them for BENCH_HOLD (default 30m) or until Ctrl-C
-#   BENCH_ONLY="swarm500 compare idle10k joinrate knee spike"   run a subset (default size)
+#   BENCH_ONLY="swarm500 compare idle10k joingo joinrate knee spike"   run a subset (default size)
 #   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
 #   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
 set -euo pipefail
@@ -22,7 +22,7 @@ ROOT=$PWD
 SIZE=${BENCH_SIZE:-default}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${BENCH_OUT:-$ROOT/k6/results/$STAMP-$SIZE}
-ONLY=${BENCH_ONLY:-swarm500 compare idle10k joinrate knee spike}
+ONLY=${BENCH_ONLY:-swarm500 compare idle10k joingo joinrate knee spike}
 WORK=$(mktemp -d /tmp/wr-bench.XXXXXX)
 chmod 755 "$WORK"
 ADMIN_TOKEN=bench-admin-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -200,9 +200,9 @@ k6run() { # k6run NAME script [env…]: the k6 run, then how the two cores were 
 		/usr/bin/time -f "%e %U %S" -o "$WORK/k6time" \
 		"$K6" run --quiet --no-usage-report "k6/$script" >"$OUT/$name.txt" 2>&1 || rc=$?
 	c1=$(server_cpu)
-	read -r el us sy <"$WORK/k6time" || true
+	read -r el us sy < <(tail -1 "$WORK/k6time") || true # the first line is "Command exited…" on failure
 	printf 'CPU over the run (%.0f s wall, 2 cores = %.0f core-s): server %.1f s, k6 %.1f s, k6 exit %s\n' \
-		"$el" "$(echo "$el * 2" | bc -l)" "$(echo "$c1 - $c0" | bc -l)" "$(echo "$us + $sy" | bc -l)" "$rc" >>"$OUT/$name.txt"
+		"${el:-0}" "$(echo "${el:-0} * 2" | bc -l)" "$(echo "${c1:-0} - ${c0:-0}" | bc -l)" "$(echo "${us:-0} + ${sy:-0}" | bc -l)" "$rc" >>"$OUT/$name.txt" || true
 	grep -v '^time=.*level=info' "$OUT/$name.txt" || true
 }
 
@@ -238,6 +238,10 @@ default)
 	if want idle10k; then
 		fresh 1
 		swarm idle-10000 -mode stream -n 10000 -idle 30s -duration 15s -rate 10
+	fi
+	if want joingo; then
+		fresh 1
+		swarm joins-go -mode joins -connect-rate "${JOIN_RATE:-4000}" -duration "${JOIN_DURATION:-20s}"
 	fi
 	if [ "${BENCH_K6:-1}" != 0 ]; then
 		find_k6
@@ -282,11 +286,14 @@ esac
 log "summary"
 for f in "$OUT"/*.json; do
 	[ -e "$f" ] || continue
-	echo "--- $(basename "$f" .json)"
-	jq -r '
-	  if .windows then
-	    "connected \(.connected)/\(.n) at \(.connects_per_second)/s; memory/waiter RSS \(.memory.rss_per_waiter_kb) KB heap \(.memory.heap_inuse_per_waiter_kb) KB goroutines \(.memory.goroutines_per_waiter)",
-	    (.windows[] | "  \(.name): CPU \(.server_cpu_cores|.*1000|round/1000) cores, \(.server_cpu_us_per_waiter_per_s|.*100|round/100) µs/waiter/s, Redis \(.redis_commands_per_s|.*10|round/10) cmds/s (\(.redis_calls_incl_scripts_per_s|.*10|round/10) incl. scripts), \(.redis_calls_incl_scripts_per_tick|.*100|round/100) calls/tick"),
-	    "  admitted event p99 \(.latency.admitted.p99_ms // "-") ms (from issuance \(.latency.admitted_from_issue.p99_ms // "-") ms); position p99 \(.latency.position.p99_ms // "-") ms; errors \(.errors|add // 0); FIFO violations \(.checks.fifo_violations) (\(.checks.fifo_note))"
-	  else . | tostring | .[0:400] end' "$f" 2>/dev/null || true
+	name=$(basename "$f" .json)
+	echo "--- $name"
+	if jq -e '.windows' "$f" >/dev/null 2>&1; then
+		jq -r '
+		  "connected \(.connected)/\(.n) at \(.connects_per_second)/s; memory/waiter (\((.memory_after_idle // .memory).when)) RSS \((.memory_after_idle // .memory).rss_per_waiter_kb) KB, heap in use \((.memory_after_idle // .memory).heap_inuse_per_waiter_kb) KB, goroutines \((.memory_after_idle // .memory).goroutines_per_waiter)",
+		  (.windows[] | "  \(.name): server CPU \(.server_cpu_cores*1000|round/1000) cores (\(.server_cpu_us_per_waiter_per_s*100|round/100) µs/waiter/s), Redis \(.redis_commands_per_s|round) cmds/s, \(.redis_commands_per_tick*100|round/100) cmds/tick, machine \(.machine_busy_cores*100|round/100) cores busy"),
+		  "  admitted p99 \(.latency.admitted.p99_ms // "-") ms (from issuance \(.latency.admitted_from_issue.p99_ms // "-") ms), position p99 \(.latency.position.p99_ms // "-") ms, errors \([.errors[]] | add // 0), FIFO violations \(.checks.fifo_violations) (\(.checks.fifo_note))"' "$f"
+	else
+		grep -v -e '^time=' -e '^\[bench' "$OUT/$name.txt" 2>/dev/null || true
+	fi
 done

@@ -27,6 +27,7 @@ type childConfig struct {
 	PollEvery time.Duration `json:"poll_every"`
 	TTL       time.Duration `json:"ttl"`
 	Front     int64         `json:"front"`
+	Conc      int           `json:"conc"` // most connects in flight
 	Deadline  time.Time     `json:"deadline"`
 }
 
@@ -144,6 +145,9 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 	var done sync.WaitGroup
 	t0 := time.Now()
 	var firstDone atomic.Int64
+	// Paced, and bounded in flight: an overloaded server slows the connect phase down
+	// instead of collecting a pile of timed-out handshakes.
+	sem := make(chan struct{}, max(1, cfg.Conc))
 	for i := 0; i < cfg.N; i++ {
 		due := t0.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
 		if d := time.Until(due); d > 0 {
@@ -152,6 +156,7 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 		if ctx.Err() != nil {
 			break
 		}
+		sem <- struct{}{}
 		g := cfg.Offset + i
 		w := &waiter{c: c, index: g, target: g % len(cfg.Targets)}
 		c.waiters = append(c.waiters, w)
@@ -163,6 +168,7 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 			} else {
 				failed.Add(1)
 			}
+			<-sem
 			done.Done()
 		}
 		if cfg.Mode == "poll" {

@@ -47,6 +47,9 @@ type options struct {
 	Label       string
 	HardStop    time.Duration
 	Quiet       bool
+	JoinConns   int
+	MemWait     time.Duration
+	ConnectConc int
 }
 
 func main() {
@@ -65,7 +68,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "swarm:", err)
 		os.Exit(2)
 	}
-	if err := runParent(o); err != nil {
+	run := runParent
+	if o.Mode == "joins" {
+		run = runJoinRate
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "swarm:", err)
 		os.Exit(1)
 	}
@@ -83,9 +90,12 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.SrcCount, "src-count", 0, "source addresses to use (default: one per -per-src waiters)")
 	fs.IntVar(&o.PerSrc, "per-src", 20000, "most waiters per source address (ephemeral ports)")
 	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
-	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), or compare (push window, then poll window on the same tickets)")
+	fs.IntVar(&o.ConnectConc, "connect-conc", 200, "most joins+stream handshakes in flight, all processes together (the pace slows when the server does)")
+	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), or joins (open-loop joins at -connect-rate for -duration)")
+	fs.IntVar(&o.JoinConns, "join-conns", 512, "joins mode: most joins in flight (kept-alive connections); an arrival finding none free is dropped")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "idle window (queue paused: heartbeats only) after connecting; 0 skips it")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured window with admission running (per mode in compare)")
+	fs.DurationVar(&o.MemWait, "mem-wait", 0, "after the idle window, wait up to this long for a server GC (≥ 25 s after connecting) and read memory again; 0 = don't (Go forces a GC every 2 min, so 150s suffices)")
 	fs.DurationVar(&o.Settle, "settle", 3*time.Second, "wait after connecting before reading memory")
 	fs.DurationVar(&o.Baseline, "baseline", 5*time.Second, "window with no waiters before connecting (the fixed cost idle CPU is measured against); 0 skips it")
 	fs.DurationVar(&o.Drain, "drain", 2*time.Second, "after a window the queue is paused this long so in-flight events arrive")
@@ -131,9 +141,9 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	switch o.Mode {
-	case "stream", "poll", "compare":
+	case "stream", "poll", "compare", "joins":
 	default:
-		return o, fmt.Errorf("-mode %q: want stream, poll or compare", o.Mode)
+		return o, fmt.Errorf("-mode %q: want stream, poll, compare or joins", o.Mode)
 	}
 	if o.N < 1 || o.N > 200000 {
 		return o, errors.New("-n must be 1…200000")

@@ -74,7 +74,7 @@ func runParent(o options) error {
 	if o.Mode == "compare" {
 		windows = 2
 	}
-	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*2 + o.Baseline + o.Settle + o.Idle +
+	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*2 + o.Baseline + o.Settle + o.Idle + o.MemWait +
 		time.Duration(windows*float64(o.Duration+o.Drain)) + 30*time.Second
 	if o.HardStop <= 0 {
 		o.HardStop = planned + 2*time.Minute
@@ -106,6 +106,7 @@ func runParent(o options) error {
 		return err
 	}
 	conn := r.waitConnected()
+	connectedAt := time.Now()
 	r.logf("connected %d/%d in %.1fs (%.0f/s), %d failed", conn.OK, o.N, conn.Seconds, float64(conn.OK)/max(conn.Seconds, 1e-9), conn.Failed)
 	time.Sleep(o.Settle)
 	afterConnect := r.sample()
@@ -121,6 +122,18 @@ func runParent(o options) error {
 			m := memoryOf(fmt.Sprintf("%v after connecting, end of idle window", o.Settle+o.Idle), before, w.end, conn.OK)
 			memIdle = &m
 			r.logf("server memory per waiter after the idle window: RSS %.2f KB, heap in use %.2f KB, goroutines %.3f", m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.GoroutinesPerWaiter)
+			if o.MemWait > 0 {
+				// Heap figures include garbage until a GC runs, and fasthttp keeps its idle
+				// workers (goroutine + stack) for up to ~20 s after the handshakes. Wait for a
+				// GC that ran after both are gone (Go forces one every 2 minutes at the latest).
+				if s, ok := r.waitGC(connectedAt.Add(25*time.Second), o.MemWait); ok {
+					m := memoryOf(fmt.Sprintf("after a GC %.0fs after connecting", s.at.Sub(connectedAt).Seconds()), before, s, conn.OK)
+					memIdle = &m
+					r.logf("server memory per waiter after a GC: RSS %.2f KB, heap in use %.2f KB, goroutines %.3f", m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.GoroutinesPerWaiter)
+				} else {
+					r.logf("no GC on every instance within -mem-wait %v; the idle-window reading stands", o.MemWait)
+				}
+			}
 		}
 		r.setRate(false)
 		r.broadcast("active")
@@ -176,7 +189,8 @@ func (r *run) spawn(deadline time.Time) error {
 			n++
 		}
 		cfg := childConfig{Index: i, Targets: o.Targets, Offset: offset, N: n, Rate: o.ConnectRate / float64(o.Procs),
-			Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline}
+			Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
+			Conc: max(1, o.ConnectConc/o.Procs)}
 		if o.Mode == "poll" {
 			cfg.Mode = "poll"
 		}
@@ -319,7 +333,28 @@ func (r *run) measure(name, kind string, waiters int, d time.Duration) measured 
 	b := r.sample()
 	w := windowOf(name, kind, waiters, a, b)
 	r.windows = append(r.windows, w)
-	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s; whole machine %.2f cores busy), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
-		w.CPUCores, w.CPUMicrosPerWaiterSec, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
+	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s; Redis %.3f cores; whole machine %.2f cores busy), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
+		w.CPUCores, w.CPUMicrosPerWaiterSec, w.RedisCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
 	return measured{a, b}
+}
+
+// waitGC waits until every instance reports a GC that ran after t, up to limit from now.
+func (r *run) waitGC(t time.Time, limit time.Duration) (sample, bool) {
+	end := time.Now().Add(limit)
+	for {
+		s := r.sample()
+		ok := true
+		for _, m := range s.m {
+			if v, found := m.sum("go_memstats_last_gc_time_seconds"); !found || v < float64(t.UnixNano())/1e9 {
+				ok = false
+			}
+		}
+		if ok {
+			return s, true
+		}
+		if time.Now().After(end) {
+			return s, false
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

@@ -23,6 +23,7 @@ type window struct {
 	CPUCores              float64            `json:"server_cpu_cores"`
 	CPUMicrosPerWaiterSec float64            `json:"server_cpu_us_per_waiter_per_s"`
 	MachineCores          float64            `json:"machine_busy_cores"`
+	RedisCores            float64            `json:"redis_cpu_cores"`
 	RedisCallsPerSec      float64            `json:"redis_commands_per_s"`
 	RedisScriptsPerSec    float64            `json:"redis_script_runs_per_s"`
 	Ticks                 float64            `json:"admission_ticks"`
@@ -55,6 +56,7 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	if w.HasRedis {
 		ca, sa := a.redis.calls()
 		cb, sb := b.redis.calls()
+		w.RedisCores = (b.redis.CPU - a.redis.CPU) / secs
 		w.RedisCallsPerSec = (cb - ca) / secs
 		w.RedisScriptsPerSec = (sb - sa) / secs
 		if w.Ticks > 0 {
@@ -299,15 +301,19 @@ func (rep reportT) write(o options) error {
 	if o.Out == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(rep, "", "  ")
+	return writeJSON(o.Out, rep)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if o.Out == "-" {
+	if path == "-" {
 		_, err = os.Stdout.Write(append(b, '\n'))
 		return err
 	}
-	return os.WriteFile(o.Out, append(b, '\n'), 0o644)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func (rep reportT) table(out io.Writer) {
@@ -323,10 +329,10 @@ func (rep reportT) table(out io.Writer) {
 			m.When, m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.HeapAllocPerWaiterKB, m.StackPerWaiterKB, m.GoroutinesPerWaiter, m.SSEConnections)
 	}
 	p("")
-	p("window\tseconds\twaiters\tserver CPU cores\tµs/waiter/s\tmachine busy cores\tRedis cmds/s\tscripts/s\tticks\tcmds/tick\tscripts/tick\tposition ev\tadmitted ev")
+	p("window\tseconds\twaiters\tserver CPU cores\tµs/waiter/s\tmachine busy cores\tRedis CPU cores\tRedis cmds/s\tscripts/s\tticks\tcmds/tick\tscripts/tick\tposition ev\tadmitted ev")
 	for _, w := range rep.Windows {
-		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.2f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
-			w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
+		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.2f\t%.3f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
+			w.MachineCores, w.RedisCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
 	}
 	if rep.IdleNet != nil {
 		p("idle CPU net of the no-waiter baseline\t%.3f µs/waiter/s", *rep.IdleNet)

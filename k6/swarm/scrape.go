@@ -102,6 +102,7 @@ func total(ms []metricsSample, names ...string) float64 {
 // total_commands_processed). The swarm's own INFO calls are left out.
 type redisStats struct {
 	Calls map[string]float64
+	CPU   float64 // used_cpu_user + used_cpu_sys, seconds
 }
 
 // calls is every command Redis executed; scripts counts EVAL/EVALSHA/FCALL runs.
@@ -153,7 +154,19 @@ func redisInfo(addr string) (redisStats, error) {
 		return string(buf[:n]), nil
 	}
 	out := redisStats{Calls: map[string]float64{}}
-	s, err := info("commandstats")
+	s, err := info("cpu")
+	if err != nil {
+		return out, err
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				out.CPU += f
+			}
+		}
+	}
+	s, err = info("commandstats")
 	if err != nil {
 		return out, err
 	}
