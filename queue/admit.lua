@@ -114,7 +114,11 @@ if n > 0 then
   n = #adm
 end
 total = total + n
-if elapsed > 0 then
+-- The measured rate is a 5 s moving average of what was really admitted while there was
+-- someone to admit: a pause or an empty line does not drag it to zero (the ETA of the next
+-- arrivals would explode). It starts from the configured rate.
+if elapsed > 0 and not paused and rate > 0 and waiting > 0 then
+  if arate <= 0 then arate = rate end
   local alpha = 1 - math.exp(-elapsed / 5000)
   arate = arate + alpha * (n * 1000 / elapsed - arate)
 end

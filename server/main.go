@@ -107,6 +107,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP
 	srv, err := web.New(web.Config{
 		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, Limits: lim, FailOpen: cfg.FailOpen,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Gatherer: reg, Registry: reg, Log: log,

@@ -276,9 +276,13 @@ func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byt
 
 func (h *Hub) positionFrame(qh *qhub, pos int64) []byte {
 	l := &qh.line
+	rate := l.rate
+	if l.paused {
+		rate = 0 // nobody is let in while paused
+	}
 	return frame(l.ev, "position", positionData{
 		Position: pos, Waiting: l.waiting, ETASeconds: etaPtr(l.eta(pos)),
-		RatePerSecond: l.rate, AdmitRate: round2(l.arate), ServerTime: stamp(), Tick: l.tick,
+		RatePerSecond: rate, AdmitRate: round2(l.arate), ServerTime: stamp(), Tick: l.tick,
 	})
 }
 

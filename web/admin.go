@@ -115,6 +115,9 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no")
 	closing := s.closing
 	build := s.buildStats
+	// Fiber's WriteTimeout is a deadline on the whole connection; move it forward before
+	// every write so the stream is not cut after WriteTimeout.
+	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
 		_, _ = w.WriteString("retry: 2000\n\n")
 		t := time.NewTicker(time.Second)
@@ -133,6 +136,7 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 			} else {
 				_, _ = w.WriteString(": stats unavailable\n\n")
 			}
+			_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 			if w.Flush() != nil {
 				return
 			}
@@ -159,17 +163,9 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if !queue.ValidName(name) {
 		return errorf(404, "queue_not_found", "Queue names are 1-64 characters of A-Z a-z 0-9 _ -.")
 	}
-	var b queueBody
-	if err := decodeJSON(c, &b); err != nil {
+	p, err := parseQueueBody(c.Body())
+	if err != nil {
 		return err
-	}
-	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed}
-	if b.TokenTTLSeconds != nil {
-		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
-			return errorf(422, "invalid_settings", "token_ttl_seconds is out of range.")
-		}
-		d := time.Duration(*b.TokenTTLSeconds) * time.Second
-		p.TokenTTL = &d
 	}
 	st, created, err := s.d.Queue.Put(c.UserContext(), name, p)
 	if err != nil {
@@ -183,6 +179,23 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
 		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
 	})
+}
+
+// parseQueueBody reads a partial queue settings body (the queue validates the values).
+func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
+	var b queueBody
+	if err := decodeBody(body, &b); err != nil {
+		return queue.SettingsPatch{}, err
+	}
+	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed}
+	if b.TokenTTLSeconds != nil {
+		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
+			return p, errorf(422, "invalid_settings", "token_ttl_seconds is out of range.")
+		}
+		d := time.Duration(*b.TokenTTLSeconds) * time.Second
+		p.TokenTTL = &d
+	}
+	return p, nil
 }
 
 type productBody struct {

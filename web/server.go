@@ -34,7 +34,7 @@ type Config struct {
 	AdminToken   string        // bearer for /admin/api; empty disables the admin API
 	ProxyHeader  string        // e.g. X-Forwarded-For when behind a trusted proxy; empty = peer address
 	ReadTimeout  time.Duration // whole request must arrive within (10 s): slowloris guard
-	WriteTimeout time.Duration // non-stream responses (15 s); streams are hijacked and unaffected
+	WriteTimeout time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
 	IdleTimeout  time.Duration // keep-alive idle (60 s)
 	Limits       Limits        // initial rate limits; changeable live through the admin API
 	FailOpen     bool          // let orders through without a token while Redis is down

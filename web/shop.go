@@ -46,8 +46,9 @@ func (s *Server) product(c *fiber.Ctx) error {
 }
 
 // decodeJSON reads a JSON object body strictly: malformed → 400, wrong types → 422.
-func decodeJSON(c *fiber.Ctx, v any) error {
-	b := c.Body()
+func decodeJSON(c *fiber.Ctx, v any) error { return decodeBody(c.Body(), v) }
+
+func decodeBody(b []byte, v any) error {
 	if len(b) == 0 {
 		return errorf(400, "malformed_json", "The request body must be a JSON object.")
 	}
@@ -66,16 +67,26 @@ type orderBody struct {
 	Quantity  *int    `json:"quantity"`
 }
 
-func (s *Server) placeOrder(c *fiber.Ctx) error {
+// parseOrder validates an order body: 400 when it is not JSON, 422 when a field is
+// missing, of the wrong type or out of range.
+func parseOrder(body []byte) (productID string, quantity int, err error) {
 	var b orderBody
-	if err := decodeJSON(c, &b); err != nil {
-		return err
+	if err := decodeBody(body, &b); err != nil {
+		return "", 0, err
 	}
 	if b.ProductID == nil || !queue.ValidName(*b.ProductID) {
-		return errorf(422, "invalid_order", "product_id must be 1-64 characters of A-Z a-z 0-9 _ -.")
+		return "", 0, errorf(422, "invalid_order", "product_id must be 1-64 characters of A-Z a-z 0-9 _ -.")
 	}
-	if b.Quantity == nil || *b.Quantity <= 0 || *b.Quantity > 1000 {
-		return errorf(422, "invalid_order", "quantity must be an integer from 1 to 1000.")
+	if b.Quantity == nil || *b.Quantity <= 0 || *b.Quantity > orders.MaxQuantity {
+		return "", 0, errorf(422, "invalid_order", "quantity must be an integer from 1 to 1000.")
+	}
+	return *b.ProductID, *b.Quantity, nil
+}
+
+func (s *Server) placeOrder(c *fiber.Ctx) error {
+	productID, quantity, err := parseOrder(c.Body())
+	if err != nil {
+		return err
 	}
 	ticket, _ := c.Locals(LocalTicket).(string)
 	if open, _ := c.Locals(LocalFailOpen).(bool); open {
@@ -85,7 +96,7 @@ func (s *Server) placeOrder(c *fiber.Ctx) error {
 		s.m.failOpen.Inc()
 	}
 	o, _, err := s.d.Orders.PlaceOrder(c.UserContext(), orders.OrderRequest{
-		ProductID: *b.ProductID, Quantity: *b.Quantity, Ticket: ticket, IdempotencyKey: c.Get("Idempotency-Key"),
+		ProductID: productID, Quantity: quantity, Ticket: ticket, IdempotencyKey: c.Get("Idempotency-Key"),
 	})
 	if err != nil {
 		return err
