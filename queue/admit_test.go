@@ -58,7 +58,7 @@ func collect(t *testing.T, rdb *redis.Client, name string) func() []tickMsg {
 	}
 }
 
-func joinN(t *testing.T, f *fixture, name string, n int) []queue.Ticket {
+func joinN(t testing.TB, f *fixture, name string, n int) []queue.Ticket {
 	t.Helper()
 	out := make([]queue.Ticket, n)
 	for i := range out {

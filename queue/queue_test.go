@@ -28,14 +28,14 @@ type fixture struct {
 	signer *queue.Signer
 }
 
-func newFixture(t *testing.T, opts ...redistest.Option) *fixture {
+func newFixture(t testing.TB, opts ...redistest.Option) *fixture {
 	t.Helper()
 	srv := redistest.Start(t, opts...)
 	rdb := srv.Client()
 	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{}, nil), signer: queue.NewSigner([]byte("test-secret"))}
 }
 
-func (f *fixture) mkQueue(t *testing.T, name string, rate float64, maxActive int64) {
+func (f *fixture) mkQueue(t testing.TB, name string, rate float64, maxActive int64) {
 	t.Helper()
 	if _, _, err := f.q.Put(context.Background(), name, queue.SettingsPatch{RatePerSecond: f64(rate), MaxActive: i64(maxActive)}); err != nil {
 		t.Fatal(err)
