@@ -129,16 +129,21 @@ func TestLimiterRefillsOverTime(t *testing.T) {
 	if r := rlAllow(t, l, lim); !r.Allowed {
 		t.Fatalf("after RetryAfter: %+v, want allowed", r)
 	}
-	// A long quiet spell refills only up to Burst.
-	time.Sleep(100 * time.Millisecond) // 5 tokens' worth
+	// A long quiet spell refills only up to Burst. A slow rate (one token per 500 ms), so
+	// the five calls themselves cannot refill a token even on a loaded machine.
+	slow := []queue.Limit{{Scope: "user", Key: "quiet", Rate: 2, Burst: 2}}
+	for range 2 {
+		rlAllow(t, l, slow)
+	}
+	time.Sleep(1500 * time.Millisecond) // 3 tokens' worth
 	allowed := 0
 	for range 5 {
-		if rlAllow(t, l, lim).Allowed {
+		if rlAllow(t, l, slow).Allowed {
 			allowed++
 		}
 	}
 	if allowed != 2 {
-		t.Fatalf("after 100ms at 50/s with burst 2: %d allowed, want 2", allowed)
+		t.Fatalf("after 1.5 s at 2/s with burst 2: %d allowed, want 2", allowed)
 	}
 }
 
