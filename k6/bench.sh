@@ -237,7 +237,7 @@ default)
 	fi
 	if want idle10k; then
 		fresh 1
-		swarm idle-10000 -mode stream -n 10000 -idle 30s -duration 15s -rate 10
+		swarm idle-10000 -mode stream -n 10000 -idle 30s -mem-wait 150s -duration 15s -rate 10
 	fi
 	if want joingo; then
 		fresh 1
@@ -262,12 +262,12 @@ default)
 big19k)
 	start_pg
 	start_servers 1
-	swarm hold-19000 -mode stream -n 19000 -connect-rate 1000 -idle 60s -duration "${BENCH_HOLD:-9m}" -rate 10
+	swarm hold-19000 -mode stream -n 19000 -connect-rate 1000 -idle 60s -mem-wait 150s -duration "${BENCH_HOLD:-9m}" -rate 10
 	;;
 big100k)
 	start_pg
 	start_servers 6
-	swarm hold-100000 -mode stream -n 100000 -connect-rate 1500 -src-count 6 -procs 7 -idle 30s \
+	swarm hold-100000 -mode stream -n 100000 -connect-rate 1500 -src-count 6 -procs 7 -idle 30s -mem-wait 150s \
 		-duration "${BENCH_HOLD:-2m}" -rate 10
 	;;
 env)

@@ -114,7 +114,7 @@ func runJoinRate(o options) error {
 	fmt.Printf("arrivals %d, ok %d (%.0f/s, %d new places), dropped %d, errors %v\n", sent.Load(), okN.Load(), float64(okN.Load())/secs, created.Load(), dropped.Load(), errs.errs)
 	fmt.Printf("latency from scheduled arrival: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f\n", l.P50MS, l.P90MS, l.P99MS, l.MaxMS)
 	fmt.Printf("round trip (send → answer):     p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f\n", s.P50MS, s.P90MS, s.P99MS, s.MaxMS)
-	fmt.Printf("CPU: server %.2f cores, Redis %.2f cores, whole machine %.2f cores busy (this client is the rest, with anything else on the box)\n", w.CPUCores, w.RedisCores, w.MachineCores)
+	fmt.Printf("CPU: server %.2f cores, Redis %.2f, this client %.2f, whole machine %.2f cores busy (the rest is anything else on the box)\n", w.CPUCores, w.RedisCores, w.SwarmCores, w.MachineCores)
 	if ok := float64(okN.Load()); ok > 0 && w.HasRedis {
 		fmt.Printf("Redis: %.0f cmds/s = %.1f commands per join (%.2f script runs per join); top: %v\n", w.RedisCallsPerSec, w.RedisCallsPerSec*secs/ok, w.RedisScriptsPerSec*secs/ok, w.TopCallsPerSec)
 	}

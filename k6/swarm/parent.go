@@ -293,13 +293,19 @@ func (r *run) setRate(paused bool) {
 type sample struct {
 	at    time.Time
 	busy  float64 // machine-wide busy CPU seconds
+	swarm float64 // CPU seconds of the swarm's own processes
 	m     []metricsSample
 	redis redisStats
 	hasR  bool
 }
 
 func (r *run) sample() sample {
-	s := sample{at: time.Now(), busy: machineBusy()}
+	s := sample{at: time.Now(), busy: machineBusy(), swarm: procCPU(os.Getpid())}
+	for _, p := range r.procs {
+		if p.cmd.Process != nil {
+			s.swarm += procCPU(p.cmd.Process.Pid)
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.m = scrapeAll(r.o.Targets) }()
@@ -333,8 +339,8 @@ func (r *run) measure(name, kind string, waiters int, d time.Duration) measured 
 	b := r.sample()
 	w := windowOf(name, kind, waiters, a, b)
 	r.windows = append(r.windows, w)
-	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s; Redis %.3f cores; whole machine %.2f cores busy), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
-		w.CPUCores, w.CPUMicrosPerWaiterSec, w.RedisCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
+	r.logf("  server CPU %.4f cores (%.2f µs/waiter/s; Redis %.3f, swarm %.3f, whole machine %.2f cores busy), Redis %.1f cmds/s (%.1f script runs/s), %.2f cmds/tick",
+		w.CPUCores, w.CPUMicrosPerWaiterSec, w.RedisCores, w.SwarmCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.RedisCallsPerTick)
 	return measured{a, b}
 }
 

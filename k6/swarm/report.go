@@ -24,6 +24,7 @@ type window struct {
 	CPUMicrosPerWaiterSec float64            `json:"server_cpu_us_per_waiter_per_s"`
 	MachineCores          float64            `json:"machine_busy_cores"`
 	RedisCores            float64            `json:"redis_cpu_cores"`
+	SwarmCores            float64            `json:"swarm_cpu_cores"`
 	RedisCallsPerSec      float64            `json:"redis_commands_per_s"`
 	RedisScriptsPerSec    float64            `json:"redis_script_runs_per_s"`
 	Ticks                 float64            `json:"admission_ticks"`
@@ -45,6 +46,7 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	w.CPUSeconds = delta(a, b, "process_cpu_seconds_total")
 	w.CPUCores = w.CPUSeconds / secs
 	w.MachineCores = (b.busy - a.busy) / secs
+	w.SwarmCores = (b.swarm - a.swarm) / secs
 	if waiters > 0 {
 		w.CPUMicrosPerWaiterSec = w.CPUSeconds * 1e6 / float64(waiters) / secs
 	}
@@ -329,10 +331,10 @@ func (rep reportT) table(out io.Writer) {
 			m.When, m.RSSPerWaiterKB, m.HeapInusePerWaiterKB, m.HeapAllocPerWaiterKB, m.StackPerWaiterKB, m.GoroutinesPerWaiter, m.SSEConnections)
 	}
 	p("")
-	p("window\tseconds\twaiters\tserver CPU cores\tµs/waiter/s\tmachine busy cores\tRedis CPU cores\tRedis cmds/s\tscripts/s\tticks\tcmds/tick\tscripts/tick\tposition ev\tadmitted ev")
+	p("window\tseconds\twaiters\tserver CPU cores\tµs/waiter/s\tRedis CPU cores\tswarm CPU cores\tmachine busy cores\tRedis cmds/s\tscripts/s\tticks\tcmds/tick\tscripts/tick\tposition ev\tadmitted ev")
 	for _, w := range rep.Windows {
-		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.2f\t%.3f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
-			w.MachineCores, w.RedisCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
+		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
+			w.RedisCores, w.SwarmCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
 	}
 	if rep.IdleNet != nil {
 		p("idle CPU net of the no-waiter baseline\t%.3f µs/waiter/s", *rep.IdleNet)

@@ -207,3 +207,23 @@ func machineBusy() float64 {
 	}
 	return busy / 100 // USER_HZ
 }
+
+// procCPU reads /proc/<pid>/stat: user + system CPU seconds of one process (0 if gone).
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100 // USER_HZ
+}
