@@ -146,12 +146,7 @@ func TestRedisRestart(t *testing.T) {
 			t.Fatalf("stream %d: %v", i, res)
 		}
 		streams = append(streams, s)
-		logs[i] = &userLog{}
-		go func(u *userLog, s *sseStream) {
-			for ev := range s.events {
-				u.add(ev)
-			}
-		}(logs[i], s)
+		logs[i] = record(s)
 	}
 	defer func() {
 		for _, s := range streams {
@@ -159,15 +154,7 @@ func TestRedisRestart(t *testing.T) {
 		}
 	}()
 	waitFor(t, 10*time.Second, "streams connected", func() bool {
-		for _, u := range logs {
-			u.mu.Lock()
-			k := len(u.positions) + len(u.admitted)
-			u.mu.Unlock()
-			if k == 0 {
-				return false
-			}
-		}
-		return true
+		return all(logs, func(u *userLog) bool { return len(u.positions)+len(u.admitted) > 0 })
 	})
 
 	rs.Stop()
@@ -256,12 +243,7 @@ func TestPubSubKilled(t *testing.T) {
 		tickets[i] = j.Ticket
 		s, _ := openStream(t, in.url+"/api/queues/ps/stream", j.Ticket, "")
 		defer s.close()
-		logs[i] = &userLog{}
-		go func(u *userLog, s *sseStream) {
-			for ev := range s.events {
-				u.add(ev)
-			}
-		}(logs[i], s)
+		logs[i] = record(s)
 	}
 	admin(t, in, "PUT", "/admin/api/queues/ps", map[string]any{"paused": false})
 	for range 3 {
@@ -270,42 +252,8 @@ func TestPubSubKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 15*time.Second, "everyone admitted", func() bool {
-		for _, u := range logs {
-			u.mu.Lock()
-			k := len(u.admitted)
-			u.mu.Unlock()
-			if k == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	admittedAt := make([]int64, n)
-	for i, u := range logs {
-		if len(u.admitted) != 1 {
-			t.Fatalf("user %d: %d admitted events", i, len(u.admitted))
-		}
-		admittedAt[i] = num(u.admitted[0].Data["tick"])
-	}
-	checked := 0
-	for i, u := range logs {
-		last := int64(math.MaxInt64)
-		for _, ev := range u.positions {
-			tick, pos := num(ev.Data["tick"]), num(ev.Data["position"])
-			ahead := 0
-			for j := range i {
-				if admittedAt[j] > tick {
-					ahead++
-				}
-			}
-			if pos != int64(ahead+1) || pos > last {
-				t.Fatalf("user %d at tick %d: position %d, true %d, previous %d", i, tick, pos, ahead+1, last)
-			}
-			last = pos
-			checked++
-		}
-	}
+	waitFor(t, 15*time.Second, "everyone admitted", func() bool { return all(logs, hasAdmitted) })
+	checked := checkTruePositions(t, logs, admittedTicks(t, logs))
 	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
 	t.Logf("pub/sub killed 3 times; %d position events all exact; %s", checked, strings.ReplaceAll(grep(m, "stream_resyncs_total "), "\n", " "))
 	if !strings.Contains(m, "stream_pubsub_errors_total") || strings.Contains(m, "stream_pubsub_errors_total 0\n") {

@@ -57,12 +57,7 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 			t.Fatalf("stream %d: %v", i, res)
 		}
 		streams = append(streams, s)
-		logs[i] = &userLog{}
-		go func(u *userLog, s *sseStream) {
-			for ev := range s.events {
-				u.add(ev)
-			}
-		}(logs[i], s)
+		logs[i] = record(s)
 	}
 	defer func() {
 		for _, s := range streams {
@@ -71,42 +66,17 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 	}()
 	// Everyone has the first position before admission starts.
 	waitFor(t, 10*time.Second, "first positions", func() bool {
-		for _, u := range logs {
-			u.mu.Lock()
-			k := len(u.positions)
-			u.mu.Unlock()
-			if k == 0 {
-				return false
-			}
-		}
-		return true
+		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })
 	})
 	admin(t, ins[1], "PUT", "/admin/api/queues/live", map[string]any{"paused": false})
-	waitFor(t, 30*time.Second, "every user admitted", func() bool {
-		for _, u := range logs {
-			u.mu.Lock()
-			k := len(u.admitted)
-			u.mu.Unlock()
-			if k == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, 30*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
 	time.Sleep(1500 * time.Millisecond) // let any duplicate arrive
 
 	// The tick at which each user was admitted (admission order = join order).
-	admittedAt := make([]int64, n)
+	admittedAt := admittedTicks(t, logs)
 	tokens := map[string]int{}
 	for i, u := range logs {
-		u.mu.Lock()
-		if len(u.admitted) != 1 {
-			t.Fatalf("user %d got %d admitted events", i, len(u.admitted))
-		}
-		a := u.admitted[0]
-		u.mu.Unlock()
-		admittedAt[i] = num(a.Data["tick"])
-		tok, _ := a.Data["token"].(string)
+		tok, _ := u.admitted[0].Data["token"].(string)
 		if prev, dup := tokens[tok]; dup || tok == "" {
 			t.Fatalf("user %d token %q (also user %d)", i, tok, prev)
 		}
@@ -120,31 +90,7 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 			t.Fatalf("user %d admitted at tick %d before user %d (tick %d): not join order", i, admittedAt[i], i-1, admittedAt[i-1])
 		}
 	}
-	// True position of user i at tick T: 1 + users ahead not admitted by T.
-	checked := 0
-	for i, u := range logs {
-		last := int64(1 << 62)
-		for _, ev := range u.positions {
-			tick, pos := num(ev.Data["tick"]), num(ev.Data["position"])
-			ahead := 0
-			for j := range i {
-				if admittedAt[j] > tick {
-					ahead++
-				}
-			}
-			if pos != int64(ahead+1) {
-				t.Fatalf("user %d at tick %d: position %d, true position %d", i, tick, pos, ahead+1)
-			}
-			if pos > last {
-				t.Fatalf("user %d: position went up from %d to %d", i, last, pos)
-			}
-			last = pos
-			checked++
-			if ev.ID == "" || ev.Data["server_time"] == nil {
-				t.Fatalf("user %d: event without id or server_time: %+v", i, ev)
-			}
-		}
-	}
+	checked := checkTruePositions(t, logs, admittedAt)
 	t.Logf("%d position events checked against the true position; %d users admitted once each, in join order", checked, n)
 	if checked < 2*n {
 		t.Fatalf("only %d position events for %d users", checked, n)
@@ -161,4 +107,79 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 		call(t, "GET", ins[0].url+"/admin/api/stats", adminToken, nil, &st)
 		return st.Total == n && len(st.Instances) == 2
 	})
+}
+
+// record collects every event of s into a new userLog.
+func record(s *sseStream) *userLog {
+	u := &userLog{}
+	go func() {
+		for ev := range s.events {
+			u.add(ev)
+		}
+	}()
+	return u
+}
+
+// all reports whether every log satisfies f.
+func all(logs []*userLog, f func(u *userLog) bool) bool {
+	for _, u := range logs {
+		u.mu.Lock()
+		ok := f(u)
+		u.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func hasAdmitted(u *userLog) bool { return len(u.admitted) > 0 }
+
+// admittedTicks returns the tick of each user's one admitted event (users in join order).
+func admittedTicks(t *testing.T, logs []*userLog) []int64 {
+	t.Helper()
+	out := make([]int64, len(logs))
+	for i, u := range logs {
+		u.mu.Lock()
+		if len(u.admitted) != 1 {
+			t.Fatalf("user %d got %d admitted events", i, len(u.admitted))
+		}
+		out[i] = num(u.admitted[0].Data["tick"])
+		u.mu.Unlock()
+	}
+	return out
+}
+
+// checkTruePositions checks every position event against the true position at its tick
+// (1 + users ahead not yet admitted by then; users in join order, admitted in order) and
+// that positions never go up. It returns the number of events checked.
+func checkTruePositions(t *testing.T, logs []*userLog, admittedAt []int64) int {
+	t.Helper()
+	checked := 0
+	for i, u := range logs {
+		last := int64(1 << 62)
+		u.mu.Lock()
+		for _, ev := range u.positions {
+			tick, pos := num(ev.Data["tick"]), num(ev.Data["position"])
+			ahead := 0
+			for j := range i {
+				if admittedAt[j] > tick {
+					ahead++
+				}
+			}
+			if pos != int64(ahead+1) {
+				t.Fatalf("user %d at tick %d: position %d, true position %d", i, tick, pos, ahead+1)
+			}
+			if pos > last {
+				t.Fatalf("user %d: position went up from %d to %d", i, last, pos)
+			}
+			if ev.ID == "" || ev.Data["server_time"] == nil {
+				t.Fatalf("user %d: event without id or server_time: %+v", i, ev)
+			}
+			last = pos
+			checked++
+		}
+		u.mu.Unlock()
+	}
+	return checked
 }

@@ -392,3 +392,14 @@ func jitterDur(d time.Duration, frac float64) time.Duration {
 	j := (rand.Float64()*2 - 1) * frac
 	return time.Duration(float64(d) * (1 + j))
 }
+
+// queueList snapshots the queues with local state.
+func (h *Hub) queueList() []*qhub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	qs := make([]*qhub, 0, len(h.queues))
+	for _, q := range h.queues {
+		qs = append(qs, q)
+	}
+	return qs
+}

@@ -38,12 +38,7 @@ func (h *Hub) flushGone(ctx context.Context) {
 }
 
 func (h *Hub) touchAll(ctx context.Context) {
-	h.mu.Lock()
-	qs := make([]*qhub, 0, len(h.queues))
-	for _, q := range h.queues {
-		qs = append(qs, q)
-	}
-	h.mu.Unlock()
+	qs := h.queueList()
 	for _, qh := range qs {
 		qh.mu.Lock()
 		ids := make([]string, 0, len(qh.conns))

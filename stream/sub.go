@@ -115,12 +115,7 @@ func queueOf(channel string) string {
 }
 
 func (h *Hub) unsyncAll() {
-	h.mu.Lock()
-	qs := make([]*qhub, 0, len(h.queues))
-	for _, q := range h.queues {
-		qs = append(qs, q)
-	}
-	h.mu.Unlock()
+	qs := h.queueList()
 	for _, qh := range qs {
 		qh.mu.Lock()
 		qh.line.synced = false
@@ -201,12 +196,7 @@ func (h *Hub) fanoutLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		h.mu.Lock()
-		qs := make([]*qhub, 0, len(h.queues))
-		for _, q := range h.queues {
-			qs = append(qs, q)
-		}
-		h.mu.Unlock()
+		qs := h.queueList()
 		for _, qh := range qs {
 			h.fanout(ctx, qh)
 		}
@@ -309,12 +299,7 @@ type stateData struct {
 
 // broadcastState sends a "state" event (reconnecting / live) to every stream.
 func (h *Hub) broadcastState(state string) {
-	h.mu.Lock()
-	qs := make([]*qhub, 0, len(h.queues))
-	for _, q := range h.queues {
-		qs = append(qs, q)
-	}
-	h.mu.Unlock()
+	qs := h.queueList()
 	for _, qh := range qs {
 		qh.mu.Lock()
 		b := frame(qh.line.ev, "state", stateData{State: state, ServerTime: stamp()})
