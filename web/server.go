@@ -99,6 +99,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		Immutable:             true, // params and headers outlive the handler in stream set-up
 		ErrorHandler:          handleError(d.Log),
 		ProxyHeader:           cfg.ProxyHeader,
+		EnableIPValidation:    true, // with ProxyHeader: the first valid address of X-Forwarded-For
 		// A stream's connection is hijacked and then written by the hub's workers, so
 		// fasthttp must not close it when the hijack handler returns.
 	})
