@@ -20,7 +20,7 @@ type AdmitConfig struct {
 	Tick         time.Duration // fixed delay between ticks (default 100 ms)
 	Jitter       time.Duration // random extra delay per tick, 0..Jitter (default 0)
 	LeaseTTL     time.Duration // lease time; a dead leader is replaced within it (default 2 s)
-	LeaseRenew   time.Duration // how often the lease is renewed or tried (default 500 ms)
+	LeaseRenew   time.Duration // how often the lease is renewed or tried (default LeaseTTL/4)
 	MaxElapsed   time.Duration // most time one tick may account for (default 3 × Tick)
 	PublishEvery time.Duration // publish a tick message at least this often (default 1 s)
 	SweepLimit   int           // expired tokens / abandoned places handled per tick (default 500)
@@ -36,7 +36,7 @@ func (c AdmitConfig) withDefaults() AdmitConfig {
 	}
 	def(&c.Tick, 100*time.Millisecond)
 	def(&c.LeaseTTL, 2*time.Second)
-	def(&c.LeaseRenew, 500*time.Millisecond)
+	def(&c.LeaseRenew, c.LeaseTTL/4)
 	def(&c.MaxElapsed, 3*c.Tick)
 	def(&c.PublishEvery, time.Second)
 	def(&c.Refresh, time.Second)
@@ -119,6 +119,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 	log := a.cfg.Log.With().Str("queue", name).Logger()
 	var fence int64
 	var rate float64 = -1
+	var waiting int64 = 5000 // until the first tick says
 	nextLease := time.Time{}
 	scheduled := time.Now()
 	timer := time.NewTimer(0)
@@ -171,7 +172,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					rate = s.RatePerSecond
 				}
 			}
-			res, err := a.tick(ctx, name, owner, fence, rate, max(0, now.Sub(scheduled)))
+			res, err := a.tick(ctx, name, owner, fence, rate, waiting, max(0, now.Sub(scheduled)))
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -180,7 +181,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 			case res.fenced:
 				setLeader(0)
 			default:
-				rate = res.rate
+				rate, waiting = res.rate, res.Waiting
 			}
 		}
 		delay := a.cfg.Tick + jitter(a.cfg.Jitter)
@@ -205,13 +206,15 @@ type TickResult struct {
 
 // tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
 // the most the tick may admit; the script uses what it needs.
-func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, lag time.Duration) (TickResult, error) {
+func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, waiting int64, lag time.Duration) (TickResult, error) {
 	k := keysFor(name)
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
-	n = min(n, 5000)
-	keys := make([]string, 13, 13+n)
+	// No more tokens than users who could be waiting: last tick's line plus a margin for
+	// joins since (an idle queue sends a few ids, not thousands).
+	n = min(n, 5000, int(waiting)+64)
+	keys := make([]string, 14, 14+n)
 	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
-		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq()})
+		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire()})
 	grace := a.q.cfg.Grace.Milliseconds()
 	if grace < 0 {
 		grace = 0
@@ -275,5 +278,5 @@ func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error
 	if err != nil {
 		return TickResult{}, err
 	}
-	return a.tick(ctx, name, owner, fence, s.RatePerSecond, 0)
+	return a.tick(ctx, name, owner, fence, s.RatePerSecond, 5000, 0)
 }

@@ -17,7 +17,8 @@
 -- KEYS[11] ev       STRING event counter
 -- KEYS[12] events   pub/sub channel name (passed as a key so it shares the hash tag)
 -- KEYS[13] seq      STRING last sequence handed out
--- KEYS[14…] token keys, one per pre-made token in ARGV[8…] (same order)
+-- KEYS[14] retire   ZSET   admitted ticket -> when its row in tickets may be dropped (ms)
+-- KEYS[15…] token keys, one per pre-made token in ARGV[8…] (same order)
 -- ARGV[1] owner id     ARGV[2] fencing token     ARGV[3] max elapsed ms counted per tick
 -- ARGV[4] abandonment grace ms (0 = off)     ARGV[5] sweep limit per tick
 -- ARGV[6] publish at least every this many ms
@@ -28,11 +29,7 @@
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
   return {-1}
 end
-local function split(s)
-  local out = {}
-  for part in string.gmatch(s .. ':', '([^:]*):') do out[#out + 1] = part end
-  return out
-end
+local RETAIN = 86400000 -- keep a finished ticket's row for a day after its token expires
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
@@ -67,6 +64,14 @@ for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0
   redis.call('ZREM', KEYS[6], tk)
 end
 
+-- Rows of tickets admitted more than a day ago (token long expired or used) are dropped,
+-- so the tickets hash does not grow without end; such a ticket simply joins again.
+for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[14], '-inf', now, 'LIMIT', 0, limit)) do
+  local cur = redis.call('HGET', KEYS[3], tk)
+  if cur and string.sub(cur, 1, 2) ~= 'w:' then redis.call('HDEL', KEYS[3], tk) end
+  redis.call('ZREM', KEYS[14], tk)
+end
+
 -- Places with no sign of life for the grace period leave the line.
 local departed = 0
 local grace = tonumber(ARGV[4])
@@ -88,7 +93,7 @@ end
 local allowance = 0
 if not paused and rate > 0 then allowance = carry + rate * elapsed / 1000 end
 local n = math.floor(allowance)
-local cap = math.min(#ARGV - 7, #KEYS - 13)
+local cap = math.min(#ARGV - 7, #KEYS - 14)
 local waiting = redis.call('ZCARD', KEYS[2])
 local active = redis.call('ZCARD', KEYS[6])
 if max_active > 0 then cap = math.min(cap, math.max(0, max_active - active)) end
@@ -104,10 +109,11 @@ if n > 0 then
     local k = (i + 1) / 2
     local token = ARGV[7 + k]
     local exp = now + ttl
-    redis.call('SET', KEYS[13 + k], tk, 'PX', ttl)
+    redis.call('SET', KEYS[14 + k], tk, 'PX', ttl)
     redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick)
     redis.call('ZADD', KEYS[6], exp, tk)
     redis.call('ZREM', KEYS[4], tk)
+    redis.call('ZADD', KEYS[14], exp + RETAIN, tk)
     head = tonumber(s)
     adm[#adm + 1] = {t = tk, k = token, x = exp, s = head}
   end

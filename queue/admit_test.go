@@ -378,3 +378,45 @@ func TestTokens(t *testing.T) {
 func itoa(n int64) string { return strings.TrimSpace(jsonNum(n)) }
 
 func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestLeaveAfterAdmission: leaving with a live token gives the token up (its max_active
+// slot is free at once) and the ticket's row is scheduled for retirement.
+func TestLeaveAfterAdmission(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "la", 1000, 1)
+	tks := joinN(t, f, "la", 2)
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "la"})
+	var p queue.Place
+	for deadline := time.Now().Add(3 * time.Second); p.State != "admitted" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := a.TickOnce(ctx, "la"); err != nil {
+			t.Fatal(err)
+		}
+		p, _ = f.q.Status(ctx, tks[0])
+	}
+	if p.State != "admitted" {
+		t.Fatalf("not admitted: %+v", p)
+	}
+	if n := f.rdb.ZCard(ctx, "wr:{q:la}:retire").Val(); n != 1 {
+		t.Fatalf("retire set has %d entries, want 1", n)
+	}
+	if err := f.q.Leave(ctx, tks[0]); err != nil {
+		t.Fatal(err)
+	}
+	if f.rdb.Exists(ctx, "wr:{q:la}:token:"+p.Token).Val() != 0 || f.rdb.ZCard(ctx, "wr:{q:la}:active").Val() != 0 {
+		t.Fatal("the token outlived its ticket's leave")
+	}
+	if v, _, _ := f.q.ClaimToken(ctx, tks[0], p.Token, "r", false); v == queue.TokenLive {
+		t.Fatal("a left ticket's token still claims as live")
+	}
+	// max_active 1: the slot is free, so the second user is admitted next.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := a.TickOnce(ctx, "la"); err != nil {
+			t.Fatal(err)
+		}
+		if p2, _ := f.q.Status(ctx, tks[1]); p2.State == "admitted" {
+			return
+		}
+	}
+	t.Fatal("the freed slot was not reused")
+}

@@ -27,6 +27,7 @@ func (k keys) gone() string          { return k.p + "gone" }
 func (k keys) goneNew() string       { return k.p + "gonenew" }
 func (k keys) lease() string         { return k.p + "lease" }
 func (k keys) fence() string         { return k.p + "fence" }
+func (k keys) retire() string        { return k.p + "retire" }
 func (k keys) ev() string            { return k.p + "ev" }
 func (k keys) token(t string) string { return k.p + "token:" + t }
 func (k keys) claim(t string) string { return k.p + "claim:" + t }

@@ -28,6 +28,8 @@ var (
 	snapshotLua string
 	//go:embed token.lua
 	tokenLua string
+	//go:embed touch.lua
+	touchLua string
 
 	joinScript     = redis.NewScript(joinLua)
 	leaveScript    = redis.NewScript(leaveLua)
@@ -35,6 +37,7 @@ var (
 	leaseScript    = redis.NewScript(leaseLua)
 	snapshotScript = redis.NewScript(snapshotLua)
 	tokenScript    = redis.NewScript(tokenLua)
+	touchScript    = redis.NewScript(touchLua)
 )
 
 // Config tunes a Queue. Zero fields take the documented defaults.
@@ -156,21 +159,27 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 // instance in the next tick message, so positions behind move up.
 func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 	k := keysFor(t.Queue)
-	cur, err := q.rdb.HGet(ctx, k.tickets(), t.ID).Result()
-	if err != nil && err != redis.Nil {
-		return fmt.Errorf("leave %s: %w", t.Queue, err)
+	// The token key must be passed in KEYS, so it is read first; if the ticket is admitted
+	// between the read and the script, the script says so and the read is repeated.
+	for range 3 {
+		cur, err := q.rdb.HGet(ctx, k.tickets(), t.ID).Result()
+		if err != nil && err != redis.Nil {
+			return fmt.Errorf("leave %s: %w", t.Queue, err)
+		}
+		st := parseState(cur)
+		n, err := leaveScript.Run(ctx, q.rdb,
+			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token)},
+			t.ID, st.token).Int64()
+		switch {
+		case err != nil:
+			return fmt.Errorf("leave %s: %w", t.Queue, err)
+		case n == 0:
+			return ErrNoPlace
+		case n == 1:
+			return nil
+		}
 	}
-	st := parseState(cur)
-	n, err := leaveScript.Run(ctx, q.rdb,
-		[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token)},
-		t.ID, st.token).Int64()
-	if err != nil {
-		return fmt.Errorf("leave %s: %w", t.Queue, err)
-	}
-	if n == 0 {
-		return ErrNoPlace
-	}
-	return nil
+	return fmt.Errorf("leave %s: ticket state kept changing", t.Queue)
 }
 
 // Touch records a sign of life for waiting tickets of one queue (their streams are open),
@@ -179,15 +188,12 @@ func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	k := keysFor(queue)
-	now := float64(time.Now().UnixMilli())
-	zs := make([]redis.Z, len(ids))
+	args := make([]any, len(ids))
 	for i, id := range ids {
-		zs[i] = redis.Z{Score: now, Member: id}
+		args[i] = id
 	}
-	// XX: only refresh tickets still present, so an admitted or departed ticket is not
-	// brought back.
-	return q.rdb.ZAddXX(ctx, k.seen(), zs...).Err()
+	// Scored with Redis TIME, the clock the abandonment sweep compares with.
+	return touchScript.Run(ctx, q.rdb, []string{keysFor(queue).seen()}, args...).Err()
 }
 
 // Snapshot is the state of one queue at event number Ev, for resynchronisation.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Settings are the live knobs of one queue, stored in Redis so every instance sees a
@@ -89,15 +87,27 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		return Settings{}, false, err
 	}
 	k := keysFor(name)
-	_, err = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.cfg(),
-			"rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64),
-			"max_active", cur.MaxActive,
-			"ttl_ms", cur.TokenTTL.Milliseconds(),
-			"paused", boolStr(cur.Paused),
-			"closed", boolStr(cur.Closed))
-		return nil
-	})
+	// Write only what the patch names (every field when creating), so two partial
+	// updates at once cannot undo each other.
+	var fields []any
+	if created || p.RatePerSecond != nil {
+		fields = append(fields, "rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64))
+	}
+	if created || p.MaxActive != nil {
+		fields = append(fields, "max_active", cur.MaxActive)
+	}
+	if created || p.TokenTTL != nil {
+		fields = append(fields, "ttl_ms", cur.TokenTTL.Milliseconds())
+	}
+	if created || p.Paused != nil {
+		fields = append(fields, "paused", boolStr(cur.Paused))
+	}
+	if created || p.Closed != nil {
+		fields = append(fields, "closed", boolStr(cur.Closed))
+	}
+	if len(fields) > 0 {
+		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
+	}
 	if err != nil {
 		return Settings{}, false, fmt.Errorf("put queue %s: %w", name, err)
 	}
