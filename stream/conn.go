@@ -22,6 +22,7 @@ type conn struct {
 	lastPos   int64
 	lastETA   float64
 	admitted  bool // admitted or expired: no more position events
+	expired   bool // the expired event has been queued
 	checking  bool
 	checkedAt time.Time
 
@@ -48,17 +49,27 @@ func newShard(h *Hub) *shard {
 	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
+// Kinds of frames for push.
+const (
+	framePosition = iota // latest wins
+	framePriority        // never dropped, written first
+	frameFinal           // priority, and no position may follow it (admitted, expired)
+)
+
 // push queues a frame for c; priority frames are never dropped, a position frame replaces
 // any position frame not yet written.
-func (s *shard) push(c *conn, b []byte, priority bool) {
+func (s *shard) push(c *conn, b []byte, kind int) {
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
 		return
 	}
-	if priority {
+	if kind != framePosition {
 		c.pri = append(c.pri, b)
 		s.pri = append(s.pri, c)
+		if kind == frameFinal {
+			c.pos = nil
+		}
 	} else {
 		c.pos = b
 		if !c.queued {

@@ -169,16 +169,20 @@ func (h *Hub) Close(ctx context.Context) error {
 	}
 }
 
-// AcquireIP reserves a stream slot for ip; false when its cap is reached. Every true must
-// be matched by Attach (which releases it when the stream ends) or ReleaseIP.
-func (h *Hub) AcquireIP(ip string) bool {
+// AcquireIP reserves a stream slot for ip: ErrTooMany when its cap is reached, ErrClosed
+// while shutting down. Every nil must be matched by Attach (which releases the slot when
+// the stream ends) or ReleaseIP.
+func (h *Hub) AcquireIP(ip string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || h.ips[ip] >= h.cfg.MaxPerIP {
-		return false
+	if h.closed {
+		return ErrClosed
+	}
+	if h.ips[ip] >= h.cfg.MaxPerIP {
+		return ErrTooMany
 	}
 	h.ips[ip]++
-	return true
+	return nil
 }
 
 // ReleaseIP gives back a slot taken by AcquireIP.
@@ -231,7 +235,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		c.admitted = true
 		first = admittedFrame(qh.line.ev, qh.line.tick, w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
 	case "expired", "used":
-		c.admitted = true
+		c.admitted, c.expired = true, true
 		first = frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick})
 	default:
 		pos := qh.line.position(c.seq)
@@ -246,7 +250,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	c.shard.mu.Lock()
 	c.shard.conns[c] = struct{}{}
 	c.shard.mu.Unlock()
-	c.shard.push(c, append(head, first...), true)
+	c.shard.push(c, append(head, first...), framePriority)
 	qh.mu.Unlock()
 
 	n := h.count.Add(1)
@@ -342,9 +346,14 @@ func (h *Hub) shutdownConns() {
 	}
 	lo := h.cfg.Retry / 4
 	for _, c := range all {
-		d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
-		_ = c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-		_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+		c.shard.mu.Lock()
+		ready := c.ready
+		c.shard.mu.Unlock()
+		if ready { // a stream whose response head never went out just closes
+			d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
+			_ = c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+			_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+		}
 		h.drop(c, "shutdown")
 	}
 }
@@ -363,19 +372,25 @@ func (h *Hub) queueFor(ctx context.Context, name string) (*qhub, error) {
 	}
 	h.mu.Unlock()
 	qh.mu.Lock()
-	defer qh.mu.Unlock()
-	if !qh.line.synced {
-		if err := h.resyncLocked(ctx, qh); err != nil {
+	synced := qh.line.synced
+	qh.mu.Unlock()
+	if !synced {
+		if err := h.resync(ctx, qh); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNotSynced, err)
 		}
 	}
 	return qh, nil
 }
 
-func (h *Hub) resyncLocked(ctx context.Context, qh *qhub) error {
+// resync reads the queue's snapshot from Redis — without holding qh.mu, so a slow or
+// absent Redis never blocks the writers that need the lock to drop a connection — and
+// applies it unless the line has meanwhile moved past it.
+func (h *Hub) resync(ctx context.Context, qh *qhub) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	s, err := h.src.Snapshot(ctx, qh.name)
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
 	if err != nil {
 		qh.line.synced = false
 		return err

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -47,8 +48,8 @@ func (f *hubFixture) attach(t *testing.T, ip string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.hub.AcquireIP(ip) {
-		t.Fatal("ip slot refused")
+	if err := f.hub.AcquireIP(ip); err != nil {
+		t.Fatalf("ip slot refused: %v", err)
 	}
 	server, client := net.Pipe()
 	if err := f.hub.Attach(ctx, server, stream.Waiter{Queue: "h", Ticket: tk.ID, IP: ip, Place: p}); err != nil {
@@ -136,8 +137,8 @@ func TestShutdownSendsJitteredRetry(t *testing.T) {
 	if len(retries) < 2 {
 		t.Fatalf("every client got the same retry %v: not jittered", retries)
 	}
-	if f.hub.AcquireIP("10.9.9.9") {
-		t.Fatal("a closed hub accepted a new stream")
+	if err := f.hub.AcquireIP("10.9.9.9"); !errors.Is(err, stream.ErrClosed) {
+		t.Fatalf("a closed hub answered %v, want ErrClosed", err)
 	}
 }
 
@@ -145,10 +146,10 @@ func TestPerIPCap(t *testing.T) {
 	f := newHub(t, stream.Config{MaxPerIP: 2})
 	f.attach(t, "10.0.2.1")
 	f.attach(t, "10.0.2.1")
-	if f.hub.AcquireIP("10.0.2.1") {
-		t.Fatal("third stream from one address accepted")
+	if err := f.hub.AcquireIP("10.0.2.1"); !errors.Is(err, stream.ErrTooMany) {
+		t.Fatalf("third stream from one address: %v", err)
 	}
-	if !f.hub.AcquireIP("10.0.2.2") {
-		t.Fatal("another address refused")
+	if err := f.hub.AcquireIP("10.0.2.2"); err != nil {
+		t.Fatalf("another address refused: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ type metrics struct {
 	gaps          prometheus.Counter
 	resyncs       prometheus.Counter
 	subErrors     prometheus.Counter
+	silences      prometheus.Counter
 	admittedSent  prometheus.Counter
 	positionsSent prometheus.Counter
 	fanout        prometheus.Histogram
@@ -30,13 +31,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		gaps:          prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_event_gaps_total", Help: "Gaps in event numbers that forced a resync."}),
 		resyncs:       prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_resyncs_total", Help: "Resyncs from the Redis snapshot."}),
 		subErrors:     prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_pubsub_errors_total", Help: "Pub/sub receive errors (the connection is re-established)."}),
+		silences:      prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_pubsub_silences_total", Help: "Times no tick message arrived for 3 s (resync from Redis, connection probed)."}),
 		admittedSent:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sse_admitted_events_total", Help: "admitted events queued to streams."}),
 		positionsSent: prometheus.NewCounter(prometheus.CounterOpts{Name: "sse_position_events_total", Help: "position events queued to streams."}),
 		fanout: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stream_fanout_seconds", Help: "Time to compute one queue's position fan-out.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.admittedSent, m.positionsSent, m.fanout)
+		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout)
 	}
 	return m
 }

@@ -72,6 +72,10 @@ func (h *Hub) subscribe(ctx context.Context) error {
 		}
 	}
 	loadNames()
+	// The leader publishes at least once a second; silence for 3 s means the connection may
+	// be half-open: positions are resynced from Redis each second meanwhile and a PING
+	// probes the connection (a failure makes go-redis reconnect and resubscribe).
+	lastMsg := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,6 +84,15 @@ func (h *Hub) subscribe(ctx context.Context) error {
 			add(n)
 		case <-refresh.C:
 			loadNames()
+			if len(subscribed) > 0 && time.Since(lastMsg) > 3*time.Second {
+				h.m.silences.Inc()
+				h.unsyncAll()
+				go func() {
+					pctx, cancel := context.WithTimeout(ctx, time.Second)
+					defer cancel()
+					_ = ps.Ping(pctx)
+				}()
+			}
 		case m, ok := <-msgs:
 			if !ok {
 				return nil
@@ -98,6 +111,7 @@ func (h *Hub) subscribe(ctx context.Context) error {
 				}
 				h.recovered()
 			case *redis.Message:
+				lastMsg = time.Now()
 				h.recovered()
 				h.onMessage(ctx, queueOf(m.Channel), m.Payload)
 			}
@@ -150,37 +164,40 @@ func (h *Hub) onMessage(ctx context.Context, name, payload string) {
 		return // no local streams for this queue yet; it syncs on first use
 	}
 	qh.mu.Lock()
-	defer qh.mu.Unlock()
-	switch {
-	case qh.line.synced && m.Ev <= qh.line.ev:
-		return // already covered by a snapshot
-	case qh.line.synced && m.Ev == qh.line.ev+1:
-		qh.line.apply(m)
-	default:
-		if qh.line.synced {
-			h.m.gaps.Inc()
-		}
-		if err := h.resyncLocked(ctx, qh); err != nil {
-			h.log.Warn().Err(err).Str("queue", name).Msg("stream: resync")
-			return
-		}
-		if qh.line.ev == m.Ev-1 {
-			qh.line.apply(m)
-		}
+	if qh.line.synced && m.Ev > qh.line.ev+1 {
+		h.m.gaps.Inc()
+		qh.line.synced = false
 	}
+	if !qh.line.synced {
+		qh.mu.Unlock()
+		if err := h.resync(ctx, qh); err != nil {
+			h.log.Warn().Err(err).Str("queue", name).Msg("stream: resync")
+		}
+		qh.mu.Lock()
+	}
+	// A message the snapshot already covers is not applied again, but its admissions and
+	// expiries are still delivered (both are idempotent per connection).
+	if qh.line.synced && m.Ev == qh.line.ev+1 {
+		qh.line.apply(m)
+	}
+	defer qh.mu.Unlock()
 	for _, a := range m.Adm {
 		for _, c := range qh.byTicket[a.Ticket] {
 			if c.admitted {
 				continue
 			}
 			c.admitted = true
-			c.shard.push(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), true)
+			c.shard.push(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), frameFinal)
 			h.m.admittedSent.Inc()
 		}
 	}
 	for _, t := range m.Exp {
 		for _, c := range qh.byTicket[t] {
-			c.shard.push(c, frame(m.Ev, "expired", expiredData{ServerTime: stamp(), Tick: m.Tick}), true)
+			if c.expired {
+				continue
+			}
+			c.admitted, c.expired = true, true
+			c.shard.push(c, frame(m.Ev, "expired", expiredData{ServerTime: stamp(), Tick: m.Tick}), frameFinal)
 		}
 	}
 }
@@ -211,12 +228,14 @@ type change struct {
 func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 	start := time.Now()
 	qh.mu.Lock()
-	if !qh.line.synced {
-		if err := h.resyncLocked(ctx, qh); err != nil {
-			qh.mu.Unlock()
+	synced := qh.line.synced
+	qh.mu.Unlock()
+	if !synced {
+		if err := h.resync(ctx, qh); err != nil {
 			return
 		}
 	}
+	qh.mu.Lock()
 	var changes []change
 	var check []*conn
 	for c := range qh.conns {
@@ -244,7 +263,7 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
 	for _, ch := range changes {
-		ch.c.shard.push(ch.c, h.positionFrame(qh, ch.pos), false)
+		ch.c.shard.push(ch.c, h.positionFrame(qh, ch.pos), framePosition)
 	}
 	qh.mu.Unlock()
 	h.m.positionsSent.Add(float64(len(changes)))
@@ -274,12 +293,14 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	case "admitted":
 		if !c.admitted {
 			c.admitted = true
-			c.shard.push(c, admittedFrame(qh.line.ev, qh.line.tick, qh.name, p.Token, p.TokenExpiresAt), true)
+			c.shard.push(c, admittedFrame(qh.line.ev, qh.line.tick, qh.name, p.Token, p.TokenExpiresAt), frameFinal)
 			h.m.admittedSent.Inc()
 		}
 	case "expired", "used":
-		c.admitted = true
-		c.shard.push(c, frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick}), true)
+		if !c.expired {
+			c.admitted, c.expired = true, true
+			c.shard.push(c, frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick}), frameFinal)
+		}
 	}
 }
 
@@ -304,7 +325,7 @@ func (h *Hub) broadcastState(state string) {
 		qh.mu.Lock()
 		b := frame(qh.line.ev, "state", stateData{State: state, ServerTime: stamp()})
 		for c := range qh.conns {
-			c.shard.push(c, b, true)
+			c.shard.push(c, b, framePriority)
 		}
 		qh.mu.Unlock()
 	}

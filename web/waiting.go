@@ -179,12 +179,22 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if p.State == "waiting" {
+		// Opening a stream is a sign of life: a place whose earlier stream dropped must not
+		// be abandoned while this one is open (the hub refreshes it every grace/3).
+		if err := s.d.Queue.Touch(ctx, name, []string{t.ID}); err != nil {
+			return err
+		}
+	}
 	ip := c.IP()
-	if !s.d.Hub.AcquireIP(ip) {
+	switch err := s.d.Hub.AcquireIP(ip); {
+	case errors.Is(err, stream.ErrTooMany):
 		s.m.streamErr.WithLabelValues("ip_cap").Inc()
 		s.m.rejected.WithLabelValues("ip", "/api/queues/stream").Inc()
 		s.lim.countRejected(c.UserContext(), "ip")
 		return &Error{Status: 429, Code: "too_many_streams", Message: "Too many open streams from your address.", RetryAfter: 5, Scope: "ip"}
+	case err != nil:
+		return &Error{Status: 503, Code: "shutting_down", Message: "This instance is shutting down; reconnect.", RetryAfter: 1}
 	}
 	last, _ := stream.ParseLastEventID(c.Get("Last-Event-ID"))
 	w := stream.Waiter{Queue: name, Ticket: t.ID, IP: ip, LastEventID: last, Place: p}
