@@ -50,6 +50,7 @@ type options struct {
 	JoinConns   int
 	MemWait     time.Duration
 	ConnectConc int
+	Probe       int
 }
 
 func main() {
@@ -91,6 +92,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.PerSrc, "per-src", 20000, "most waiters per source address (ephemeral ports)")
 	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
 	fs.IntVar(&o.ConnectConc, "connect-conc", 200, "most joins+stream handshakes in flight, all processes together (the pace slows when the server does)")
+	fs.IntVar(&o.Probe, "probe", 0, "put the first N waiters in a process of their own that connects first (front of the line): its admission latency is reported apart as probe_* (the server's delay, without the load tool's own queueing)")
 	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), or joins (open-loop joins at -connect-rate for -duration)")
 	fs.IntVar(&o.JoinConns, "join-conns", 512, "joins mode: most joins in flight (kept-alive connections); an arrival finding none free is dropped")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "idle window (queue paused: heartbeats only) after connecting; 0 skips it")
@@ -168,6 +170,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if int(math.Ceil(float64(o.N)/float64(o.Procs))) > o.PerProc {
 		return o, fmt.Errorf("%d waiters over %d processes exceeds -per-proc %d", o.N, o.Procs, o.PerProc)
+	}
+	if o.Probe < 0 || o.Probe >= o.N || o.Probe > o.PerProc {
+		return o, errors.New("-probe must be below -n and -per-proc")
 	}
 	if o.Queue == "" {
 		o.Queue = fmt.Sprintf("swarm-%d", time.Now().Unix())

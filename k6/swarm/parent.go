@@ -17,6 +17,7 @@ import (
 
 // proc is one child process as the parent sees it.
 type proc struct {
+	conn      *connectedMsg // set when its connect phase was awaited already (the probe)
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
 	connected chan connectedMsg
@@ -176,49 +177,74 @@ func runParent(o options) error {
 }
 
 // spawn starts the child processes, each with its share of waiters and a source address.
+// With -probe, process 0 holds only the first -probe waiters and connects before the
+// others: at the front of the line, its streams are admitted while the bulk behind them
+// gets full position fan-outs, and its own process has almost nothing else to read — so
+// its admission latency is the server's, not the load tool's.
 func (r *run) spawn(deadline time.Time) error {
+	o := r.o
+	offset, index := 0, 0
+	if o.Probe > 0 {
+		p, err := r.spawnOne(deadline, index, o.Probe, offset, o.ConnectRate/float64(o.Procs+1), o.Src)
+		if err != nil {
+			return err
+		}
+		m := <-p.connected
+		p.conn = &m
+		r.logf("probe process: %d of %d front waiters connected", m.OK, o.Probe)
+		offset, index = o.Probe, 1
+	}
+	rest := o.N - o.Probe
+	for i := 0; i < o.Procs; i++ {
+		n := rest / o.Procs
+		if i < rest%o.Procs {
+			n++
+		}
+		src := ""
+		if o.Src != "" {
+			src = srcAddr(o.Src, i%o.SrcCount)
+		}
+		if _, err := r.spawnOne(deadline, index, n, offset, o.ConnectRate/float64(o.Procs), src); err != nil {
+			return err
+		}
+		offset += n
+		index++
+	}
+	return nil
+}
+
+func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, src string) (*proc, error) {
 	o := r.o
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	offset := 0
-	for i := 0; i < o.Procs; i++ {
-		n := o.N / o.Procs
-		if i < o.N%o.Procs {
-			n++
-		}
-		cfg := childConfig{Index: i, Targets: o.Targets, Offset: offset, N: n, Rate: o.ConnectRate / float64(o.Procs),
-			Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
-			Conc: max(1, o.ConnectConc/o.Procs)}
-		if o.Mode == "poll" {
-			cfg.Mode = "poll"
-		}
-		if o.Src != "" {
-			cfg.Src = srcAddr(o.Src, i%o.SrcCount)
-		}
-		offset += n
-		b, _ := json.Marshal(cfg)
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), "SWARM_CHILD="+string(b))
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the parent
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start child %d: %w", i, err)
-		}
-		p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1)}
-		go p.read(stdout)
-		r.procs = append(r.procs, p)
+	cfg := childConfig{Index: index, Targets: o.Targets, Offset: offset, N: n, Rate: rate,
+		Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
+		Conc: max(1, o.ConnectConc/o.Procs), Src: src}
+	if o.Mode == "poll" {
+		cfg.Mode = "poll"
 	}
-	return nil
+	b, _ := json.Marshal(cfg)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "SWARM_CHILD="+string(b))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the parent
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start child %d: %w", index, err)
+	}
+	p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1)}
+	go p.read(stdout)
+	r.procs = append(r.procs, p)
+	return p, nil
 }
 
 func (r *run) killAll() {
@@ -238,7 +264,12 @@ func (r *run) broadcast(cmd string) {
 func (r *run) waitConnected() connectedMsg {
 	var total connectedMsg
 	for _, p := range r.procs {
-		m := <-p.connected
+		var m connectedMsg
+		if p.conn != nil {
+			m = *p.conn
+		} else {
+			m = <-p.connected
+		}
 		total.OK += m.OK
 		total.Failed += m.Failed
 		total.Seconds = max(total.Seconds, m.Seconds)

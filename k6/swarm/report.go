@@ -205,6 +205,9 @@ func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIss
 			m := rep.hist[k]
 			m.merge(h)
 			rep.hist[k] = m
+			if o.Probe > 0 && c.Index == 0 && (k == "admitted" || k == "admitted_from_issue" || k == "position") {
+				rep.hist["probe_"+k] = h
+			}
 		}
 		for k, v := range c.Counts {
 			rep.Events[k] += v
