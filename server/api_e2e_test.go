@@ -219,7 +219,8 @@ func TestRateLimitScopes(t *testing.T) {
 	tickets, tokens := admittedUsers(t, in, "rl", 12)
 	buy := map[string]any{"product_id": "p", "quantity": 1}
 
-	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 2, "order_per_ticket_burst": 2, "order_global_per_second": 10, "order_global_burst": 10})
+	// Slow refills (one token per 10 s) so the test's own duration cannot refill a bucket.
+	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 0.1, "order_per_ticket_burst": 2, "order_global_per_second": 0.1, "order_global_burst": 10})
 	time.Sleep(1100 * time.Millisecond) // every instance re-reads limits within 1 s
 	scopes := map[string]int{}
 	for range 6 { // one user hammering: 2 pass (409 sold out), 4 refused per user

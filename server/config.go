@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ type config struct {
 	JoinPerIP       float64
 	FailOpen        bool
 	ProxyHeader     string
+	TrustedProxies  []string
 	ShutdownTimeout time.Duration
 	ReadTimeout     time.Duration
 	WriteTimeout    time.Duration
@@ -114,7 +116,7 @@ var settings = []setting{
 		c.Addr = v
 		return nil
 	}},
-	{"REDIS_URL", "", "redis://host:port/db (cluster/sentinel: redis URLs with addr= params); empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
+	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
 	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL })},
 	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir })},
 	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir })},
@@ -165,7 +167,19 @@ var settings = []setting{
 	{"WR_ORDER_RATE_GLOBAL", "100", "orders per second overall (0 = off)", floatSetting(func(c *config) *float64 { return &c.OrderGlobal }, 0, 1e6)},
 	{"WR_JOIN_RATE_PER_IP", "50", "joins per second per client address (0 = off)", floatSetting(func(c *config) *float64 { return &c.JoinPerIP }, 0, 1e6)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
-	{"WR_PROXY_HEADER", "", "client address header set by a trusted proxy, e.g. X-Forwarded-For", strSetting(func(c *config) *string { return &c.ProxyHeader })},
+	{"WR_PROXY_HEADER", "", "client address header your proxy sets, e.g. X-Forwarded-For; the proxy must overwrite it (as deploy/nginx.conf does), not append", strSetting(func(c *config) *string { return &c.ProxyHeader })},
+	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs whose WR_PROXY_HEADER is believed; empty = every peer's (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			if net.ParseIP(p) == nil {
+				if _, _, err := net.ParseCIDR(p); err != nil {
+					return fmt.Errorf("%q is not an IP address or CIDR", p)
+				}
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
 	{"WR_READ_TIMEOUT", "10s", "a whole request (headers and body) must arrive within this: slowloris guard", durSetting(func(c *config) *time.Duration { return &c.ReadTimeout }, 100*time.Millisecond)},
 	{"WR_WRITE_TIMEOUT", "15s", "deadline for writing one response (streams move theirs per write)", durSetting(func(c *config) *time.Duration { return &c.WriteTimeout }, 100*time.Millisecond)},
 	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},
@@ -189,6 +203,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			}
 			return config{}, fmt.Errorf("invalid %s=%q: %v", s.name, v, err)
 		}
+	}
+	if c.Tick > c.LeaseTTL/4 {
+		return config{}, fmt.Errorf("invalid WR_TICK=%v: must be at most a quarter of WR_LEASE_TTL (%v), or the lease lapses between renewals", c.Tick, c.LeaseTTL)
 	}
 	if c.Secret == "" {
 		c.Secret, c.SecretGenerated = randomHex(32), true
@@ -224,8 +241,12 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
 }
 
-// maskURL hides the password of a URL.
+var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+
+// maskURL hides the password of a URL (user:pass@, password= in a query or in a
+// key=value connection string).
 func maskURL(s string) string {
+	s = passwordParam.ReplaceAllString(s, "${1}***")
 	at := strings.LastIndex(s, "@")
 	scheme := strings.Index(s, "://")
 	if at < 0 || scheme < 0 || at < scheme {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -14,11 +15,15 @@ func TestBadConfigStopsWithOneLine(t *testing.T) {
 	cases := map[string]string{
 		"WR_ADDR": "nonsense", "WR_SECRET": "short", "WR_TICK": "fast", "WR_LOG_LEVEL": "loud",
 		"WR_DEMO_RATE": "-1", "WR_STREAMS_PER_IP": "0", "WR_FAIL_OPEN": "maybe", "WR_INSTANCE_ID": "has space",
+		"WR_TRUSTED_PROXIES": "10.0.0.0/33", "WR_LEASE_TTL": "300ms", // a 100 ms tick is more than a quarter of it
 	}
 	for name, val := range cases {
 		env := map[string]string{name: val}
 		var out bytes.Buffer
-		err := run(context.Background(), func(k string) string { return env[k] }, &out)
+		// Bounded: should a case be valid after all, the server it starts stops again.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := run(ctx, func(k string) string { return env[k] }, &out)
+		cancel()
 		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s=%q: error %v, want one line naming the variable", name, val, err)
 		}
@@ -28,7 +33,7 @@ func TestBadConfigStopsWithOneLine(t *testing.T) {
 func TestSecretsMaskedInStartLog(t *testing.T) {
 	cfg, err := loadConfig(func(k string) string {
 		return map[string]string{"WR_SECRET": "super-secret-value-123", "WR_ADMIN_TOKEN": "admin-secret-456",
-			"DATABASE_URL": "postgres://u:dbpass789@h/db"}[k]
+			"DATABASE_URL": "postgres://u:dbpass789@h/db?sslmode=disable", "REDIS_URL": "redis://h:6379?password=redispass321&addr=h2:6379"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +41,7 @@ func TestSecretsMaskedInStartLog(t *testing.T) {
 	var out bytes.Buffer
 	log := newTestLogger(&out)
 	cfg.logFields(log.Info()).Msg("starting")
-	for _, secret := range []string{"super-secret-value-123", "admin-secret-456", "dbpass789"} {
+	for _, secret := range []string{"super-secret-value-123", "admin-secret-456", "dbpass789", "redispass321"} {
 		if strings.Contains(out.String(), secret) {
 			t.Fatalf("start log shows %q: %s", secret, out.String())
 		}

@@ -125,9 +125,17 @@ func TestHostileClients(t *testing.T) {
 	})
 
 	t.Run("CORS is not open and pages carry security headers", func(t *testing.T) {
-		res := call(t, "POST", in.url+"/api/queues/h/join", "", nil, nil, "Origin", "https://evil.example")
+		var e errResp
+		res := call(t, "POST", in.url+"/api/queues/h/join", "", nil, &e, "Origin", "https://evil.example")
 		if v := res.Header.Get("Access-Control-Allow-Origin"); v != "" {
 			t.Fatalf("join answered a foreign origin with Access-Control-Allow-Origin %q", v)
+		}
+		// A cross-site form cannot join (and overwrite the visitor's ticket cookie).
+		if res.StatusCode != 403 || e.Error.Code != "cross_origin" {
+			t.Fatalf("cross-site join: %d %s", res.StatusCode, e.Error.Code)
+		}
+		if res := call(t, "POST", in.url+"/api/queues/h/join", "", nil, nil, "Origin", in.url); res.StatusCode != 201 {
+			t.Fatalf("same-origin join: %d", res.StatusCode)
 		}
 		req, _ := http.NewRequest("OPTIONS", in.url+"/api/orders", nil)
 		req.Header.Set("Origin", "https://evil.example")

@@ -106,7 +106,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	lim := web.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP
 	srv, err := web.New(web.Config{
-		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, Limits: lim, FailOpen: cfg.FailOpen,
+		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, Limits: lim, FailOpen: cfg.FailOpen,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: hub, Orders: store,
@@ -169,13 +169,20 @@ func openRedis(cfg config, log zerolog.Logger) (redis.UniversalClient, func(), e
 		return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
 	}
 	var rdb redis.UniversalClient
-	if strings.Contains(cfg.RedisURL, "addr=") {
+	switch {
+	case strings.Contains(cfg.RedisURL, "master_name="): // Sentinel: the sentinels' addresses, the master's name
+		o, err := redis.ParseFailoverURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
+		}
+		rdb = redis.NewFailoverClient(o)
+	case strings.Contains(cfg.RedisURL, "addr="): // Cluster: several seed addresses
 		o, err := redis.ParseClusterURL(cfg.RedisURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 		}
 		rdb = redis.NewClusterClient(o)
-	} else {
+	default:
 		o, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)

@@ -7,10 +7,13 @@ import (
 	"context"
 	"html/template"
 	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -31,14 +34,15 @@ type OrderStore interface {
 
 // Config tunes the HTTP server. Zero fields take the documented defaults.
 type Config struct {
-	AdminToken   string        // bearer for /admin/api; empty disables the admin API
-	ProxyHeader  string        // e.g. X-Forwarded-For when behind a trusted proxy; empty = peer address
-	ReadTimeout  time.Duration // whole request must arrive within (10 s): slowloris guard
-	WriteTimeout time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
-	IdleTimeout  time.Duration // keep-alive idle (60 s)
-	Limits       Limits        // initial rate limits; changeable live through the admin API
-	FailOpen     bool          // let orders through without a token while Redis is down
-	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
+	AdminToken     string        // bearer for /admin/api; empty disables the admin API
+	ProxyHeader    string        // e.g. X-Forwarded-For when behind a proxy that overwrites it; empty = peer address
+	TrustedProxies []string      // peers whose ProxyHeader is believed; empty = every peer
+	ReadTimeout    time.Duration // whole request must arrive within (10 s): slowloris guard
+	WriteTimeout   time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
+	IdleTimeout    time.Duration // keep-alive idle (60 s)
+	Limits         Limits        // initial rate limits; changeable live through the admin API
+	FailOpen       bool          // let orders through without a token while Redis is down
+	ReadyTimeout   time.Duration // per-dependency ping in /readyz (1 s)
 }
 
 // Deps are the parts the server is wired to.
@@ -89,17 +93,19 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
 	s.lim = newLimits(d.Queue.Redis(), cfg.Limits, d.Log)
 	s.app = fiber.New(fiber.Config{
-		AppName:               "waitroom",
-		DisableStartupMessage: true,
-		BodyLimit:             64 << 10,
-		ReadBufferSize:        8 << 10, // request line + headers; beyond → 431
-		ReadTimeout:           cfg.ReadTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		IdleTimeout:           cfg.IdleTimeout,
-		Immutable:             true, // params and headers outlive the handler in stream set-up
-		ErrorHandler:          handleError(d.Log),
-		ProxyHeader:           cfg.ProxyHeader,
-		EnableIPValidation:    true, // with ProxyHeader: the first valid address of X-Forwarded-For
+		AppName:                 "waitroom",
+		DisableStartupMessage:   true,
+		BodyLimit:               64 << 10,
+		ReadBufferSize:          8 << 10, // request line + headers; beyond → 431
+		ReadTimeout:             cfg.ReadTimeout,
+		WriteTimeout:            cfg.WriteTimeout,
+		IdleTimeout:             cfg.IdleTimeout,
+		Immutable:               true, // params and headers outlive the handler in stream set-up
+		ErrorHandler:            handleError(d.Log),
+		ProxyHeader:             cfg.ProxyHeader,
+		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
+		TrustedProxies:          cfg.TrustedProxies,
+		EnableIPValidation:      true, // with ProxyHeader: the first valid address of X-Forwarded-For
 		// A stream's connection is hijacked and then written by the hub's workers, so
 		// fasthttp must not close it when the hijack handler returns.
 	})
@@ -124,6 +130,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) routes() {
 	app := s.app
 	app.Use(s.requestLog)
+	// A panic in one handler must not take down the process and every stream on it.
+	app.Use(recover.New())
+	app.Use(sameOrigin)
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", s.metricsHandler())
@@ -151,3 +160,23 @@ func (s *Server) routes() {
 }
 
 func notFound(c *fiber.Ctx) error { return errorf(404, "not_found", "No such resource.") }
+
+// sameOrigin refuses state-changing requests sent by another site's page (a form that
+// would join or leave on the visitor's behalf and overwrite their ticket cookie). Clients
+// that send no Origin (curl, servers, the k6 scripts) are not affected.
+func sameOrigin(c *fiber.Ctx) error {
+	switch c.Method() {
+	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
+		return c.Next()
+	}
+	if c.Get("Sec-Fetch-Site") == "cross-site" {
+		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
+	}
+	if o := c.Get(fiber.HeaderOrigin); o != "" { // "null" (sandboxed frames) has no host: refused
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, c.Get(fiber.HeaderHost)) {
+			return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
+		}
+	}
+	return c.Next()
+}
