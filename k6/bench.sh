@@ -262,12 +262,12 @@ default)
 big19k)
 	start_pg
 	start_servers 1
-	swarm hold-19000 -mode stream -n 19000 -connect-rate 1000 -idle 60s -mem-wait 150s -duration "${BENCH_HOLD:-9m}" -rate 10
+	swarm hold-19000 -mode stream -n 19000 -probe 500 -connect-rate 1000 -idle 60s -mem-wait 150s -duration "${BENCH_HOLD:-9m}" -rate 10
 	;;
 big100k)
 	start_pg
 	start_servers 6
-	swarm hold-100000 -mode stream -n 100000 -connect-rate 1500 -src-count 6 -procs 7 -idle 30s -mem-wait 150s \
+	swarm hold-100000 -mode stream -n 100000 -probe 500 -connect-rate 1500 -src-count 6 -procs 7 -idle 30s -mem-wait 150s \
 		-duration "${BENCH_HOLD:-2m}" -rate 10
 	;;
 env)

@@ -64,7 +64,9 @@ function buildScenarios() {
     t += gapS;
     sc[`step_${i}`] = {
       executor: 'constant-arrival-rate', rate, timeUnit: '1s', duration: STEP, startTime: `${t}s`,
-      preAllocatedVUs: Math.min(Math.max(20, rate), 1000), maxVUs: Math.min(Math.max(100, rate * 4), 3000),
+      // VUs made ahead of time: creating one mid-step takes k6 long enough to drop
+      // arrivals that the server would have served.
+      preAllocatedVUs: Math.min(Math.max(50, rate * 2), 1500), maxVUs: Math.min(Math.max(200, rate * 6), 3000),
       exec: 'order', tags: { step: String(i) }, gracefulStop: '3s',
     };
     t += stepS + 3;

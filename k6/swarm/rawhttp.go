@@ -31,6 +31,7 @@ func dialRaw(ctx context.Context, src net.IP, hostport string) (*rawConn, error)
 	d := net.Dialer{Timeout: 5 * time.Second}
 	if src != nil {
 		d.LocalAddr = &net.TCPAddr{IP: src}
+		d.Control = bindNoPort
 	}
 	nc, err := d.DialContext(ctx, "tcp", hostport)
 	if err != nil {
