@@ -35,6 +35,10 @@ type window struct {
 	AdmittedEvents        float64            `json:"server_admitted_events"`
 	TokensIssued          float64            `json:"tokens_issued"`
 	SSEBytesPerSec        float64            `json:"sse_bytes_per_s"`
+	EventGaps             float64            `json:"stream_event_gaps"`
+	Resyncs               float64            `json:"stream_resyncs"`
+	Disconnects           float64            `json:"sse_disconnects"`
+	TickLagSum            float64            `json:"tick_lag_seconds_sum"`
 	HasRedis              bool               `json:"has_redis"`
 }
 
@@ -55,6 +59,10 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	w.AdmittedEvents = delta(a, b, "sse_admitted_events_total")
 	w.TokensIssued = delta(a, b, "queue_token_issued_total")
 	w.SSEBytesPerSec = delta(a, b, "sse_bytes_written_total") / secs
+	w.EventGaps = delta(a, b, "stream_event_gaps_total")
+	w.Resyncs = delta(a, b, "stream_resyncs_total")
+	w.Disconnects = delta(a, b, "sse_disconnects_total")
+	w.TickLagSum = delta(a, b, "queue_admission_tick_lag_seconds_sum")
 	if w.HasRedis {
 		ca, sa := a.redis.calls()
 		cb, sb := b.redis.calls()
@@ -338,6 +346,11 @@ func (rep reportT) table(out io.Writer) {
 	for _, w := range rep.Windows {
 		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
 			w.RedisCores, w.SwarmCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
+	}
+	for _, w := range rep.Windows {
+		if w.EventGaps+w.Resyncs+w.Disconnects > 0 || (w.Ticks > 0 && w.TickLagSum/w.Ticks > 0.01) {
+			p("  %s\tserver: %.0f event gaps, %.0f resyncs, %.0f stream disconnects, mean tick lag %.1f ms", w.Name, w.EventGaps, w.Resyncs, w.Disconnects, 1000*w.TickLagSum/max(w.Ticks, 1))
+		}
 	}
 	if rep.IdleNet != nil {
 		p("idle CPU net of the no-waiter baseline\t%.3f µs/waiter/s", *rep.IdleNet)
