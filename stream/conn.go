@@ -32,6 +32,7 @@ type conn struct {
 	queued bool
 	closed bool
 	ready  bool // the response head has been written; heartbeats may follow
+	final  bool // admitted/expired queued: later position frames are dropped
 }
 
 // shard owns the writes of a subset of the connections, so one slow client can hold up
@@ -64,11 +65,15 @@ func (s *shard) push(c *conn, b []byte, kind int) {
 		s.mu.Unlock()
 		return
 	}
+	if kind == framePosition && c.final {
+		s.mu.Unlock()
+		return // admitted or expired already queued: no position after it
+	}
 	if kind != framePosition {
 		c.pri = append(c.pri, b)
 		s.pri = append(s.pri, c)
 		if kind == frameFinal {
-			c.pos = nil
+			c.pos, c.final = nil, true
 		}
 	} else {
 		c.pos = b
@@ -99,35 +104,47 @@ func (s *shard) run(ctx context.Context) {
 	}
 }
 
-// flush writes everything pending: every priority frame first, then positions in the
-// order the fan-out queued them (front of the line first).
+// flushChunk is how many position frames are written between two looks at the priority
+// list, so an admitted event waits for at most one chunk, not a whole fan-out.
+const flushChunk = 32
+
+type job struct {
+	c      *conn
+	frames [][]byte
+}
+
+// flush writes everything pending: priority frames first, then positions in the order the
+// fan-out queued them (front of the line first), a chunk at a time, looking for new
+// priority frames between chunks.
 func (s *shard) flush() {
+	jobs := make([]job, 0, flushChunk)
 	for {
+		jobs = jobs[:0]
 		s.mu.Lock()
-		pri, dirty := s.pri, s.dirty
-		s.pri, s.dirty = nil, nil
-		type job struct {
-			c      *conn
-			frames [][]byte
-		}
-		jobs := make([]job, 0, len(pri)+len(dirty))
-		for _, c := range pri {
-			if len(c.pri) > 0 && !c.closed {
-				jobs = append(jobs, job{c, c.pri})
-				c.pri = nil
+		if len(s.pri) > 0 {
+			for _, c := range s.pri {
+				if len(c.pri) > 0 && !c.closed {
+					jobs = append(jobs, job{c, c.pri})
+					c.pri = nil
+				}
+			}
+			s.pri = s.pri[:0]
+		} else {
+			n := min(flushChunk, len(s.dirty))
+			for _, c := range s.dirty[:n] {
+				c.queued = false
+				if c.pos != nil && !c.closed {
+					jobs = append(jobs, job{c, [][]byte{c.pos}})
+					c.pos = nil
+				}
+			}
+			s.dirty = s.dirty[n:]
+			if len(s.dirty) == 0 {
+				s.dirty = nil
 			}
 		}
-		for _, c := range dirty {
-			c.queued = false
-			if c.pos != nil && !c.closed {
-				jobs = append(jobs, job{c, [][]byte{c.pos}})
-				c.pos = nil
-			}
-		}
+		idle := len(s.pri) == 0 && len(s.dirty) == 0
 		s.mu.Unlock()
-		if len(jobs) == 0 {
-			return
-		}
 		for _, j := range jobs {
 			ok := true
 			for _, b := range j.frames {
@@ -140,6 +157,13 @@ func (s *shard) flush() {
 				j.c.ready = true
 				s.mu.Unlock()
 			}
+		}
+		if idle && len(jobs) == 0 {
+			return
+		}
+		if idle {
+			// One more look: frames pushed while these were written.
+			continue
 		}
 	}
 }

@@ -6,17 +6,8 @@ import (
 	"time"
 )
 
-// Event payloads, as the public contract (API.md) names their fields.
-type positionData struct {
-	Position      int64    `json:"position"`
-	Waiting       int64    `json:"waiting"`
-	ETASeconds    *float64 `json:"eta_seconds"`
-	RatePerSecond float64  `json:"rate_per_second"`
-	AdmitRate     float64  `json:"admit_rate"`
-	ServerTime    string   `json:"server_time"`
-	Tick          int64    `json:"tick"`
-}
-
+// Event payloads, as the public contract (API.md) names their fields. Position events are
+// rendered by positionRenderer (hub.go).
 type admittedData struct {
 	Token          string `json:"token"`
 	TokenExpiresAt string `json:"token_expires_at"`

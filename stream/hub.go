@@ -279,15 +279,51 @@ func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byt
 }
 
 func (h *Hub) positionFrame(qh *qhub, pos int64) []byte {
-	l := &qh.line
+	return newPositionRenderer(&qh.line).render(pos)
+}
+
+// positionRenderer renders position events of one line state; the JSON is written by
+// hand (it is the fan-out's hot path: one event per changed waiter per second).
+type positionRenderer struct {
+	l      line // copy of the scalar state (gone is not used)
+	prefix []byte
+	suffix []byte
+}
+
+func newPositionRenderer(l *line) *positionRenderer {
+	r := &positionRenderer{l: line{ev: l.ev, tick: l.tick, head: l.head, waiting: l.waiting,
+		rate: l.rate, arate: l.arate, paused: l.paused}}
 	rate := l.rate
 	if l.paused {
 		rate = 0 // nobody is let in while paused
 	}
-	return frame(l.ev, "position", positionData{
-		Position: pos, Waiting: l.waiting, ETASeconds: etaPtr(l.eta(pos)),
-		RatePerSecond: rate, AdmitRate: round2(l.arate), ServerTime: stamp(), Tick: l.tick,
-	})
+	r.prefix = strconv.AppendInt([]byte("id: "), l.ev, 10)
+	r.prefix = append(r.prefix, "\nevent: position\ndata: {\"position\":"...)
+	r.suffix = append(r.suffix, ",\"rate_per_second\":"...)
+	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
+	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
+	r.suffix = strconv.AppendFloat(r.suffix, round2(l.arate), 'f', -1, 64)
+	r.suffix = append(r.suffix, ",\"server_time\":\""...)
+	r.suffix = append(r.suffix, stamp()...)
+	r.suffix = append(r.suffix, "\",\"tick\":"...)
+	r.suffix = strconv.AppendInt(r.suffix, l.tick, 10)
+	r.suffix = append(r.suffix, "}\n\n"...)
+	return r
+}
+
+func (r *positionRenderer) render(pos int64) []byte {
+	b := make([]byte, 0, len(r.prefix)+len(r.suffix)+48)
+	b = append(b, r.prefix...)
+	b = strconv.AppendInt(b, pos, 10)
+	b = append(b, ",\"waiting\":"...)
+	b = strconv.AppendInt(b, r.l.waiting, 10)
+	b = append(b, ",\"eta_seconds\":"...)
+	if eta := r.l.eta(pos); eta >= 0 {
+		b = strconv.AppendFloat(b, eta, 'f', -1, 64)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, r.suffix...)
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +157,34 @@ func FuzzParseLastEventID(f *testing.F) {
 			t.Fatalf("rejected %q but returned %d", s, n)
 		}
 	})
+}
+
+func TestPositionRendererIsValidJSON(t *testing.T) {
+	for _, l := range []line{
+		{ev: 7, tick: 42, waiting: 100, rate: 5, arate: 4.567},
+		{ev: 1, tick: 1, waiting: 3, rate: 2.5, paused: true},
+		{ev: 9, tick: 2, waiting: 1, rate: 0, arate: 0},
+	} {
+		b := newPositionRenderer(&l).render(3)
+		s := string(b)
+		if !strings.HasPrefix(s, "id: ") || !strings.HasSuffix(s, "\n\n") {
+			t.Fatalf("frame %q", s)
+		}
+		data := strings.TrimPrefix(strings.Split(s, "\n")[2], "data: ")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		for _, k := range []string{"position", "waiting", "eta_seconds", "rate_per_second", "admit_rate", "server_time", "tick"} {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("%q lacks %s", data, k)
+			}
+		}
+		if m["position"] != 3.0 || (l.paused && (m["eta_seconds"] != nil || m["rate_per_second"] != 0.0)) {
+			t.Fatalf("%q for %+v", data, l)
+		}
+		if !l.paused && l.rate > 0 && m["eta_seconds"] == nil {
+			t.Fatalf("%q: no ETA for a running queue", data)
+		}
+	}
 }

@@ -261,11 +261,15 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 			changes = append(changes, change{c, pos})
 		}
 	}
+	r := newPositionRenderer(&qh.line)
+	qh.mu.Unlock()
+	// Rendering and queueing happen outside the queue's lock, so a tick message (and its
+	// admitted events) never waits for a fan-out; a position can no longer overtake an
+	// admitted event because push refuses positions after a final frame.
 	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
 	for _, ch := range changes {
-		ch.c.shard.push(ch.c, h.positionFrame(qh, ch.pos), framePosition)
+		ch.c.shard.push(ch.c, r.render(ch.pos), framePosition)
 	}
-	qh.mu.Unlock()
 	h.m.positionsSent.Add(float64(len(changes)))
 	h.m.fanout.Observe(time.Since(start).Seconds())
 	for _, c := range check {
