@@ -15,6 +15,8 @@
 #   BENCH_ONLY="swarm500 compare idle10k joingo joinrate knee spike"   run a subset (default size)
 #   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
 #   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
+#   BENCH_SERVER_ENV="WR_UPDATE_INTERVAL=3s …"   extra server settings (no spaces inside values)
+#   PG_BINDIR=dir        PostgreSQL server binaries (default: newest /usr/lib/postgresql/*/bin)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,6 +25,19 @@ SIZE=${BENCH_SIZE:-default}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${BENCH_OUT:-$ROOT/k6/results/$STAMP-$SIZE}
 ONLY=${BENCH_ONLY:-swarm500 compare idle10k joingo joinrate knee spike}
+# What the suite needs from the machine (command:Debian package).
+PG_BIN=${PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+for tool in go:golang redis-server:redis-server redis-cli:redis-tools curl:curl jq:jq bc:bc ss:iproute2; do
+	if ! command -v "${tool%%:*}" >/dev/null; then
+		echo "bench.sh: ${tool%%:*} is missing (apt-get install -y ${tool#*:})" >&2
+		exit 1
+	fi
+done
+if [ ! -x "$PG_BIN/initdb" ] || [ ! -x "$PG_BIN/postgres" ]; then
+	echo "bench.sh: PostgreSQL server binaries not found (apt-get install -y postgresql, or PG_BINDIR=…)" >&2
+	exit 1
+fi
+
 WORK=$(mktemp -d /tmp/wr-bench.XXXXXX)
 chmod 755 "$WORK"
 ADMIN_TOKEN=bench-admin-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -70,7 +85,7 @@ cleanup() {
 	stop_servers
 	stop_pid "$REDIS_PID" 5
 	if [ -n "$PG_DIR" ] && [ -f "$PG_DIR/postmaster.pid" ]; then
-		as_pg /usr/lib/postgresql/15/bin/pg_ctl -D "$PG_DIR" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
+		as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
 	fi
 	rm -rf "$WORK"
 	log "stopped everything this run started; results in $OUT"
@@ -126,7 +141,7 @@ start_redis() {
 }
 
 start_pg() {
-	local bin=/usr/lib/postgresql/15/bin
+	local bin=$PG_BIN
 	PG_PORT=$(free_port)
 	PG_DIR=$WORK/pg
 	mkdir -p "$PG_DIR"
