@@ -173,6 +173,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 				}
 			}
 			res, err := a.tick(ctx, name, owner, fence, rate, waiting, max(0, now.Sub(scheduled)))
+			a.q.m.tickDur.WithLabelValues(name).Observe(time.Since(now).Seconds())
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {

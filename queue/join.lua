@@ -7,11 +7,13 @@
 -- KEYS[6] clock    HASH  admission state (head, measured rate)
 -- ARGV[1] ticket id
 -- ARGV[2] "1" to join, "0" to only read the state (status)
--- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state}
+-- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused}
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status only)
-local cfg = redis.call('HGETALL', KEYS[1])
-if #cfg == 0 then return {-1} end
-local closed = redis.call('HGET', KEYS[1], 'closed') == '1'
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused')
+local closed = cf[1] == '1'
+local rate_milli = math.floor((tonumber(cf[2] or '0') or 0) * 1000)
+local paused = (cf[3] == '1') and 1 or 0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local arate = tonumber(redis.call('HGET', KEYS[6], 'arate') or '0')
@@ -21,16 +23,16 @@ if cur then
   if st == 'w' then
     redis.call('ZADD', KEYS[5], now, ARGV[1])
     local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
-    return {1, tonumber(seq), pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting'}
+    return {1, tonumber(seq), pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting', rate_milli, paused}
   end
   if st == 'a' and tonumber(exp) > now then
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), token, tonumber(exp), 'admitted'}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), token, tonumber(exp), 'admitted', rate_milli, paused}
   end
   if ARGV[2] == '0' then
     local name = 'expired'
     if st == 'u' then name = 'used' end
     if st == 'a' then name = 'expired' end
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, name}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, name, rate_milli, paused}
   end
 end
 if ARGV[2] == '0' then return {-3} end
@@ -40,4 +42,4 @@ redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])
 local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
-return {0, seq, pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting'}
+return {0, seq, pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting', rate_milli, paused}

@@ -8,6 +8,7 @@ type metrics struct {
 	waiting       *prometheus.GaugeVec
 	active        *prometheus.GaugeVec
 	tickLag       *prometheus.HistogramVec
+	tickDur       *prometheus.HistogramVec
 	leaderChanges *prometheus.CounterVec
 	leader        *prometheus.GaugeVec
 	expired       *prometheus.CounterVec
@@ -33,6 +34,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "How late an admission tick started compared with its schedule.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"queue"}),
+		tickDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "queue_admission_tick_duration_seconds",
+			Help:    "How long one admission tick took (lease renewal and admit script).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"queue"}),
 		leaderChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_leader_changes_total", Help: "Times this instance took the admission lease of a queue.",
 		}, []string{"queue"}),
@@ -47,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"queue"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.leaderChanges, m.leader, m.expired, m.abandoned)
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned)
 	}
 	return m
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,15 @@ func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queu
 	return &Queue{rdb: rdb, cfg: cfg.withDefaults(), m: newMetrics(reg)}
 }
 
+// WithClient returns a Queue on another client sharing this one's settings and metrics
+// (the admission loops get their own connection pool, so request traffic cannot starve
+// them).
+func (q *Queue) WithClient(rdb redis.UniversalClient) *Queue {
+	c := *q
+	c.rdb = rdb
+	return &c
+}
+
 // Redis returns the client the queue uses (the stream hub subscribes with it).
 func (q *Queue) Redis() redis.UniversalClient { return q.rdb }
 
@@ -82,13 +92,20 @@ type Place struct {
 	Position       int64 // 1 = next to be admitted; 0 when not waiting
 	Waiting        int64
 	AdmitRate      float64 // measured users/s (moving average)
+	Rate           float64 // configured users/s
+	Paused         bool
 	Token          string
 	TokenExpiresAt time.Time
+	Tick           int64 // the admission tick, for an admitted ticket read by TicketState
 }
 
-// ETA estimates the wait from the measured admit rate; -1 when no estimate exists.
-func (p Place) ETA(configuredRate float64) float64 {
-	return ETA(p.Position, p.AdmitRate, configuredRate)
+// ETA estimates the wait from the measured admit rate; -1 when no estimate exists
+// (paused, or rate 0).
+func (p Place) ETA() float64 {
+	if p.Paused {
+		return -1
+	}
+	return ETA(p.Position, p.AdmitRate, p.Rate)
 }
 
 // ETA is position / measured rate, falling back to the configured rate while nothing has
@@ -148,6 +165,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
 		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: toString(res[7]),
+		Rate: float64(toInt(res[8])) / 1000, Paused: toInt(res[9]) == 1,
 	}
 	if exp := toInt(res[6]); exp > 0 {
 		p.TokenExpiresAt = time.UnixMilli(exp)
@@ -243,6 +261,7 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 	case "a":
 		p.State = "admitted"
 		p.TokenExpiresAt = time.UnixMilli(st.exp)
+		p.Tick, _ = strconv.ParseInt(st.extra, 10, 64)
 		if !p.TokenExpiresAt.After(time.Now()) {
 			p.State = "expired"
 		}

@@ -61,7 +61,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer ln.Close()
 
-	rdb, closeRedis, err := openRedis(cfg, log)
+	rdb, closeRedis, err := openRedis(cfg, log, nil)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 	}, reg)
-	admitter := queue.NewAdmitter(q, queue.AdmitConfig{
+	// The admission loops get their own small connection pool: request traffic exhausting
+	// the main pool must not slow admission down (seed 000's lesson, measured here with
+	// 5,000 pollers).
+	admitRDB, closeAdmitRedis, err := openRedis(cfg, log, rdb)
+	if err != nil {
+		return err
+	}
+	defer closeAdmitRedis()
+	admitter := queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
 	})
 	lim := web.DefaultLimits()
@@ -158,7 +166,16 @@ func waitOr(ctx context.Context, ch <-chan struct{}) {
 
 // openRedis connects to REDIS_URL, or starts an in-process Redis (miniredis) for a
 // zero-config single-instance run.
-func openRedis(cfg config, log zerolog.Logger) (redis.UniversalClient, func(), error) {
+func openRedis(cfg config, log zerolog.Logger, main redis.UniversalClient) (redis.UniversalClient, func(), error) {
+	if cfg.RedisURL == "" && main != nil {
+		// The in-process Redis: a second client on the same address.
+		c, ok := main.(*redis.Client)
+		if !ok {
+			return main, func() {}, nil
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: c.Options().Addr, PoolSize: 4})
+		return rdb, func() { _ = rdb.Close() }, nil
+	}
 	if cfg.RedisURL == "" {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {

@@ -233,7 +233,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	switch w.Place.State {
 	case "admitted":
 		c.admitted = true
-		first = admittedFrame(qh.line.ev, qh.line.tick, w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
+		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
 	case "expired", "used":
 		c.admitted, c.expired = true, true
 		first = frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick})
@@ -269,6 +269,14 @@ func responseHead(retry time.Duration) []byte {
 		"retry: ")
 	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
 	return append(b, "\n\n"...)
+}
+
+// admitTick is the tick a ticket was admitted at (stored with it), else the line's.
+func admitTick(p queue.Place, fallback int64) int64 {
+	if p.Tick > 0 {
+		return p.Tick
+	}
+	return fallback
 }
 
 func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byte {

@@ -297,7 +297,7 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	case "admitted":
 		if !c.admitted {
 			c.admitted = true
-			c.shard.push(c, admittedFrame(qh.line.ev, qh.line.tick, qh.name, p.Token, p.TokenExpiresAt), frameFinal)
+			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, p.Token, p.TokenExpiresAt), frameFinal)
 			h.m.admittedSent.Inc()
 		}
 	case "expired", "used":

@@ -30,10 +30,10 @@ type placeJSON struct {
 	TokenExpiresAt string   `json:"token_expires_at,omitempty"`
 }
 
-func (s *Server) placeBody(raw string, p queue.Place, rate float64) placeJSON {
+func (s *Server) placeBody(raw string, p queue.Place) placeJSON {
 	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Position: p.Position, Waiting: p.Waiting,
 		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream"}
-	if eta := p.ETA(rate); eta >= 0 {
+	if eta := p.ETA(); eta >= 0 {
 		out.ETASeconds = &eta
 	}
 	if p.State == "admitted" {
@@ -114,20 +114,12 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(s.placeBody(raw, p, s.rateOf(c.UserContext(), name)))
+	return c.Status(status).JSON(s.placeBody(raw, p))
 }
 
 func (s *Server) setTicketCookie(c *fiber.Ctx, raw string) {
 	c.Cookie(&fiber.Cookie{Name: TicketCookie, Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
 		Secure: c.Protocol() == "https", MaxAge: 24 * 3600})
-}
-
-func (s *Server) rateOf(ctx context.Context, name string) float64 {
-	st, err := s.d.Queue.Settings(ctx, name)
-	if err != nil || st.Paused {
-		return 0
-	}
-	return st.RatePerSecond
 }
 
 func (s *Server) status(c *fiber.Ctx) error {
@@ -143,7 +135,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.placeBody(raw, p, s.rateOf(c.UserContext(), name)))
+	return c.JSON(s.placeBody(raw, p))
 }
 
 func (s *Server) leave(c *fiber.Ctx) error {
