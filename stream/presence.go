@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // presenceLoop keeps the places of open streams alive (abandonment works from the last
@@ -117,11 +119,16 @@ func (h *Hub) Instances(ctx context.Context) ([]Instance, error) {
 	for i, id := range ids {
 		keys[i] = instanceKey(id)
 	}
-	// MGET across keys is fine on one Redis; on a Cluster each key is fetched alone.
-	vals := make([]any, len(keys))
+	// One pipeline of GETs (not MGET: on a Redis Cluster the keys live in different slots).
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
-		v, err := rdb.Get(ctx, k).Result()
-		if err == nil {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	vals := make([]any, len(keys))
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil {
 			vals[i] = v
 		}
 	}

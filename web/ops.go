@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -127,18 +128,4 @@ func (s *Server) metricsHandler() fiber.Handler {
 	}
 }
 
-func itoa(n int) string {
-	const digits = "0123456789"
-	if n >= 100 && n < 1000 {
-		return string([]byte{digits[n/100], digits[n/10%10], digits[n%10]})
-	}
-	b := []byte{}
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		b = append([]byte{digits[n%10]}, b...)
-		n /= 10
-	}
-	return string(b)
-}
+func itoa(n int) string { return strconv.Itoa(n) }
