@@ -192,17 +192,26 @@ func openRedis(cfg config, log zerolog.Logger, main redis.UniversalClient) (redi
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 		}
+		if main != nil {
+			o.PoolSize = 4 // the admission loops' own pool
+		}
 		rdb = redis.NewFailoverClient(o)
 	case strings.Contains(cfg.RedisURL, "addr="): // Cluster: several seed addresses
 		o, err := redis.ParseClusterURL(cfg.RedisURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 		}
+		if main != nil {
+			o.PoolSize = 4 // the admission loops' own pool
+		}
 		rdb = redis.NewClusterClient(o)
 	default:
 		o, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
+		}
+		if main != nil {
+			o.PoolSize = 4 // the admission loops' own pool
 		}
 		rdb = redis.NewClient(o)
 	}
