@@ -141,18 +141,10 @@ func TestRedisRestart(t *testing.T) {
 	logs := make([]*userLog, n)
 	var streams []*sseStream
 	for i := range n {
-		s, res := openStream(t, in.url+"/api/queues/rr/stream", tickets[i], "")
-		if s == nil {
-			t.Fatalf("stream %d: %v", i, res)
-		}
-		streams = append(streams, s)
-		logs[i] = record(s)
+		st := mustStream(t, in.url+"/api/queues/rr/stream", tickets[i])
+		streams = append(streams, st)
+		logs[i] = record(st)
 	}
-	defer func() {
-		for _, s := range streams {
-			s.close()
-		}
-	}()
 	waitFor(t, 10*time.Second, "streams connected", func() bool {
 		return all(logs, func(u *userLog) bool { return len(u.positions)+len(u.admitted) > 0 })
 	})

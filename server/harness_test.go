@@ -328,6 +328,17 @@ func (s *sseStream) read() {
 
 func (s *sseStream) close() { _ = s.res.Body.Close(); <-s.done }
 
+// mustStream opens a stream that must succeed; it is closed when the test ends.
+func mustStream(t *testing.T, url, ticket string) *sseStream {
+	t.Helper()
+	s, res := openStream(t, url, ticket, "")
+	if s == nil {
+		t.Fatalf("stream %s: %v", url, res)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
 // next waits for the next event of one of the names (any when none given).
 func (s *sseStream) next(t *testing.T, timeout time.Duration, names ...string) (sseEvent, bool) {
 	t.Helper()

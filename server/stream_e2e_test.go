@@ -44,7 +44,6 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 	const n = 200
 	tickets := make([]string, n)
 	logs := make([]*userLog, n)
-	var streams []*sseStream
 	for i := range n {
 		in := ins[i%2]
 		var j joinResp
@@ -52,18 +51,8 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 			t.Fatalf("join %d: %d position %d", i, res.StatusCode, j.Position)
 		}
 		tickets[i] = j.Ticket
-		s, res := openStream(t, in.url+"/api/queues/live/stream", j.Ticket, "")
-		if s == nil {
-			t.Fatalf("stream %d: %v", i, res)
-		}
-		streams = append(streams, s)
-		logs[i] = record(s)
+		logs[i] = record(mustStream(t, in.url+"/api/queues/live/stream", j.Ticket))
 	}
-	defer func() {
-		for _, s := range streams {
-			s.close()
-		}
-	}()
 	// Everyone has the first position before admission starts.
 	waitFor(t, 10*time.Second, "first positions", func() bool {
 		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })

@@ -72,6 +72,15 @@ func (s *Server) ticketFor(c *fiber.Ctx, name string) (queue.Ticket, string, err
 	return t, raw, nil
 }
 
+// pathTicket is the request's ticket for the queue named in the path.
+func (s *Server) pathTicket(c *fiber.Ctx) (queue.Ticket, string, error) {
+	name, err := queueParam(c)
+	if err != nil {
+		return queue.Ticket{}, "", err
+	}
+	return s.ticketFor(c, name)
+}
+
 func queueParam(c *fiber.Ctx) (string, error) {
 	name := c.Params("queue")
 	if !queue.ValidName(name) {
@@ -123,11 +132,7 @@ func (s *Server) setTicketCookie(c *fiber.Ctx, raw string) {
 }
 
 func (s *Server) status(c *fiber.Ctx) error {
-	name, err := queueParam(c)
-	if err != nil {
-		return err
-	}
-	t, raw, err := s.ticketFor(c, name)
+	t, raw, err := s.pathTicket(c)
 	if err != nil {
 		return err
 	}
@@ -139,11 +144,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 }
 
 func (s *Server) leave(c *fiber.Ctx) error {
-	name, err := queueParam(c)
-	if err != nil {
-		return err
-	}
-	t, _, err := s.ticketFor(c, name)
+	t, _, err := s.pathTicket(c)
 	if err != nil {
 		return err
 	}
