@@ -33,6 +33,9 @@ type conn struct {
 	closed bool
 	ready  bool // the response head has been written; heartbeats may follow
 	final  bool // admitted/expired queued: later position frames are dropped
+	// admitAt is when Redis admitted this stream's ticket, set while its live admitted
+	// frame waits to be written (for sse_admitted_delivery_seconds).
+	admitAt time.Time
 }
 
 // shard owns the writes of a subset of the connections, so one slow client can hold up
@@ -59,7 +62,11 @@ const (
 
 // push queues a frame for c; priority frames are never dropped, a position frame replaces
 // any position frame not yet written.
-func (s *shard) push(c *conn, b []byte, kind int) {
+func (s *shard) push(c *conn, b []byte, kind int) { s.pushAt(c, b, kind, time.Time{}) }
+
+// pushAt is push for a frame that reports an admission made at admitAt (Redis time): its
+// delivery delay is observed once the frame is written.
+func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
@@ -72,6 +79,9 @@ func (s *shard) push(c *conn, b []byte, kind int) {
 	if kind != framePosition {
 		c.pri = append(c.pri, b)
 		s.pri = append(s.pri, c)
+		if !admitAt.IsZero() {
+			c.admitAt = admitAt
+		}
 		if kind == frameFinal {
 			c.pos, c.final = nil, true
 		}
@@ -109,8 +119,9 @@ func (s *shard) run(ctx context.Context) {
 const flushChunk = 32
 
 type job struct {
-	c      *conn
-	frames [][]byte
+	c       *conn
+	frames  [][]byte
+	admitAt time.Time
 }
 
 // flush writes everything pending: priority frames first, then positions in the order the
@@ -124,8 +135,8 @@ func (s *shard) flush() {
 		if len(s.pri) > 0 {
 			for _, c := range s.pri {
 				if len(c.pri) > 0 && !c.closed {
-					jobs = append(jobs, job{c, c.pri})
-					c.pri = nil
+					jobs = append(jobs, job{c, c.pri, c.admitAt})
+					c.pri, c.admitAt = nil, time.Time{}
 				}
 			}
 			s.pri = s.pri[:0]
@@ -134,7 +145,7 @@ func (s *shard) flush() {
 			for _, c := range s.dirty[:n] {
 				c.queued = false
 				if c.pos != nil && !c.closed {
-					jobs = append(jobs, job{c, [][]byte{c.pos}})
+					jobs = append(jobs, job{c: c, frames: [][]byte{c.pos}})
 					c.pos = nil
 				}
 			}
@@ -151,6 +162,9 @@ func (s *shard) flush() {
 				if ok = s.write(j.c, b); !ok {
 					break
 				}
+			}
+			if ok && !j.admitAt.IsZero() {
+				s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
 			}
 			if ok && !j.c.ready {
 				s.mu.Lock()

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/stream"
@@ -24,13 +27,18 @@ type hubFixture struct {
 
 func newHub(t *testing.T, cfg stream.Config) *hubFixture {
 	t.Helper()
+	return newHubWith(t, cfg, nil)
+}
+
+func newHubWith(t *testing.T, cfg stream.Config, reg prometheus.Registerer) *hubFixture {
+	t.Helper()
 	rs := redistest.Start(t)
 	q := queue.New(rs.Client(), queue.Config{Grace: -1}, nil)
 	zero := 0.0
 	if _, _, err := q.Put(context.Background(), "h", queue.SettingsPatch{RatePerSecond: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), hub: stream.NewHub(q, cfg, nil), done: make(chan error, 1)}
+	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), hub: stream.NewHub(q, cfg, reg), done: make(chan error, 1)}
 	go func() { f.done <- f.hub.Run(context.Background()) }()
 	t.Cleanup(func() { _ = f.hub.Close(context.Background()); <-f.done })
 	return f
@@ -152,4 +160,93 @@ func TestPerIPCap(t *testing.T) {
 	if err := f.hub.AcquireIP("10.0.2.2"); err != nil {
 		t.Fatalf("another address refused: %v", err)
 	}
+}
+
+// The admitted event of a live stream is timed from the admission in Redis to the write
+// on the socket, and the tick message from Redis to the hub (operators read both to tell
+// server-side delay from client-side delay).
+func TestAdmissionDeliveryIsMeasured(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newHubWith(t, stream.Config{}, reg)
+	client := f.attach(t, "10.0.3.1")
+	lines := make(chan string, 100)
+	go readLines(client, lines)
+	waitLine(t, lines, "event: position")
+	ctx := context.Background()
+	rate := 100.0
+	if _, _, err := f.q.Put(ctx, "h", queue.SettingsPatch{RatePerSecond: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := ad.TickOnce(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Admitted > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nobody admitted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitLine(t, lines, "event: admitted")
+	// The write that delivered the event is observed right after it returns.
+	var delivery *dto.Histogram
+	for time.Now().Before(deadline) {
+		delivery = histogram(t, reg, "sse_admitted_delivery_seconds")
+		if delivery.GetSampleCount() > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if delivery.GetSampleCount() != 1 {
+		t.Fatalf("sse_admitted_delivery_seconds count %d, want 1", delivery.GetSampleCount())
+	}
+	tick := histogram(t, reg, "stream_tick_delay_seconds")
+	if tick.GetSampleCount() < 1 {
+		t.Fatalf("stream_tick_delay_seconds count %d, want >= 1", tick.GetSampleCount())
+	}
+	// Both are seconds since the admission (Redis TIME, milliseconds): a unit slip (seconds
+	// read as milliseconds, or the reverse) lands far outside this range.
+	for name, h := range map[string]*dto.Histogram{"delivery": delivery, "tick": tick} {
+		if avg := h.GetSampleSum() / float64(h.GetSampleCount()); avg < 0 || avg > 60 {
+			t.Fatalf("%s: mean %v s since the admission", name, avg)
+		}
+	}
+}
+
+func waitLine(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("stream closed before %q", want)
+			}
+			if l == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q within 5 s", want)
+		}
+	}
+}
+
+func histogram(t *testing.T, reg *prometheus.Registry, name string) *dto.Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
 }

@@ -157,6 +157,11 @@ func (h *Hub) onMessage(ctx context.Context, name, payload string) {
 		return
 	}
 	h.m.ticks.Inc()
+	var admitAt time.Time
+	if m.Now > 0 {
+		admitAt = time.UnixMilli(m.Now)
+		h.m.tickDelay.Observe(max(0, time.Since(admitAt).Seconds()))
+	}
 	h.mu.Lock()
 	qh := h.queues[name]
 	h.mu.Unlock()
@@ -187,7 +192,7 @@ func (h *Hub) onMessage(ctx context.Context, name, payload string) {
 				continue
 			}
 			c.admitted = true
-			c.shard.push(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), frameFinal)
+			c.shard.pushAt(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), frameFinal, admitAt)
 			h.m.admittedSent.Inc()
 		}
 	}

@@ -39,7 +39,11 @@ type window struct {
 	Resyncs               float64            `json:"stream_resyncs"`
 	Disconnects           float64            `json:"sse_disconnects"`
 	TickLagSum            float64            `json:"tick_lag_seconds_sum"`
-	HasRedis              bool               `json:"has_redis"`
+	// Server-side admission path (from the instances' histograms, all instances together):
+	// Redis admission → tick message handled, and → admitted frame written to the socket.
+	ServerTickDelay    serverQuantiles `json:"server_tick_delay"`
+	ServerAdmitWritten serverQuantiles `json:"server_admitted_written"`
+	HasRedis           bool            `json:"has_redis"`
 }
 
 func delta(a, b sample, names ...string) float64 { return total(b.m, names...) - total(a.m, names...) }
@@ -63,6 +67,8 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	w.Resyncs = delta(a, b, "stream_resyncs_total")
 	w.Disconnects = delta(a, b, "sse_disconnects_total")
 	w.TickLagSum = delta(a, b, "queue_admission_tick_lag_seconds_sum")
+	w.ServerTickDelay = histQuantiles(a, b, "stream_tick_delay_seconds")
+	w.ServerAdmitWritten = histQuantiles(a, b, "sse_admitted_delivery_seconds")
 	if w.HasRedis {
 		ca, sa := a.redis.calls()
 		cb, sb := b.redis.calls()
@@ -346,6 +352,12 @@ func (rep reportT) table(out io.Writer) {
 	for _, w := range rep.Windows {
 		p("%s\t%.1f\t%d\t%.4f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f", w.Name, w.Seconds, w.Waiters, w.CPUCores, w.CPUMicrosPerWaiterSec,
 			w.RedisCores, w.SwarmCores, w.MachineCores, w.RedisCallsPerSec, w.RedisScriptsPerSec, w.Ticks, w.RedisCallsPerTick, w.RedisScriptsPerTick, w.PositionEvents, w.AdmittedEvents)
+	}
+	for _, w := range rep.Windows {
+		if w.ServerAdmitWritten.N > 0 || w.ServerTickDelay.N > 0 {
+			p("  %s	server side, from the admission in Redis: tick message handled p50/p99 %.1f/%.1f ms (n %.0f); admitted written to the socket p50/p99 %.1f/%.1f ms (n %.0f)",
+				w.Name, w.ServerTickDelay.P50MS, w.ServerTickDelay.P99MS, w.ServerTickDelay.N, w.ServerAdmitWritten.P50MS, w.ServerAdmitWritten.P99MS, w.ServerAdmitWritten.N)
+		}
 	}
 	for _, w := range rep.Windows {
 		if w.EventGaps+w.Resyncs+w.Disconnects > 0 || (w.Ticks > 0 && w.TickLagSum/w.Ticks > 0.01) {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -226,4 +228,64 @@ func procCPU(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	s, _ := strconv.ParseFloat(f[12], 64)
 	return (u + s) / 100 // USER_HZ
+}
+
+// serverQuantiles are quantiles of a server histogram over one window, interpolated
+// linearly inside a bucket as Prometheus' histogram_quantile does.
+type serverQuantiles struct {
+	N     float64 `json:"n"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+}
+
+// histQuantiles reads histogram name's buckets at a and b, summed over every instance.
+func histQuantiles(a, b sample, name string) serverQuantiles {
+	counts := map[float64]float64{} // le → observations in the window
+	prefix := name + `_bucket{le="`
+	for i, ms := range [][]metricsSample{a.m, b.m} {
+		sign := -1.0
+		if i == 1 {
+			sign = 1
+		}
+		for _, m := range ms {
+			for k, v := range m {
+				if !strings.HasPrefix(k, prefix) {
+					continue
+				}
+				le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64)
+				if err != nil {
+					continue
+				}
+				counts[le] += sign * v
+			}
+		}
+	}
+	les := make([]float64, 0, len(counts))
+	for le := range counts {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	if len(les) == 0 || counts[les[len(les)-1]] <= 0 {
+		return serverQuantiles{}
+	}
+	n := counts[les[len(les)-1]] // the +Inf bucket holds every observation
+	q := func(p float64) float64 {
+		rank := p * n
+		lower, below := 0.0, 0.0
+		for _, le := range les {
+			c := counts[le]
+			if c >= rank {
+				if math.IsInf(le, 1) {
+					return lower * 1000 // beyond the last finite bound: report that bound
+				}
+				if c == below {
+					return le * 1000
+				}
+				return 1000 * (lower + (le-lower)*(rank-below)/(c-below))
+			}
+			lower, below = le, c
+		}
+		return lower * 1000
+	}
+	return serverQuantiles{N: n, P50MS: round(q(0.5), 2), P99MS: round(q(0.99), 2)}
 }

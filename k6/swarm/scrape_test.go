@@ -1,0 +1,33 @@
+package main
+
+import "testing"
+
+func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
+	bucket := func(le string) string { return `h_seconds_bucket{le="` + le + `"}` }
+	// Two instances; at a, instance 1 already holds 10 observations under 1 ms, which the
+	// window must not count.
+	a := sample{m: []metricsSample{
+		{bucket("0.001"): 10, bucket("0.01"): 10, bucket("0.1"): 10, bucket("+Inf"): 10},
+		{},
+	}}
+	// In the window: 98 observations in (1 ms, 10 ms], 2 in (10 ms, 100 ms].
+	b := sample{m: []metricsSample{
+		{bucket("0.001"): 10, bucket("0.01"): 60, bucket("0.1"): 61, bucket("+Inf"): 61},
+		{bucket("0.001"): 0, bucket("0.01"): 48, bucket("0.1"): 49, bucket("+Inf"): 49},
+	}}
+	got := histQuantiles(a, b, "h_seconds")
+	if got.N != 100 {
+		t.Fatalf("n = %v, want 100", got.N)
+	}
+	// p50: rank 50 of 98 in (1, 10] ms → 1 + 9×50/98.
+	if want := round(1+9*50.0/98, 2); got.P50MS != want {
+		t.Fatalf("p50 = %v ms, want %v", got.P50MS, want)
+	}
+	// p99: rank 99 → the 1st of 2 in (10, 100] ms → 10 + 90×1/2.
+	if got.P99MS != 55 {
+		t.Fatalf("p99 = %v ms, want 55", got.P99MS)
+	}
+	if empty := histQuantiles(a, a, "h_seconds"); empty.N != 0 {
+		t.Fatalf("no observations in the window: %+v", empty)
+	}
+}
