@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -174,6 +175,12 @@ func (s *shard) flush() {
 		}
 		if idle && len(jobs) == 0 {
 			return
+		}
+		if !idle {
+			// A fan-out keeps every shard busy writing for tens of milliseconds; let the
+			// pub/sub reader (and its admitted events) run between chunks instead of
+			// waiting for a preemption.
+			runtime.Gosched()
 		}
 		if idle {
 			// One more look: frames pushed while these were written.
