@@ -35,6 +35,8 @@ type config struct {
 	LeaseTTL        time.Duration
 	Grace           time.Duration
 	UpdateInterval  time.Duration
+	UpdateFront     int
+	BackEvery       int
 	Heartbeat       time.Duration
 	StreamsPerIP    int
 	StreamWrite     time.Duration
@@ -158,6 +160,8 @@ var settings = []setting{
 	{"WR_LEASE_TTL", "2s", "admission lease; a dead leader is replaced within it", durSetting(func(c *config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond)},
 	{"WR_GRACE", "60s", "a waiting place with no open stream and no status call for this long is abandoned", durSetting(func(c *config) *time.Duration { return &c.Grace }, 5*time.Second)},
 	{"WR_UPDATE_INTERVAL", "1s", "at most one position event per stream per interval", durSetting(func(c *config) *time.Duration { return &c.UpdateInterval }, 100*time.Millisecond)},
+	{"WR_UPDATE_FRONT", "5000", "positions 1…N get a position event every interval", intSetting(func(c *config) *int { return &c.UpdateFront }, 1, 100_000_000)},
+	{"WR_UPDATE_BACK_EVERY", "3", "waiters behind the front get one every N-th interval, spread evenly (1 = every interval)", intSetting(func(c *config) *int { return &c.BackEvery }, 1, 3600)},
 	{"WR_HEARTBEAT", "15s", "SSE heartbeat comment and dead-client check", durSetting(func(c *config) *time.Duration { return &c.Heartbeat }, time.Second)},
 	{"WR_STREAMS_PER_IP", "50", "concurrent streams per client address", intSetting(func(c *config) *int { return &c.StreamsPerIP }, 1, 1_000_000)},
 	{"WR_STREAM_WRITE_TIMEOUT", "250ms", "a stream write blocked this long drops the (non-reading) client", durSetting(func(c *config) *time.Duration { return &c.StreamWrite }, 10*time.Millisecond)},
@@ -237,7 +241,7 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 	return e.Str("addr", c.Addr).Str("redis_url", maskURL(c.RedisURL)).Str("database_url", maskURL(c.DatabaseURL)).
 		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).
 		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
-		Dur("update_interval", c.UpdateInterval).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
+		Dur("update_interval", c.UpdateInterval).Int("update_front", c.UpdateFront).Int("update_back_every", c.BackEvery).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
 		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
 }
 

@@ -98,6 +98,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	hub := stream.NewHub(q, stream.Config{
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
+		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 	}, reg)
 	// The admission loops get their own small connection pool: request traffic exhausting

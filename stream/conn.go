@@ -18,6 +18,7 @@ type conn struct {
 	seq    int64
 	ip     string
 	shard  *shard
+	hbSlot int // which of the shard's heartbeat slots pings this stream
 
 	// Guarded by the queue's lock (qhub.mu).
 	lastPos   int64
@@ -100,9 +101,15 @@ func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 	}
 }
 
+// hbSlots spreads heartbeats: every Heartbeat/hbSlots a shard pings one slot's streams, so
+// each stream still gets its ping once per Heartbeat, but 19,000 streams are not all pinged
+// (and peeked) in the same instant, which held admitted events back by a few hundred ms.
+const hbSlots = 10
+
 func (s *shard) run(ctx context.Context) {
-	hb := time.NewTicker(s.h.cfg.Heartbeat)
+	hb := time.NewTicker(s.h.cfg.Heartbeat / hbSlots)
 	defer hb.Stop()
+	slot := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,7 +117,8 @@ func (s *shard) run(ctx context.Context) {
 		case <-s.wake:
 			s.flush()
 		case <-hb.C:
-			s.heartbeat()
+			s.heartbeat(slot)
+			slot = (slot + 1) % hbSlots
 		}
 	}
 }
@@ -134,13 +142,7 @@ func (s *shard) flush() {
 		jobs = jobs[:0]
 		s.mu.Lock()
 		if len(s.pri) > 0 {
-			for _, c := range s.pri {
-				if len(c.pri) > 0 && !c.closed {
-					jobs = append(jobs, job{c, c.pri, c.admitAt})
-					c.pri, c.admitAt = nil, time.Time{}
-				}
-			}
-			s.pri = s.pri[:0]
+			jobs = s.takePriority(jobs)
 		} else {
 			n := min(flushChunk, len(s.dirty))
 			for _, c := range s.dirty[:n] {
@@ -157,22 +159,7 @@ func (s *shard) flush() {
 		}
 		idle := len(s.pri) == 0 && len(s.dirty) == 0
 		s.mu.Unlock()
-		for _, j := range jobs {
-			ok := true
-			for _, b := range j.frames {
-				if ok = s.write(j.c, b); !ok {
-					break
-				}
-			}
-			if ok && !j.admitAt.IsZero() {
-				s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
-			}
-			if ok && !j.c.ready {
-				s.mu.Lock()
-				j.c.ready = true
-				s.mu.Unlock()
-			}
-		}
+		s.runJobs(jobs)
 		if idle && len(jobs) == 0 {
 			return
 		}
@@ -189,17 +176,60 @@ func (s *shard) flush() {
 	}
 }
 
+// takePriority moves every pending priority frame into jobs; s.mu is held.
+func (s *shard) takePriority(jobs []job) []job {
+	for _, c := range s.pri {
+		if len(c.pri) > 0 && !c.closed {
+			jobs = append(jobs, job{c, c.pri, c.admitAt})
+			c.pri, c.admitAt = nil, time.Time{}
+		}
+	}
+	s.pri = s.pri[:0]
+	return jobs
+}
+
+func (s *shard) runJobs(jobs []job) {
+	for _, j := range jobs {
+		ok := true
+		for _, b := range j.frames {
+			if ok = s.write(j.c, b); !ok {
+				break
+			}
+		}
+		if ok && !j.admitAt.IsZero() {
+			s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
+		}
+		if ok && !j.c.ready {
+			s.mu.Lock()
+			j.c.ready = true
+			s.mu.Unlock()
+		}
+	}
+}
+
 var ping = []byte(": ping\n\n")
 
-func (s *shard) heartbeat() {
+// heartbeat pings one slot's streams (and notices closed peers), writing any admitted
+// event that arrives meanwhile before the next chunk of pings.
+func (s *shard) heartbeat(slot int) {
 	s.mu.Lock()
-	cs := make([]*conn, 0, len(s.conns))
+	cs := make([]*conn, 0, len(s.conns)/hbSlots+1)
 	for c := range s.conns {
-		cs = append(cs, c)
+		if c.hbSlot == slot {
+			cs = append(cs, c)
+		}
 	}
 	s.mu.Unlock()
 	s.flush() // the response head of a new stream must precede any ping
-	for _, c := range cs {
+	var jobs []job
+	for i, c := range cs {
+		if i > 0 && i%flushChunk == 0 {
+			s.mu.Lock()
+			jobs = s.takePriority(jobs[:0])
+			s.mu.Unlock()
+			s.runJobs(jobs)
+			runtime.Gosched()
+		}
 		s.mu.Lock()
 		ready := c.ready
 		s.mu.Unlock()

@@ -37,6 +37,8 @@ type Source interface {
 type Config struct {
 	Instance       string        // instance id reported to the admin view
 	UpdateInterval time.Duration // at most one position event per stream per interval (1 s)
+	UpdateFront    int64         // positions 1…UpdateFront are refreshed every interval (5,000)
+	BackEvery      int64         // the rest every BackEvery-th interval, spread evenly over them (3; 1 = every interval)
 	Heartbeat      time.Duration // ": ping" comment and dead-client check (15 s)
 	WriteTimeout   time.Duration // one write may block this long before the client is dropped (250 ms)
 	Retry          time.Duration // base EventSource retry sent on connect, jittered ±25 % (2 s)
@@ -65,6 +67,12 @@ func (c Config) withDefaults() Config {
 	def(&c.CountTTL, 6*time.Second)
 	if c.MaxPerIP <= 0 {
 		c.MaxPerIP = 50
+	}
+	if c.UpdateFront <= 0 {
+		c.UpdateFront = 5000
+	}
+	if c.BackEvery <= 0 {
+		c.BackEvery = 3
 	}
 	if c.Shards <= 0 {
 		c.Shards = 8
@@ -112,6 +120,7 @@ type qhub struct {
 	line     line
 	conns    map[*conn]struct{}
 	byTicket map[string][]*conn
+	round    int64 // fan-out rounds so far (picks this round's share of the back of the line)
 }
 
 // NewHub returns a hub; call Run to start it.
@@ -215,7 +224,9 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		return err
 	}
 	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
-	c.shard = h.shards[int(h.next.Add(1))%len(h.shards)]
+	n := int(h.next.Add(1))
+	c.shard = h.shards[n%len(h.shards)]
+	c.hbSlot = (n / len(h.shards)) % hbSlots
 
 	h.mu.Lock()
 	if h.closed {
@@ -253,8 +264,8 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	c.shard.push(c, append(head, first...), framePriority)
 	qh.mu.Unlock()
 
-	n := h.count.Add(1)
-	h.m.conns.Set(float64(n))
+	open := h.count.Add(1)
+	h.m.conns.Set(float64(open))
 	h.m.connects.Inc()
 	return nil
 }

@@ -207,8 +207,11 @@ func (h *Hub) onMessage(ctx context.Context, name, payload string) {
 	}
 }
 
-// fanoutLoop sends, once per update interval, a position event to every stream whose
-// position or ETA changed, front of the line first.
+// fanoutLoop sends, once per update interval, a position event to every stream at the
+// front of the line (positions 1…UpdateFront) whose position or ETA changed, and to a
+// 1/BackEvery share of the streams behind it, front of the line first. So the front sees
+// its place move every second and everyone is refreshed within BackEvery intervals, at a
+// fraction of the writes (100,000 waiters: 36,700 events/s instead of 100,000).
 func (h *Hub) fanoutLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.UpdateInterval)
 	defer t.Stop()
@@ -243,6 +246,8 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 	qh.mu.Lock()
 	var changes []change
 	var check []*conn
+	qh.round++
+	front, every := h.cfg.UpdateFront, h.cfg.BackEvery
 	for c := range qh.conns {
 		if c.admitted {
 			continue
@@ -255,6 +260,12 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 				c.checking = true
 				check = append(check, c)
 			}
+			continue
+		}
+		// Behind the front of the line a waiter's turn comes every `every` rounds; join
+		// sequences spread the back of the line evenly over them, so each round carries
+		// the front plus 1/every of the rest.
+		if pos > front && every > 1 && (c.seq+qh.round)%every != 0 {
 			continue
 		}
 		eta := qh.line.eta(pos)
