@@ -20,6 +20,34 @@ fi
 # Debian starts a system redis-server on install; the tests do not use it (they start
 # private servers on free ports), so it is left alone.
 
+# nginx for the proxy test (server/TestBehindNginx runs deploy/nginx.conf for real). Installing
+# Debian's nginx package would also start a system nginx on port 80, so the binary is taken
+# out of the package instead (apt-get download + dpkg -x into a cache directory).
+if [ -z "${WR_TEST_NGINX:-}" ]; then
+  if command -v nginx >/dev/null 2>&1; then
+    WR_TEST_NGINX=$(command -v nginx)
+  elif [ -x /usr/sbin/nginx ]; then
+    WR_TEST_NGINX=/usr/sbin/nginx
+  else
+    nginx_dir=${XDG_CACHE_HOME:-$HOME/.cache}/waitroom/nginx
+    if [ ! -x "$nginx_dir/usr/sbin/nginx" ]; then
+      echo "test.sh: fetching Debian's nginx package (binary only, no service)"
+      SUDO=""
+      [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+      dl=$(mktemp -d)
+      chmod 0755 "$dl" # apt's download sandbox user must be able to write here
+      (cd "$dl" && { apt-get download nginx >/dev/null 2>&1 || { $SUDO apt-get update -qq && apt-get download nginx >/dev/null 2>&1; }; })
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libpcre2-8-0 libssl3 zlib1g libcrypt1 >/dev/null
+      mkdir -p "$nginx_dir"
+      dpkg -x "$dl"/nginx_*.deb "$nginx_dir"
+      rm -rf "$dl"
+    fi
+    WR_TEST_NGINX=$nginx_dir/usr/sbin/nginx
+  fi
+fi
+export WR_TEST_NGINX
+"$WR_TEST_NGINX" -v
+
 echo "test.sh: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

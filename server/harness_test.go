@@ -269,13 +269,22 @@ type sseStream struct {
 
 func openStream(t *testing.T, url, ticket, lastID string) (*sseStream, *http.Response) {
 	t.Helper()
+	return openStreamWith(t, streamClient, url, ticket, lastID)
+}
+
+// openStreamWith is openStream with a client of the caller's (a source address, say).
+func openStreamWith(t *testing.T, client *http.Client, url, ticket, lastID string, hdr ...string) (*sseStream, *http.Response) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	req.Header.Set("Authorization", "Bearer "+ticket)
 	req.Header.Set("Accept", "text/event-stream")
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	res, err := streamClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Logf("open stream: %v", err)
 		return nil, nil

@@ -18,7 +18,8 @@ type conn struct {
 	seq    int64
 	ip     string
 	shard  *shard
-	hbSlot int // which of the shard's heartbeat slots pings this stream
+	hbSlot int   // which of the shard's heartbeat slots pings this stream
+	tier   int64 // behind the front of the line, the fan-out rounds (mod BackEvery) that refresh it
 
 	// Guarded by the queue's lock (qhub.mu).
 	lastPos   int64
@@ -107,9 +108,10 @@ func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 const hbSlots = 10
 
 func (s *shard) run(ctx context.Context) {
-	hb := time.NewTicker(s.h.cfg.Heartbeat / hbSlots)
+	step := max(s.h.cfg.Heartbeat/hbSlots, time.Millisecond)
+	hb := time.NewTicker(step)
 	defer hb.Stop()
-	slot := 0
+	start, done := time.Now(), int64(0) // slots handled so far
 	for {
 		select {
 		case <-ctx.Done():
@@ -117,8 +119,15 @@ func (s *shard) run(ctx context.Context) {
 		case <-s.wake:
 			s.flush()
 		case <-hb.C:
-			s.heartbeat(slot)
-			slot = (slot + 1) % hbSlots
+			// Slots follow the clock, not the ticks: a tick dropped while the shard was busy
+			// must not push every later ping back (each stream keeps its ping per Heartbeat).
+			due := int64(time.Since(start) / step)
+			if due-done > hbSlots {
+				done = due - hbSlots
+			}
+			for ; done < due; done++ {
+				s.heartbeat(int(done % hbSlots))
+			}
 		}
 	}
 }

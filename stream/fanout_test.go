@@ -11,10 +11,13 @@ func TestFanoutFrontEveryRoundBackSpread(t *testing.T) {
 	const front, every = 12, 3
 	h := NewHub(nil, Config{UpdateFront: front, BackEvery: every, Shards: 1}, nil)
 	qh := &qhub{name: "q", conns: map[*conn]struct{}{}, byTicket: map[string][]*conn{}}
-	qh.line = line{synced: true, head: 0, tail: 40, waiting: 40, rate: 10, arate: 10}
+	qh.line = line{synced: true, head: 0, tail: 100, waiting: 100, rate: 10, arate: 10}
 	var conns []*conn
-	for seq := int64(10); seq <= 39; seq++ { // positions 10…39, then one less each round
-		c := &conn{seq: seq, shard: h.shards[0], lastPos: seq + 1}
+	// Join numbers that are all equal mod 3, as on one of three instances behind a
+	// round-robin balancer: the spread must not depend on them.
+	for seq := int64(10); seq <= 97; seq += every { // positions 10, 13, …, then one less each round
+		c := &conn{seq: seq, lastPos: seq + 1}
+		h.place(c)
 		qh.conns[c] = struct{}{}
 		conns = append(conns, c)
 	}
@@ -41,7 +44,7 @@ func TestFanoutFrontEveryRoundBackSpread(t *testing.T) {
 				t.Fatalf("round %d: position %d is at the front and got no event", round, pos)
 			}
 		}
-		// 40 − head waiters behind position 12 this round, a third of them served.
+		// About a third of the waiters behind the front are served each round.
 		if behind := len(conns) - countFront(qh, conns, front); back < behind/every-1 || back > behind/every+1 {
 			t.Fatalf("round %d: %d back-of-line events for %d waiters behind the front, want about a third", round, back, behind)
 		}

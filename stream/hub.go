@@ -224,9 +224,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		return err
 	}
 	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
-	n := int(h.next.Add(1))
-	c.shard = h.shards[n%len(h.shards)]
-	c.hbSlot = (n / len(h.shards)) % hbSlots
+	h.place(c)
 
 	h.mu.Lock()
 	if h.closed {
@@ -268,6 +266,18 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	h.m.conns.Set(float64(open))
 	h.m.connects.Inc()
 	return nil
+}
+
+// place gives a new stream its writer shard, its heartbeat slot and its refresh tier from
+// this instance's own count of streams, so each is spread evenly whatever the join numbers
+// of the users who land here (with round-robin over 3 instances, one instance's join
+// numbers may all be equal mod 3).
+func (h *Hub) place(c *conn) {
+	n := int64(h.next.Add(1))
+	c.shard = h.shards[n%int64(len(h.shards))]
+	k := n / int64(len(h.shards)) // consecutive streams of one shard: k, k+1, …
+	c.hbSlot = int(k % hbSlots)
+	c.tier = k % h.cfg.BackEvery
 }
 
 func responseHead(retry time.Duration) []byte {

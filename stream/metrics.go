@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From the admission tick in Redis (its TIME) to this instance handling the tick message (pub/sub transit and scheduling; includes clock skew between hosts).",
 			Buckets: latencyBuckets}),
 		admitDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sse_admitted_delivery_seconds",
-			Help:    "From the admission in Redis (its TIME) to the admitted event written to the client's socket, for streams open at that moment (includes clock skew between hosts).",
+			Help:    "From the admission in Redis (its TIME) to the admitted event written to the client's socket, for streams open when the tick message arrived (not reconnects or the missed-message fallback; includes clock skew between hosts).",
 			Buckets: latencyBuckets}),
 	}
 	if reg != nil {

@@ -262,10 +262,10 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 			}
 			continue
 		}
-		// Behind the front of the line a waiter's turn comes every `every` rounds; join
-		// sequences spread the back of the line evenly over them, so each round carries
-		// the front plus 1/every of the rest.
-		if pos > front && every > 1 && (c.seq+qh.round)%every != 0 {
+		// Behind the front of the line a waiter's turn comes every `every` rounds; tiers
+		// (given in order of arrival on this instance) spread the back of the line evenly
+		// over them, so each round carries the front plus 1/every of the rest.
+		if pos > front && every > 1 && (c.tier+qh.round)%every != 0 {
 			continue
 		}
 		eta := qh.line.eta(pos)

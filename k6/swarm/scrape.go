@@ -238,26 +238,40 @@ type serverQuantiles struct {
 	P99MS float64 `json:"p99_ms"`
 }
 
-// histQuantiles reads histogram name's buckets at a and b, summed over every instance.
+// histQuantiles reads histogram name's buckets at a and b, summed over every instance. An
+// instance whose scrape failed at either end, or whose buckets went down (it restarted), is
+// left out rather than counted with its whole history or a negative delta.
 func histQuantiles(a, b sample, name string) serverQuantiles {
 	counts := map[float64]float64{} // le → observations in the window
 	prefix := name + `_bucket{le="`
-	for i, ms := range [][]metricsSample{a.m, b.m} {
-		sign := -1.0
-		if i == 1 {
-			sign = 1
-		}
-		for _, m := range ms {
-			for k, v := range m {
-				if !strings.HasPrefix(k, prefix) {
-					continue
-				}
-				le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64)
-				if err != nil {
-					continue
-				}
-				counts[le] += sign * v
+	buckets := func(m metricsSample) map[float64]float64 {
+		out := map[float64]float64{}
+		for k, v := range m {
+			if !strings.HasPrefix(k, prefix) {
+				continue
 			}
+			if le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64); err == nil {
+				out[le] = v
+			}
+		}
+		return out
+	}
+	for i := 0; i < len(a.m) && i < len(b.m); i++ {
+		before, after := buckets(a.m[i]), buckets(b.m[i])
+		if len(before) == 0 || len(before) != len(after) {
+			continue
+		}
+		ok := true
+		for le, v := range after {
+			if w, found := before[le]; !found || v < w {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		for le, v := range after {
+			counts[le] += v - before[le]
 		}
 	}
 	les := make([]float64, 0, len(counts))

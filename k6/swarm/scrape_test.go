@@ -6,9 +6,10 @@ func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
 	bucket := func(le string) string { return `h_seconds_bucket{le="` + le + `"}` }
 	// Two instances; at a, instance 1 already holds 10 observations under 1 ms, which the
 	// window must not count.
+	zero := metricsSample{bucket("0.001"): 0, bucket("0.01"): 0, bucket("0.1"): 0, bucket("+Inf"): 0}
 	a := sample{m: []metricsSample{
 		{bucket("0.001"): 10, bucket("0.01"): 10, bucket("0.1"): 10, bucket("+Inf"): 10},
-		{},
+		zero,
 	}}
 	// In the window: 98 observations in (1 ms, 10 ms], 2 in (10 ms, 100 ms].
 	b := sample{m: []metricsSample{
@@ -29,5 +30,18 @@ func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
 	}
 	if empty := histQuantiles(a, a, "h_seconds"); empty.N != 0 {
 		t.Fatalf("no observations in the window: %+v", empty)
+	}
+	// An instance that restarted (counts went down) or whose first scrape failed is left
+	// out; the other instance's 49 observations remain.
+	restarted := sample{m: []metricsSample{
+		{bucket("0.001"): 1, bucket("0.01"): 1, bucket("0.1"): 1, bucket("+Inf"): 1},
+		b.m[1],
+	}}
+	if got := histQuantiles(a, restarted, "h_seconds"); got.N != 49 {
+		t.Fatalf("restarted instance: n = %v, want 49", got.N)
+	}
+	failed := sample{m: []metricsSample{{}, zero}}
+	if got := histQuantiles(failed, b, "h_seconds"); got.N != 49 {
+		t.Fatalf("failed first scrape: n = %v, want 49", got.N)
 	}
 }

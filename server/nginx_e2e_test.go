@@ -1,0 +1,315 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// TestBehindNginx runs deploy/nginx.conf, as shipped, under Debian's nginx in front of two
+// instances: the page and the API pass, a browser's same-origin join is accepted, streams
+// arrive unbuffered and uncompressed, the client address reaches the per-IP cap through
+// X-Forwarded-For, and when an instance dies its streams reopen through the proxy on the
+// other one and every user still gets exactly one token.
+func TestBehindNginx(t *testing.T) {
+	bin := nginxBinary(t)
+	rs := redistest.Start(t)
+	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+		"WR_LOG_LEVEL": "info", "WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1",
+		"WR_STREAMS_PER_IP": "2",
+	})
+	ins := []*instance{startProcess(t, "n1", env), startProcess(t, "n2", env)}
+	proxy := startNginx(t, bin, ins)
+
+	if res := call(t, "GET", proxy+"/readyz", "", nil, nil); res.StatusCode != 200 {
+		t.Fatalf("readyz through nginx: %d", res.StatusCode)
+	}
+	if res := call(t, "GET", proxy+"/q/nx", "", nil, nil); res.StatusCode != 200 && res.StatusCode != 404 {
+		t.Fatalf("waiting page through nginx: %d", res.StatusCode)
+	}
+	if res := call(t, "PUT", proxy+"/admin/api/queues/nx", adminToken, map[string]any{"rate_per_second": 0}, nil); res.StatusCode >= 300 {
+		t.Fatalf("admin PUT through nginx: %d", res.StatusCode)
+	}
+
+	// Six buyers, each from an address of their own (127.0.0.10…15), joining the way a
+	// browser on the proxy's origin does and opening their stream through the proxy.
+	const n = 6
+	type buyer struct {
+		client *http.Client
+		ticket string
+		s      *sseStream
+	}
+	buyers := make([]*buyer, n)
+	for i := range buyers {
+		b := &buyer{client: clientFrom(t, fmt.Sprintf("127.0.0.%d", 10+i))}
+		var j joinResp
+		res := callWith(t, b.client, "POST", proxy+"/api/queues/nx/join", &j,
+			"Origin", proxy, "Sec-Fetch-Site", "same-origin")
+		if res.StatusCode >= 300 || j.Ticket == "" {
+			t.Fatalf("join %d through nginx: %d (a proxy that drops the port from Host fails the same-origin check)", i, res.StatusCode)
+		}
+		b.ticket = j.Ticket
+		s, res := openStreamWith(t, b.client, proxy+"/api/queues/nx/stream", b.ticket, "", "Accept-Encoding", "gzip")
+		if s == nil {
+			t.Fatalf("stream %d through nginx: %v", i, res)
+		}
+		if ce := s.res.Header.Get("Content-Encoding"); ce != "" {
+			t.Fatalf("stream compressed by the proxy: Content-Encoding %q", ce)
+		}
+		if ct := s.res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+			t.Fatalf("stream Content-Type %q", ct)
+		}
+		// The first position arrives while the stream stays open: nothing buffers it.
+		if ev, ok := s.next(t, 5*time.Second, "position"); !ok || num(ev.Data["position"]) != int64(i+1) {
+			t.Fatalf("buyer %d: first position through nginx: %+v %v", i, ev, ok)
+		}
+		b.s = s
+		buyers[i] = b
+	}
+	t.Cleanup(func() {
+		for _, b := range buyers {
+			b.s.close()
+		}
+	})
+
+	// Six streams with a cap of 2 per address on each of 2 instances worked, so the
+	// instances told the buyers apart by X-Forwarded-For (as one address they would have been
+	// refused after 4). More streams from one address are refused once an instance holds 2.
+	var extra []*sseStream
+	refused := false
+	for k := 0; k < 2*len(ins) && !refused; k++ {
+		s, res := openStreamWith(t, buyers[0].client, proxy+"/api/queues/nx/stream", buyers[0].ticket, "")
+		switch {
+		case s != nil:
+			extra = append(extra, s)
+		case res != nil && res.StatusCode == 429 && res.Header.Get("X-RateLimit-Scope") == "ip":
+			refused = true
+		default:
+			t.Fatalf("extra stream from one address through nginx: %v", res)
+		}
+	}
+	for _, s := range extra {
+		s.close()
+	}
+	if !refused || 1+len(extra) > 2*len(ins) {
+		t.Fatalf("one address held %d streams on 2 instances with a cap of 2 each (refused: %v)", 1+len(extra), refused)
+	}
+
+	// The instance holding most of the streams dies.
+	counts := func(in *instance) map[string]int64 {
+		var st struct {
+			Instances []struct {
+				ID             string `json:"id"`
+				SSEConnections int64  `json:"sse_connections"`
+			} `json:"instances"`
+		}
+		call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+		out := map[string]int64{}
+		for _, in := range st.Instances {
+			out[in.ID] = in.SSEConnections
+		}
+		return out
+	}
+	var c map[string]int64
+	waitFor(t, 10*time.Second, "the six streams in the admin view", func() bool {
+		c = counts(ins[0])
+		return c["n1"]+c["n2"] == n
+	})
+	victim := 0 // the instance holding more of the streams dies
+	if c["n2"] > c["n1"] {
+		victim = 1
+	}
+	t.Logf("streams per instance %v; killing %s", c, ins[victim].id)
+	ins[victim].kill()
+	live := ins[1-victim]
+
+	// Streams that ended reopen through the proxy (which moves on to the live instance);
+	// then admission runs and every buyer gets exactly one token.
+	if res := call(t, "PUT", proxy+"/admin/api/queues/nx", adminToken, map[string]any{"rate_per_second": 20}, nil); res.StatusCode >= 300 {
+		t.Fatalf("admin PUT through nginx after the kill: %d", res.StatusCode)
+	}
+	tokens := map[string]bool{}
+	for i, b := range buyers {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("buyer %d: no admitted event through nginx within 20 s", i)
+			}
+			ev, ok := b.s.next(t, time.Until(deadline), "admitted")
+			if ok {
+				tok, _ := ev.Data["token"].(string)
+				if tok == "" || tokens[tok] {
+					t.Fatalf("buyer %d: token %q empty or seen before", i, tok)
+				}
+				tokens[tok] = true
+				break
+			}
+			// The stream ended (its instance died): reopen it through the proxy.
+			b.s.close()
+			s, res := openStreamWith(t, b.client, proxy+"/api/queues/nx/stream", b.ticket, "")
+			if s == nil {
+				t.Logf("buyer %d: reopen through nginx: %v (retrying)", i, res)
+				time.Sleep(200 * time.Millisecond)
+				s, res = openStreamWith(t, b.client, proxy+"/api/queues/nx/stream", b.ticket, "")
+				if s == nil {
+					t.Fatalf("buyer %d: reopen through nginx failed twice: %v", i, res)
+				}
+			}
+			b.s = s
+		}
+	}
+	if len(tokens) != n {
+		t.Fatalf("%d distinct tokens for %d buyers", len(tokens), n)
+	}
+	// The dead instance leaves the admin view by itself.
+	waitFor(t, 15*time.Second, "the dead instance to leave the admin view", func() bool {
+		_, present := counts(live)[ins[victim].id]
+		return !present
+	})
+}
+
+// nginxBinary is the nginx the test command provides (WR_TEST_NGINX), else one on the PATH.
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("WR_TEST_NGINX"), "nginx", "/usr/sbin/nginx"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	t.Fatal("no nginx: run the tests with scripts/test.sh (it fetches Debian's nginx), or set WR_TEST_NGINX")
+	return ""
+}
+
+// startNginx runs deploy/nginx.conf with its two upstreams pointed at ins and its listener
+// on a free loopback port, and stops it (by its PID) when the test ends.
+func startNginx(t *testing.T, bin string, ins []*instance) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	site := string(raw)
+	for old, repl := range map[string]string{
+		"server app1:8080": "server " + strings.TrimPrefix(ins[0].url, "http://"),
+		"server app2:8080": "server " + strings.TrimPrefix(ins[1].url, "http://"),
+		"listen 80;":       fmt.Sprintf("listen 127.0.0.1:%d;", port),
+	} {
+		if strings.Count(site, old) != 1 {
+			t.Fatalf("deploy/nginx.conf changed shape: %q appears %d times", old, strings.Count(site, old))
+		}
+		site = strings.Replace(site, old, repl, 1)
+	}
+	dir := t.TempDir()
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;\n" // the workers must reach the temporary directories below
+	}
+	conf := fmt.Sprintf(`%sdaemon off;
+worker_processes 1;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+%[3]s
+}
+`, user, dir, site)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // fast shutdown: the master stops its workers
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx exited: %v\n%s\n%s", err, out.String(), log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nginx did not listen within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "http://" + addr
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// clientFrom is an HTTP client whose connections come from the loopback address src.
+func clientFrom(t *testing.T, src string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+}
+
+// callWith is a bodiless request with headers through client, its JSON answer into out.
+func callWith(t *testing.T, client *http.Client, method, url string, out any, hdr ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(res.Body).Decode(out)
+	}
+	return res
+}
