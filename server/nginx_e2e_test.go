@@ -35,11 +35,11 @@ func TestBehindNginx(t *testing.T) {
 	if res := call(t, "GET", proxy+"/readyz", "", nil, nil); res.StatusCode != 200 {
 		t.Fatalf("readyz through nginx: %d", res.StatusCode)
 	}
-	if res := call(t, "GET", proxy+"/q/nx", "", nil, nil); res.StatusCode != 200 && res.StatusCode != 404 {
-		t.Fatalf("waiting page through nginx: %d", res.StatusCode)
-	}
 	if res := call(t, "PUT", proxy+"/admin/api/queues/nx", adminToken, map[string]any{"rate_per_second": 0}, nil); res.StatusCode >= 300 {
 		t.Fatalf("admin PUT through nginx: %d", res.StatusCode)
+	}
+	if res := call(t, "GET", proxy+"/q/nx", "", nil, nil); res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src") {
+		t.Fatalf("waiting page through nginx: %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
 	}
 
 	// Six buyers, each from an address of their own (127.0.0.10…15), joining the way a
