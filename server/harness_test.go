@@ -195,6 +195,12 @@ func waitListening(t *testing.T, logs *syncBuffer, done chan error) string {
 // call makes one HTTP request and decodes a JSON answer into out (when not nil).
 func call(t *testing.T, method, url, bearer string, body any, out any, hdr ...string) *http.Response {
 	t.Helper()
+	return callVia(t, http.DefaultClient, method, url, bearer, body, out, hdr...)
+}
+
+// callVia is call through a client of the caller's (a source address, say).
+func callVia(t *testing.T, client *http.Client, method, url, bearer string, body any, out any, hdr ...string) *http.Response {
+	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -216,7 +222,7 @@ func call(t *testing.T, method, url, bearer string, body any, out any, hdr ...st
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}

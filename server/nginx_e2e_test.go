@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -54,7 +53,7 @@ func TestBehindNginx(t *testing.T) {
 	for i := range buyers {
 		b := &buyer{client: clientFrom(t, fmt.Sprintf("127.0.0.%d", 10+i))}
 		var j joinResp
-		res := callWith(t, b.client, "POST", proxy+"/api/queues/nx/join", &j,
+		res := callVia(t, b.client, "POST", proxy+"/api/queues/nx/join", "", nil, &j,
 			"Origin", proxy, "Sec-Fetch-Site", "same-origin")
 		if res.StatusCode >= 300 || j.Ticket == "" {
 			t.Fatalf("join %d through nginx: %d (a proxy that drops the port from Host fails the same-origin check)", i, res.StatusCode)
@@ -291,25 +290,4 @@ func clientFrom(t *testing.T, src string) *http.Client {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
-}
-
-// callWith is a bodiless request with headers through client, its JSON answer into out.
-func callWith(t *testing.T, client *http.Client, method, url string, out any, hdr ...string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer res.Body.Close()
-	if out != nil {
-		_ = json.NewDecoder(res.Body).Decode(out)
-	}
-	return res
 }

@@ -178,10 +178,7 @@ func (s *shard) flush() {
 			// waiting for a preemption.
 			runtime.Gosched()
 		}
-		if idle {
-			// One more look: frames pushed while these were written.
-			continue
-		}
+		// Idle or not, one more look: frames may have been pushed while these were written.
 	}
 }
 
