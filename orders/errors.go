@@ -22,8 +22,8 @@ var (
 	// not be determined. Nothing was changed that a retry with the same Idempotency-Key
 	// would duplicate. Callers answer 503 with Retry-After.
 	ErrUnavailable = errors.New("database unavailable")
-	// ErrInvalid: bad input. The message of an error wrapping ErrInvalid is written for
-	// the user (no internals) and may be shown as is.
+	// ErrInvalid: bad input. Errors matching it are *InvalidError, whose Message is
+	// written for the user (no internals) and may be shown as is.
 	ErrInvalid = errors.New("invalid input")
 	// ErrIdempotencyConflict: the Idempotency-Key was first used for a different request
 	// (another product, quantity or ticket).
@@ -37,9 +37,19 @@ var errRetry = errors.New("transaction aborted, retry")
 // errUnknownOutcome marks a COMMIT whose result never reached us.
 var errUnknownOutcome = errors.New("commit outcome unknown")
 
-// invalid returns an ErrInvalid error with a user-facing message.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+// InvalidError is refused input: Field names it (the JSON field), Message is a sentence
+// for the user. It matches ErrInvalid with errors.Is.
+type InvalidError struct {
+	Field   string
+	Message string
+}
+
+func (e *InvalidError) Error() string        { return "invalid " + e.Field + ": " + e.Message }
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid returns an *InvalidError for field with a user-facing message.
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // classify maps driver and server errors onto the package sentinels. It is the one place
@@ -62,7 +72,7 @@ func classify(err error) error {
 		case code == "23514", code == "22001", code == "22003", code == "22P02":
 			// check_violation, string too long, numeric out of range, bad text
 			// representation: input the validation should have caught.
-			return fmt.Errorf("%w: %s", ErrInvalid, "value out of range")
+			return invalid("", "A value is out of range.")
 		case code == "40P01", code == "40001": // deadlock_detected, serialization_failure
 			return fmt.Errorf("%w: %w", errRetry, err)
 		case class == "08", // connection_exception

@@ -43,13 +43,13 @@ const (
 func (r OrderRequest) validate() error {
 	switch {
 	case !ValidID(r.ProductID):
-		return invalid("product_id must be 1–64 characters from A–Z a–z 0–9 _ -")
+		return invalid("product_id", "product_id must be 1–64 characters from A–Z a–z 0–9 _ -.")
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return invalid("quantity must be between 1 and %d", MaxQuantity)
+		return invalid("quantity", "quantity must be between 1 and %d.", MaxQuantity)
 	case len(r.IdempotencyKey) > maxKeyLen:
-		return invalid("idempotency key must be at most %d bytes", maxKeyLen)
+		return invalid("Idempotency-Key", "Idempotency-Key must be at most %d bytes.", maxKeyLen)
 	case len(r.Ticket) > maxTicketLen:
-		return invalid("ticket is too long")
+		return invalid("ticket", "The ticket is too long.")
 	}
 	return nil
 }

@@ -221,9 +221,9 @@ func TestInvalidOrderIsRejected(t *testing.T) {
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "ok", 10)
 	for _, tc := range []struct {
-		name string
-		req  orders.OrderRequest
-		msg  string
+		name  string
+		req   orders.OrderRequest
+		field string
 	}{
 		{"zero quantity", orders.OrderRequest{ProductID: "ok", Quantity: 0}, "quantity"},
 		{"negative quantity", orders.OrderRequest{ProductID: "ok", Quantity: -1}, "quantity"},
@@ -232,12 +232,13 @@ func TestInvalidOrderIsRejected(t *testing.T) {
 		{"product with a space", orders.OrderRequest{ProductID: "a b", Quantity: 1}, "product_id"},
 		{"product of 65 chars", orders.OrderRequest{ProductID: strings.Repeat("x", 65), Quantity: 1}, "product_id"},
 		{"product with unicode", orders.OrderRequest{ProductID: "caf\u00e9", Quantity: 1}, "product_id"},
-		{"idempotency key too long", orders.OrderRequest{ProductID: "ok", Quantity: 1, IdempotencyKey: strings.Repeat("k", 256)}, "idempotency"},
+		{"idempotency key too long", orders.OrderRequest{ProductID: "ok", Quantity: 1, IdempotencyKey: strings.Repeat("k", 256)}, "Idempotency-Key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := s.PlaceOrder(ctxT(t), tc.req)
-			if !errors.Is(err, orders.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("err = %v, want ErrInvalid mentioning %q", err, tc.msg)
+			var ie *orders.InvalidError
+			if !errors.Is(err, orders.ErrInvalid) || !errors.As(err, &ie) || ie.Field != tc.field {
+				t.Fatalf("err = %v, want an InvalidError for field %q", err, tc.field)
 			}
 		})
 	}

@@ -90,13 +90,13 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 
 func (p ProductPatch) validate() error {
 	if p.Name != nil && (*p.Name == "" || utf8.RuneCountInString(*p.Name) > maxNameLen || !utf8.ValidString(*p.Name)) {
-		return invalid("name must be 1–%d characters", maxNameLen)
+		return invalid("name", "name must be 1–%d characters.", maxNameLen)
 	}
 	if p.Price != nil && *p.Price < 0 {
-		return invalid("price must not be negative")
+		return invalid("price", "price must not be negative.")
 	}
 	if p.Stock != nil && (*p.Stock < 0 || *p.Stock > maxStock) {
-		return invalid("stock must be between 0 and %d", maxStock)
+		return invalid("stock", "stock must be between 0 and %d.", maxStock)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func (p ProductPatch) validate() error {
 // created reports whether it did not exist before.
 func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (p Product, created bool, err error) {
 	if !ValidID(id) {
-		return Product{}, false, invalid("product id must be 1–64 characters from A–Z a–z 0–9 _ -")
+		return Product{}, false, invalid("id", "Product ids are 1–64 characters from A–Z a–z 0–9 _ -.")
 	}
 	if err := patch.validate(); err != nil {
 		return Product{}, false, err
@@ -134,7 +134,7 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 // existing one untouched. An empty Name defaults to the id.
 func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err error) {
 	if !ValidID(p.ID) {
-		return false, invalid("product id must be 1–64 characters from A–Z a–z 0–9 _ -")
+		return false, invalid("id", "Product ids are 1–64 characters from A–Z a–z 0–9 _ -.")
 	}
 	if p.Name == "" {
 		p.Name = p.ID

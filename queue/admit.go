@@ -119,7 +119,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 	log := a.cfg.Log.With().Str("queue", name).Logger()
 	var fence int64
 	var rate float64 = -1
-	var waiting int64 = 5000 // until the first tick says
+	waiting := int64(maxTokensPerTick) // until the first tick says
 	nextLease := time.Time{}
 	scheduled := time.Now()
 	timer := time.NewTimer(0)
@@ -191,6 +191,14 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 	}
 }
 
+// maxTokensPerTick caps the tokens one tick may issue: each is a key in the script's KEYS
+// and a UUID made here, and 5,000 is 50,000 users/s at the default 100 ms tick.
+const maxTokensPerTick = 5000
+
+// joinMargin is how many tokens a tick makes beyond last tick's line, for users who joined
+// since; a later tick admits whoever a short margin left behind.
+const joinMargin = 64
+
 // TickResult is what one admission tick did.
 type TickResult struct {
 	Admitted  int64
@@ -212,7 +220,7 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
 	// No more tokens than users who could be waiting: last tick's line plus a margin for
 	// joins since (an idle queue sends a few ids, not thousands).
-	n = min(n, 5000, int(waiting)+64)
+	n = min(n, maxTokensPerTick, int(waiting)+joinMargin)
 	keys := make([]string, 14, 14+n)
 	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
 		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire()})
@@ -279,5 +287,5 @@ func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error
 	if err != nil {
 		return TickResult{}, err
 	}
-	return a.tick(ctx, name, owner, fence, s.RatePerSecond, 5000, 0)
+	return a.tick(ctx, name, owner, fence, s.RatePerSecond, maxTokensPerTick, 0)
 }

@@ -138,7 +138,8 @@ waiting = waiting - n
 local ev = 0
 if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or now - lastpub >= tonumber(ARGV[6]) then
   ev = redis.call('INCR', KEYS[11])
-  local msg = {ev = ev, tick = tick, head = head, tail = tail, waiting = waiting, now = now,
+  -- The message format is queue.Tick (tick.go); v is queue.TickVersion.
+  local msg = {v = 1, ev = ev, tick = tick, head = head, tail = tail, waiting = waiting, now = now,
     rate = rate, arate = arate, paused = paused}
   if #adm > 0 then msg.adm = adm end
   if #gonelist > 0 then

@@ -13,43 +13,34 @@ import (
 	"github.com/waitroom/waitroom/queue"
 )
 
-// tickMsg is the part of the published tick message these tests read.
-type tickMsg struct {
-	Ev   int64 `json:"ev"`
-	Now  int64 `json:"now"`
-	Head int64 `json:"head"`
-	Adm  []struct {
-		T string `json:"t"`
-		K string `json:"k"`
-		S int64  `json:"s"`
-	} `json:"adm"`
-}
-
 // collect subscribes to a queue's channel and returns a func that stops and returns
 // every message received.
-func collect(t *testing.T, rdb *redis.Client, name string) func() []tickMsg {
+func collect(t *testing.T, rdb *redis.Client, name string) func() []queue.Tick {
 	t.Helper()
 	ps := rdb.Subscribe(context.Background(), queue.Channel(name))
 	if _, err := ps.Receive(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var msgs []tickMsg
+	var msgs []queue.Tick
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for m := range ps.Channel() {
-			var tm tickMsg
-			if err := json.Unmarshal([]byte(m.Payload), &tm); err != nil {
+			tm, err := queue.DecodeTick([]byte(m.Payload))
+			if err != nil {
 				t.Errorf("bad tick message %q: %v", m.Payload, err)
 				continue
+			}
+			if tm.V != queue.TickVersion {
+				t.Errorf("tick message version %d, want %d: %s", tm.V, queue.TickVersion, m.Payload)
 			}
 			mu.Lock()
 			msgs = append(msgs, tm)
 			mu.Unlock()
 		}
 	}()
-	return func() []tickMsg {
+	return func() []queue.Tick {
 		_ = ps.Close()
 		<-done
 		mu.Lock()
@@ -134,14 +125,14 @@ func TestAdmissionThreeLoops(t *testing.T) {
 	var firstNow, resumedNow int64
 	for _, m := range msgs {
 		for _, a := range m.Adm {
-			if seen[a.T] {
-				t.Fatalf("ticket %s admitted twice", a.T)
+			if seen[a.Ticket] {
+				t.Fatalf("ticket %s admitted twice", a.Ticket)
 			}
-			seen[a.T] = true
-			if a.S <= lastSeq {
-				t.Fatalf("admitted sequence %d after %d: not FIFO", a.S, lastSeq)
+			seen[a.Ticket] = true
+			if a.Seq <= lastSeq {
+				t.Fatalf("admitted sequence %d after %d: not FIFO", a.Seq, lastSeq)
 			}
-			lastSeq = a.S
+			lastSeq = a.Seq
 			if firstNow == 0 {
 				firstNow = m.Now
 			}
@@ -231,8 +222,10 @@ func TestMaxActiveNeverExceeded(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("only %d admitted", admitted)
 		case m := <-ps.Channel():
-			var tm tickMsg
-			_ = json.Unmarshal([]byte(m.Payload), &tm)
+			tm, err := queue.DecodeTick([]byte(m.Payload))
+			if err != nil {
+				t.Fatal(err)
+			}
 			now := time.Now().UnixMilli()
 			live := f.rdb.ZCount(ctx, "wr:{q:cap}:active", "("+itoa(now), "+inf").Val()
 			total := f.rdb.ZCard(ctx, "wr:{q:cap}:active").Val()
@@ -243,7 +236,7 @@ func TestMaxActiveNeverExceeded(t *testing.T) {
 			for i, a := range tm.Adm {
 				admitted++
 				if i%2 == 0 { // consume every other token at once; the rest expire
-					if err := f.q.ConsumeToken(ctx, byID[a.T], a.K, "order-1"); err != nil {
+					if err := f.q.ConsumeToken(ctx, byID[a.Ticket], a.Token, "order-1"); err != nil {
 						t.Fatal(err)
 					}
 					consumed++

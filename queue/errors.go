@@ -1,6 +1,15 @@
 package queue
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Errors returned by the queue; web maps them to the JSON error shape.
 var (
@@ -8,8 +17,49 @@ var (
 	ErrQueueClosed   = errors.New("queue closed to new joiners")
 	ErrTicketInvalid = errors.New("ticket invalid")
 	ErrNoPlace       = errors.New("ticket has no place in this queue")
-	ErrInvalid       = errors.New("invalid settings")
+	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
+	// Message is written for the user.
+	ErrInvalid = errors.New("invalid settings")
+	// ErrUnavailable: Redis could not be reached or did not answer in time (down,
+	// loading, failing over, the pool exhausted, the caller's deadline). Callers answer
+	// 503 with Retry-After; the line itself is not changed by a failed call.
+	ErrUnavailable = errors.New("queue store unavailable")
 )
 
 // ErrNotLeader is returned by TickOnce when another loop holds the queue's lease.
 var ErrNotLeader = errors.New("another instance holds the admission lease")
+
+// InvalidError is a refused value: Field names the input (the JSON field), Message is a
+// sentence for the user. It matches ErrInvalid with errors.Is.
+type InvalidError struct {
+	Field   string
+	Message string
+}
+
+func (e *InvalidError) Error() string        { return "invalid " + e.Field + ": " + e.Message }
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// fail gives err the operation's context and, when it is a failure to reach Redis rather
+// than a refusal by Redis, marks it ErrUnavailable. It is the one place that classifies
+// go-redis errors.
+func fail(op string, err error) error {
+	if unreachable(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		redis.IsLoadingError(err) || redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
+}

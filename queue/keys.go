@@ -14,7 +14,10 @@ func ValidName(s string) bool { return validName.MatchString(s) }
 // a queue lives on one Redis Cluster slot and its Lua scripts may touch all of them.
 type keys struct{ p string }
 
-func keysFor(name string) keys { return keys{p: "wr:{q:" + name + "}:"} }
+// keyPrefix starts every per-queue key: wr:{q:<name>}:…
+const keyPrefix = "wr:{q:"
+
+func keysFor(name string) keys { return keys{p: keyPrefix + name + "}:"} }
 
 func (k keys) cfg() string           { return k.p + "cfg" }
 func (k keys) seq() string           { return k.p + "seq" }
@@ -32,7 +35,8 @@ func (k keys) ev() string            { return k.p + "ev" }
 func (k keys) token(t string) string { return k.p + "token:" + t }
 func (k keys) claim(t string) string { return k.p + "claim:" + t }
 
-// Channel is the pub/sub channel on which the leader publishes one message per tick.
+// Channel is the pub/sub channel on which the leader publishes one message per tick
+// (read them with Feed; exported for tests that watch the wire).
 func Channel(name string) string { return keysFor(name).p + "events" }
 
 // queuesKey is the set of all queue names (a global key, outside any queue's slot).

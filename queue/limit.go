@@ -103,7 +103,7 @@ func (l *Limiter) AllowChain(ctx context.Context, limits []Limit) (Result, error
 	}
 	res, err := limitScript.Run(ctx, l.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("queue: rate limit: %w", err)
+		return Result{}, fail("rate limit", err)
 	}
 	if len(res) != 4 {
 		return Result{}, fmt.Errorf("queue: rate limit: unexpected reply %v", res)

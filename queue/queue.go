@@ -81,13 +81,18 @@ func (q *Queue) WithClient(rdb redis.UniversalClient) *Queue {
 	return &c
 }
 
-// Redis returns the client the queue uses (the stream hub subscribes with it).
-func (q *Queue) Redis() redis.UniversalClient { return q.rdb }
+// Ping checks that Redis answers (readiness).
+func (q *Queue) Ping(ctx context.Context) error {
+	if err := q.rdb.Ping(ctx).Err(); err != nil {
+		return fail("ping", err)
+	}
+	return nil
+}
 
 // Place is where a ticket stands in its queue.
 type Place struct {
 	Queue          string
-	State          string // waiting, admitted, expired, used
+	State          State
 	Seq            int64
 	Position       int64 // 1 = next to be admitted; 0 when not waiting
 	Waiting        int64
@@ -151,7 +156,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock()},
 		t.ID, mode).Slice()
 	if err != nil {
-		return Place{}, 0, fmt.Errorf("join %s: %w", t.Queue, err)
+		return Place{}, 0, fail("join "+t.Queue, err)
 	}
 	code := toInt(res[0])
 	switch code {
@@ -164,7 +169,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 	}
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
-		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: toString(res[7]),
+		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: State(toString(res[7])),
 		Rate: float64(toInt(res[8])) / 1000, Paused: toInt(res[9]) == 1,
 	}
 	if exp := toInt(res[6]); exp > 0 {
@@ -182,7 +187,7 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 	for range 3 {
 		cur, err := q.rdb.HGet(ctx, k.tickets(), t.ID).Result()
 		if err != nil && err != redis.Nil {
-			return fmt.Errorf("leave %s: %w", t.Queue, err)
+			return fail("leave "+t.Queue, err)
 		}
 		st := parseState(cur)
 		n, err := leaveScript.Run(ctx, q.rdb,
@@ -190,7 +195,7 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 			t.ID, st.token).Int64()
 		switch {
 		case err != nil:
-			return fmt.Errorf("leave %s: %w", t.Queue, err)
+			return fail("leave "+t.Queue, err)
 		case n == 0:
 			return ErrNoPlace
 		case n == 1:
@@ -211,7 +216,10 @@ func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
 		args[i] = id
 	}
 	// Scored with Redis TIME, the clock the abandonment sweep compares with.
-	return touchScript.Run(ctx, q.rdb, []string{keysFor(queue).seen()}, args...).Err()
+	if err := touchScript.Run(ctx, q.rdb, []string{keysFor(queue).seen()}, args...).Err(); err != nil {
+		return fail("touch "+queue, err)
+	}
+	return nil
 }
 
 // Snapshot is the state of one queue at event number Ev, for resynchronisation.
@@ -233,7 +241,7 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	res, err := snapshotScript.Run(ctx, q.rdb,
 		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting()}).Int64Slice()
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot %s: %w", name, err)
+		return Snapshot{}, fail("snapshot "+name, err)
 	}
 	s := Snapshot{Ev: res[0], Head: res[1], Tail: res[2], Tick: res[3],
 		AdmitRate: float64(res[4]) / 1000, Rate: float64(res[5]) / 1000, Paused: res[6] == 1, Waiting: res[7]}
@@ -251,27 +259,16 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 		return Place{}, ErrNoPlace
 	}
 	if err != nil {
-		return Place{}, fmt.Errorf("ticket state: %w", err)
+		return Place{}, fail("ticket state", err)
 	}
 	st := parseState(cur)
-	p := Place{Queue: t.Queue, Seq: st.seq, Token: st.token}
-	switch st.state {
-	case "w":
-		p.State = "waiting"
-	case "a":
-		p.State = "admitted"
-		p.TokenExpiresAt = time.UnixMilli(st.exp)
+	p := Place{Queue: t.Queue, Seq: st.seq, State: st.state()}
+	if p.State == StateAdmitted {
+		p.Token, p.TokenExpiresAt = st.token, time.UnixMilli(st.exp)
 		p.Tick, _ = strconv.ParseInt(st.extra, 10, 64)
 		if !p.TokenExpiresAt.After(time.Now()) {
-			p.State = "expired"
+			p.State, p.Token, p.TokenExpiresAt = StateExpired, "", time.Time{}
 		}
-	case "e":
-		p.State = "expired"
-	case "u":
-		p.State = "used"
-	}
-	if p.State != "admitted" {
-		p.Token = ""
 	}
 	return p, nil
 }
@@ -297,7 +294,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms")
 	l := pipe.Get(ctx, k.lease())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return QueueStats{}, fmt.Errorf("stats %s: %w", name, err)
+		return QueueStats{}, fail("stats "+name, err)
 	}
 	if len(cfg.Val()) == 0 {
 		return QueueStats{}, ErrQueueNotFound
@@ -312,3 +309,6 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// RoundRate rounds a measured rate to two decimals for display.
+func RoundRate(f float64) float64 { return math.Round(f*100) / 100 }

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -32,6 +31,7 @@ type SettingsPatch struct {
 // Limits of the settings accepted by Put.
 const (
 	MaxRatePerSecond = 100000
+	MaxMaxActive     = 100_000_000
 	MinTokenTTL      = 10 * time.Second
 	MaxTokenTTL      = 24 * time.Hour
 )
@@ -44,11 +44,11 @@ func DefaultSettings(name string) Settings {
 func (s Settings) validate() error {
 	switch {
 	case s.RatePerSecond < 0 || s.RatePerSecond > MaxRatePerSecond || s.RatePerSecond != s.RatePerSecond:
-		return fmt.Errorf("%w: rate_per_second must be between 0 and %d", ErrInvalid, MaxRatePerSecond)
-	case s.MaxActive < 0 || s.MaxActive > 100_000_000:
-		return fmt.Errorf("%w: max_active must be between 0 (no cap) and 100000000", ErrInvalid)
+		return invalid("rate_per_second", "rate_per_second must be between 0 and %d.", MaxRatePerSecond)
+	case s.MaxActive < 0 || s.MaxActive > MaxMaxActive:
+		return invalid("max_active", "max_active must be between 0 (no cap) and %d.", MaxMaxActive)
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
-		return fmt.Errorf("%w: token_ttl_seconds must be between %d and %d", ErrInvalid,
+		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
 	}
 	return nil
@@ -58,7 +58,7 @@ func (s Settings) validate() error {
 // queue was created.
 func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings, bool, error) {
 	if !ValidName(name) {
-		return Settings{}, false, fmt.Errorf("%w: queue name must be 1-64 characters of A-Z a-z 0-9 _ -", ErrInvalid)
+		return Settings{}, false, invalid("name", "Queue names are 1-64 characters of A-Z a-z 0-9 _ -.")
 	}
 	cur, err := q.Settings(ctx, name)
 	created := errors.Is(err, ErrQueueNotFound)
@@ -109,10 +109,10 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
 	if err != nil {
-		return Settings{}, false, fmt.Errorf("put queue %s: %w", name, err)
+		return Settings{}, false, fail("put queue "+name, err)
 	}
 	if err := q.rdb.SAdd(ctx, queuesKey, name).Err(); err != nil {
-		return Settings{}, false, fmt.Errorf("register queue %s: %w", name, err)
+		return Settings{}, false, fail("register queue "+name, err)
 	}
 	return cur, created, nil
 }
@@ -137,7 +137,7 @@ func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
 	}
 	m, err := q.rdb.HGetAll(ctx, keysFor(name).cfg()).Result()
 	if err != nil {
-		return Settings{}, fmt.Errorf("read queue %s: %w", name, err)
+		return Settings{}, fail("read queue "+name, err)
 	}
 	if len(m) == 0 {
 		return Settings{}, ErrQueueNotFound
@@ -160,7 +160,7 @@ func parseSettings(name string, m map[string]string) Settings {
 func (q *Queue) Names(ctx context.Context) ([]string, error) {
 	names, err := q.rdb.SMembers(ctx, queuesKey).Result()
 	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
+		return nil, fail("list queues", err)
 	}
 	sortStrings(names)
 	return names, nil

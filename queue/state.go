@@ -5,22 +5,50 @@ import (
 	"strings"
 )
 
-// ticketState is the parsed value of a ticket in the tickets hash:
-// "state:seq[:token:exp_ms:extra]" with state w (waiting), a (admitted), e (expired
-// unused), u (used by an order; extra = the request key that used it).
-type ticketState struct {
-	state string
+// State is where a ticket stands, as Place.State and the public "state" field say it.
+type State string
+
+// Ticket states.
+const (
+	StateWaiting  State = "waiting"  // has a place in line
+	StateAdmitted State = "admitted" // holds a live admission token
+	StateExpired  State = "expired"  // its token lapsed unused; it must join again
+	StateUsed     State = "used"     // its token bought something
+)
+
+// Final reports whether no position can follow this state (admitted, expired, used).
+func (s State) Final() bool { return s != StateWaiting && s != "" }
+
+// storedState is a ticket's value in the queue's tickets hash. The format is read and
+// written by this file and by the Lua scripts (join.lua, leave.lua, admit.lua,
+// token.lua), and by both versions during a rolling deploy, so it only ever gains fields
+// at the end:
+//
+//	"<code>:<seq>[:<token>:<exp_ms>:<extra>]"
+//
+// code w (waiting), a (admitted; extra = the admission tick), e (expired unused), u (used
+// by an order; extra = the request key that used it).
+type storedState struct {
+	code  byte
 	seq   int64
 	token string
 	exp   int64
 	extra string
 }
 
-func parseState(s string) ticketState {
+// Codes of storedState.
+const (
+	codeWaiting  = 'w'
+	codeAdmitted = 'a'
+	codeExpired  = 'e'
+	codeUsed     = 'u'
+)
+
+func parseState(s string) storedState {
 	f := strings.SplitN(s, ":", 5)
-	var st ticketState
-	if len(f) > 0 {
-		st.state = f[0]
+	var st storedState
+	if len(f[0]) == 1 {
+		st.code = f[0][0]
 	}
 	if len(f) > 1 {
 		st.seq, _ = strconv.ParseInt(f[1], 10, 64)
@@ -35,6 +63,22 @@ func parseState(s string) ticketState {
 		st.extra = f[4]
 	}
 	return st
+}
+
+// state is the public state of a stored ticket (an admitted one is not checked for
+// expiry here).
+func (st storedState) state() State {
+	switch st.code {
+	case codeWaiting:
+		return StateWaiting
+	case codeAdmitted:
+		return StateAdmitted
+	case codeExpired:
+		return StateExpired
+	case codeUsed:
+		return StateUsed
+	}
+	return ""
 }
 
 func toInt(v any) int64 {

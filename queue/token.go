@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -48,11 +47,6 @@ func (q *Queue) ClaimToken(ctx context.Context, t Ticket, token, reqKey string, 
 	return q.tokenOp(ctx, "claim", t, token, reqKey, idem)
 }
 
-// CheckToken is ClaimToken without claiming.
-func (q *Queue) CheckToken(ctx context.Context, t Ticket, token string) (Verdict, time.Time, error) {
-	return q.tokenOp(ctx, "check", t, token, "", false)
-}
-
 // ConsumeToken ends the token after a successful order: it can no longer be used and its
 // max_active slot is free for the next tick.
 func (q *Queue) ConsumeToken(ctx context.Context, t Ticket, token, reqKey string) error {
@@ -75,7 +69,7 @@ func (q *Queue) tokenOp(ctx context.Context, op string, t Ticket, token, reqKey 
 		[]string{k.token(token), k.tickets(), k.claim(token), k.active()},
 		op, t.ID, token, reqKey, q.cfg.ClaimTTL.Milliseconds(), boolStr(idem)).Slice()
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("token %s: %w", op, err)
+		return "", time.Time{}, fail("token "+op, err)
 	}
 	v := Verdict(toString(res[0]))
 	var exp time.Time

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
@@ -44,93 +45,127 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var out io.Writer = stdout
-	if cfg.LogPretty {
-		out = zerolog.ConsoleWriter{Out: stdout, TimeFormat: time.TimeOnly}
-	}
-	log := zerolog.New(out).Level(cfg.LogLevel).With().Timestamp().Str("instance", cfg.InstanceID).Logger()
+	log := newLogger(cfg, stdout)
 	cfg.logFields(log.Info()).Msg("starting")
 	if cfg.SecretGenerated {
 		log.Warn().Msg("WR_SECRET is not set: using a random one; tickets die with this process and several instances must share one WR_SECRET")
 	}
-
 	// Listen first: a taken port fails before anything else starts.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on WR_ADDR=%s: %w", cfg.Addr, err)
 	}
 	defer ln.Close()
-
-	rdb, closeRedis, err := openRedis(cfg, log, nil)
+	a, closeApp, err := build(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeRedis()
+	defer closeApp()
+	return a.serve(ctx, cfg, log, ln)
+}
 
+func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
+	var out io.Writer = stdout
+	if cfg.LogPretty {
+		out = zerolog.ConsoleWriter{Out: stdout, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(out).Level(cfg.LogLevel).With().Timestamp().Str("instance", cfg.InstanceID).Logger()
+}
+
+// app is one wired instance: what serve starts and stops.
+type app struct {
+	admitter *queue.Admitter
+	hub      *stream.Hub
+	limits   *queue.LiveLimits
+	srv      *web.Server
+}
+
+// build opens the backends and wires the parts; the returned func closes the backends.
+func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	rdb, admitRDB, closeRedis, err := openRedis(cfg, log)
+	if err != nil {
+		return a, closeAll, err
+	}
+	closers = append(closers, closeRedis)
 	dbURL, stopPG, err := openPostgres(ctx, cfg, log)
 	if err != nil {
-		return err
+		return a, closeAll, err
 	}
-	defer stopPG()
+	closers = append(closers, stopPG)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace}, reg)
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
 	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("open PostgreSQL: %w", err)
+		return a, closeAll, fmt.Errorf("open PostgreSQL: %w", err)
 	}
-	defer store.Close()
-
+	closers = append(closers, store.Close)
 	if cfg.Demo {
 		if err := seedDemo(ctx, cfg, q, store); err != nil {
-			return fmt.Errorf("demo data: %w", err)
+			return a, closeAll, fmt.Errorf("demo data: %w", err)
 		}
 	}
 	if cfg.AdminToken == "" {
 		if cfg.AdminToken, err = generatedAdminToken(cfg); err != nil {
-			return err
+			return a, closeAll, err
 		}
 	}
 
-	hub := stream.NewHub(q, stream.Config{
+	a.hub = stream.NewHub(q, stream.Config{
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 	}, reg)
-	// The admission loops get their own small connection pool: request traffic exhausting
-	// the main pool must not slow admission down (seed 000's lesson, measured here with
-	// 5,000 pollers).
-	admitRDB, closeAdmitRedis, err := openRedis(cfg, log, rdb)
-	if err != nil {
-		return err
-	}
-	defer closeAdmitRedis()
-	admitter := queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
+	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
 	})
-	lim := web.DefaultLimits()
+	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP
-	srv, err := web.New(web.Config{
-		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, Limits: lim, FailOpen: cfg.FailOpen,
+	a.limits = q.LiveLimits(lim)
+	a.srv, err = web.New(web.Config{
+		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
-		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: hub, Orders: store,
-		Limiter: queue.NewLimiter(rdb, "wr:"), Gatherer: reg, Registry: reg, Log: log,
+		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: a.hub, Orders: store,
+		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
 	})
-	if err != nil {
-		return err
-	}
+	return a, closeAll, err
+}
 
-	admitCtx, stopAdmitting := context.WithCancel(context.Background())
-	hubCtx, stopHub := context.WithCancel(context.Background())
-	admitDone, hubDone, serveDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { defer close(admitDone); _ = admitter.Run(admitCtx) }()
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
-	go func() { serveDone <- srv.Serve(ln) }()
+// pgOpenTimeout bounds connecting to PostgreSQL and migrating at start.
+const pgOpenTimeout = 30 * time.Second
+
+// serve runs the instance until ctx ends or the listener fails, then shuts down in order:
+// stop admitting (leases released so another instance leads at once) → close the hub
+// (ends every stream with a jittered retry) → let Fiber finish in-flight requests. The
+// backends are closed by build's closer afterwards.
+func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.Listener) error {
+	admitCtx, stopAdmitting := context.WithCancel(context.WithoutCancel(ctx))
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	admitDone, bgDone, serveDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { defer close(admitDone); _ = a.admitter.Run(admitCtx) }()
+	go func() {
+		defer close(bgDone)
+		var g errgroup.Group
+		g.Go(func() error { return a.hub.Run(bgCtx) })
+		g.Go(func() error { return a.limits.Run(bgCtx) })
+		_ = g.Wait()
+	}()
+	go func() { serveDone <- a.srv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Msg("listening")
 
 	var serveErr error
@@ -140,18 +175,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	case serveErr = <-serveDone:
 		log.Error().Err(serveErr).Msg("server stopped")
 	}
-
-	// Shutdown order: stop admitting (leases released so another instance leads at
-	// once) → close the hub (ends every stream with a jittered retry) → let Fiber finish
-	// in-flight requests → close pools (deferred above).
-	deadline, cancelDeadline := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancelDeadline()
+	deadline, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
 	stopAdmitting()
 	waitOr(deadline, admitDone)
-	_ = hub.Close(deadline)
-	stopHub()
-	waitOr(deadline, hubDone)
-	if err := srv.Shutdown(deadline); err != nil {
+	_ = a.hub.Close(deadline)
+	stopBackground()
+	waitOr(deadline, bgDone)
+	if err := a.srv.Shutdown(deadline); err != nil {
 		log.Warn().Err(err).Msg("http shutdown")
 	}
 	log.Info().Msg("stopped")
@@ -165,58 +196,47 @@ func waitOr(ctx context.Context, ch <-chan struct{}) {
 	}
 }
 
-// openRedis connects to REDIS_URL, or starts an in-process Redis (miniredis) for a
-// zero-config single-instance run.
-func openRedis(cfg config, log zerolog.Logger, main redis.UniversalClient) (redis.UniversalClient, func(), error) {
-	if cfg.RedisURL == "" && main != nil {
-		// The in-process Redis: a second client on the same address.
-		c, ok := main.(*redis.Client)
-		if !ok {
-			return main, func() {}, nil
-		}
-		rdb := redis.NewClient(&redis.Options{Addr: c.Options().Addr, PoolSize: 4})
-		return rdb, func() { _ = rdb.Close() }, nil
-	}
+// admitPoolSize is the admission loops' own Redis pool: request traffic exhausting the main
+// pool must not slow admission down (seed 000's lesson, measured here with 5,000 pollers).
+const admitPoolSize = 4
+
+// openRedis connects to REDIS_URL — a Sentinel URL (master_name=…), a Cluster URL (addr=…
+// seeds) or a plain redis:// URL — or starts an in-process Redis (miniredis) for a
+// zero-config single-instance run. It returns the main client and the admission loops'.
+func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalClient, closeAll func(), err error) {
+	var newClient func(pool int) redis.UniversalClient
+	stop := func() {}
 	if cfg.RedisURL == "" {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return nil, nil, fmt.Errorf("in-process Redis: %w", err)
+			return nil, nil, nil, fmt.Errorf("in-process Redis: %w", err)
 		}
 		log.Warn().Str("addr", mr.Addr()).Msg("REDIS_URL is not set: using an in-process Redis (miniredis) on loopback; single instance only, the line is lost at exit")
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
+		newClient = func(pool int) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: pool})
+		}
+		stop = mr.Close
+	} else if newClient, err = redisClients(cfg.RedisURL); err != nil {
+		return nil, nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 	}
-	var rdb redis.UniversalClient
+	rdb, admitRDB = newClient(0), newClient(admitPoolSize) // 0: go-redis's default pool
+	return rdb, admitRDB, func() { _ = admitRDB.Close(); _ = rdb.Close(); stop() }, nil
+}
+
+// redisClients parses a REDIS_URL once and returns a constructor of clients with a pool
+// of the given size.
+func redisClients(url string) (func(pool int) redis.UniversalClient, error) {
 	switch {
-	case strings.Contains(cfg.RedisURL, "master_name="): // Sentinel: the sentinels' addresses, the master's name
-		o, err := redis.ParseFailoverURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
-		}
-		if main != nil {
-			o.PoolSize = 4 // the admission loops' own pool
-		}
-		rdb = redis.NewFailoverClient(o)
-	case strings.Contains(cfg.RedisURL, "addr="): // Cluster: several seed addresses
-		o, err := redis.ParseClusterURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
-		}
-		if main != nil {
-			o.PoolSize = 4 // the admission loops' own pool
-		}
-		rdb = redis.NewClusterClient(o)
+	case strings.Contains(url, "master_name="):
+		o, err := redis.ParseFailoverURL(url)
+		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewFailoverClient(&c) }, err
+	case strings.Contains(url, "addr="):
+		o, err := redis.ParseClusterURL(url)
+		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewClusterClient(&c) }, err
 	default:
-		o, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
-		}
-		if main != nil {
-			o.PoolSize = 4 // the admission loops' own pool
-		}
-		rdb = redis.NewClient(o)
+		o, err := redis.ParseURL(url)
+		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewClient(&c) }, err
 	}
-	return rdb, func() { _ = rdb.Close() }, nil
 }
 
 // openPostgres returns DATABASE_URL, or starts a local PostgreSQL from the machine's

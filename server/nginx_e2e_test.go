@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -277,12 +278,11 @@ http {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // clientFrom is an HTTP client whose connections come from the loopback address src.

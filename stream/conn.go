@@ -2,10 +2,12 @@ package stream
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
-	"runtime"
-	"sync"
+	"strconv"
 	"time"
+
+	"github.com/waitroom/waitroom/queue"
 )
 
 // conn is one open SSE stream. After the HTTP handshake no goroutine belongs to it: the
@@ -41,225 +43,142 @@ type conn struct {
 	admitAt time.Time
 }
 
-// shard owns the writes of a subset of the connections, so one slow client can hold up
-// at most its shard for one write timeout, never the hub.
-type shard struct {
-	h     *Hub
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	pri   []*conn
-	dirty []*conn
-	wake  chan struct{}
+
+// Waiter describes a stream to attach: who it is and what Redis said about its ticket.
+type Waiter struct {
+	Queue       string
+	Ticket      string
+	IP          string
+	LastEventID int64
+	Place       queue.Place
 }
 
-func newShard(h *Hub) *shard {
-	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1)}
-}
-
-// Kinds of frames for push.
-const (
-	framePosition = iota // latest wins
-	framePriority        // never dropped, written first
-	frameFinal           // priority, and no position may follow it (admitted, expired)
-)
-
-// push queues a frame for c; priority frames are never dropped, a position frame replaces
-// any position frame not yet written.
-func (s *shard) push(c *conn, b []byte, kind int) { s.pushAt(c, b, kind, time.Time{}) }
-
-// pushAt is push for a frame that reports an admission made at admitAt (Redis time): its
-// delivery delay is observed once the frame is written.
-func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
-	s.mu.Lock()
-	if c.closed {
-		s.mu.Unlock()
-		return
+// Attach takes over nc (a hijacked connection whose HTTP request has been read), writes
+// the response head, retry and the current state, and keeps it until the client goes
+// away or the hub closes. The IP slot taken by AcquireIP is released when it ends.
+func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
+	qh, err := h.queueFor(ctx, w.Queue)
+	if err != nil {
+		h.ReleaseIP(w.IP)
+		return err
 	}
-	if kind == framePosition && c.final {
-		s.mu.Unlock()
-		return // admitted or expired already queued: no position after it
+	if h.isClosed() {
+		h.ReleaseIP(w.IP)
+		return ErrClosed
 	}
-	if kind != framePosition {
-		c.pri = append(c.pri, b)
-		s.pri = append(s.pri, c)
-		if !admitAt.IsZero() {
-			c.admitAt = admitAt
-		}
-		if kind == frameFinal {
-			c.pos, c.final = nil, true
-		}
-	} else {
-		c.pos = b
-		if !c.queued {
-			c.queued = true
-			s.dirty = append(s.dirty, c)
-		}
-	}
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
+	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
+	h.place(c)
+
+	head := responseHead(jitterDur(h.cfg.Retry, 0.25))
+	qh.mu.Lock()
+	qh.conns[c] = struct{}{}
+	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
+	var first []byte
+	switch w.Place.State {
+	case queue.StateAdmitted:
+		c.admitted = true
+		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
+	case queue.StateExpired, queue.StateUsed:
+		c.admitted, c.expired = true, true
+		first = expiredFrame(qh.line.ev, qh.line.tick)
 	default:
+		pos := qh.line.position(c.seq)
+		if pos == 0 {
+			// The line has passed this ticket since Redis was read: the admission message
+			// is being handled; the fan-out's check delivers the token.
+			pos = 1
+		}
+		c.lastPos, c.lastETA = pos, qh.line.eta(pos)
+		first = newPositionRenderer(&qh.line).render(pos)
+	}
+	c.shard.add(c)
+	c.shard.push(c, append(head, first...), framePriority)
+	qh.mu.Unlock()
+
+	open := h.count.Add(1)
+	h.m.conns.Set(float64(open))
+	h.m.connects.Inc()
+	return nil
+}
+
+// place gives a new stream its writer shard, its heartbeat slot and its refresh tier from
+// this instance's own count of streams, so each is spread evenly whatever the join numbers
+// of the users who land here (with round-robin over 3 instances, one instance's join
+// numbers may all be equal mod 3).
+func (h *Hub) place(c *conn) {
+	n := int64(h.next.Add(1))
+	c.shard = h.shards[n%int64(len(h.shards))]
+	k := n / int64(len(h.shards)) // consecutive streams of one shard: k, k+1, …
+	c.hbSlot = int(k % hbSlots)
+	c.tier = k % h.cfg.BackEvery
+}
+
+func responseHead(retry time.Duration) []byte {
+	b := []byte("HTTP/1.1 200 OK\r\n" +
+		"Content-Type: text/event-stream; charset=utf-8\r\n" +
+		"Cache-Control: no-cache, no-store, no-transform\r\n" +
+		"X-Accel-Buffering: no\r\n" +
+		"X-Content-Type-Options: nosniff\r\n" +
+		"Connection: close\r\n\r\n" +
+		"retry: ")
+	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
+	return append(b, "\n\n"...)
+}
+
+// drop closes c once and forgets it. Call it with no lock held (see the lock order).
+func (h *Hub) drop(c *conn, reason string) {
+	if !c.shard.remove(c) {
+		return // already dropped
+	}
+	_ = c.nc.Close()
+
+	h.mu.Lock()
+	qh := h.queues[c.queue]
+	h.gone[c.queue] = append(h.gone[c.queue], c.ticket)
+	h.mu.Unlock()
+	if qh != nil {
+		qh.forget(c)
+	}
+	h.ReleaseIP(c.ip)
+	n := h.count.Add(-1)
+	h.m.conns.Set(float64(n))
+	h.m.drops.WithLabelValues(reason).Inc()
+}
+
+// forget removes c from the queue's connection sets.
+func (qh *qhub) forget(c *conn) {
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
+	delete(qh.conns, c)
+	list := qh.byTicket[c.ticket]
+	for i, x := range list {
+		if x == c {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(qh.byTicket, c.ticket)
+	} else {
+		qh.byTicket[c.ticket] = list
 	}
 }
 
-// hbSlots spreads heartbeats: every Heartbeat/hbSlots a shard pings one slot's streams, so
-// each stream still gets its ping once per Heartbeat, but 19,000 streams are not all pinged
-// (and peeked) in the same instant, which held admitted events back by a few hundred ms.
-const hbSlots = 10
+// shutdownWriteTimeout bounds the last write (the retry) to each stream at shutdown.
+const shutdownWriteTimeout = 50 * time.Millisecond
 
-func (s *shard) run(ctx context.Context) {
-	step := max(s.h.cfg.Heartbeat/hbSlots, time.Millisecond)
-	hb := time.NewTicker(step)
-	defer hb.Stop()
-	start, done := time.Now(), int64(0) // slots handled so far
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-			s.flush()
-		case <-hb.C:
-			// Slots follow the clock, not the ticks: a tick dropped while the shard was busy
-			// must not push every later ping back (each stream keeps its ping per Heartbeat).
-			due := int64(time.Since(start) / step)
-			if due-done > hbSlots {
-				done = due - hbSlots
+// shutdownConns tells every client to come back after a random delay (so a deploy does
+// not send them all to the remaining instances at once) and closes the stream.
+func (h *Hub) shutdownConns() {
+	lo := h.cfg.Retry / 4
+	for _, s := range h.shards {
+		for _, c := range s.all() {
+			if s.isReady(c) { // a stream whose response head never went out just closes
+				d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
+				_ = c.nc.SetWriteDeadline(time.Now().Add(shutdownWriteTimeout))
+				_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
 			}
-			for ; done < due; done++ {
-				s.heartbeat(int(done % hbSlots))
-			}
+			h.drop(c, "shutdown")
 		}
 	}
-}
-
-// flushChunk is how many position frames are written between two looks at the priority
-// list, so an admitted event waits for at most one chunk, not a whole fan-out.
-const flushChunk = 32
-
-type job struct {
-	c       *conn
-	frames  [][]byte
-	admitAt time.Time
-}
-
-// flush writes everything pending: priority frames first, then positions in the order the
-// fan-out queued them (front of the line first), a chunk at a time, looking for new
-// priority frames between chunks.
-func (s *shard) flush() {
-	jobs := make([]job, 0, flushChunk)
-	for {
-		jobs = jobs[:0]
-		s.mu.Lock()
-		if len(s.pri) > 0 {
-			jobs = s.takePriority(jobs)
-		} else {
-			n := min(flushChunk, len(s.dirty))
-			for _, c := range s.dirty[:n] {
-				c.queued = false
-				if c.pos != nil && !c.closed {
-					jobs = append(jobs, job{c: c, frames: [][]byte{c.pos}})
-					c.pos = nil
-				}
-			}
-			s.dirty = s.dirty[n:]
-			if len(s.dirty) == 0 {
-				s.dirty = nil
-			}
-		}
-		idle := len(s.pri) == 0 && len(s.dirty) == 0
-		s.mu.Unlock()
-		s.runJobs(jobs)
-		if idle && len(jobs) == 0 {
-			return
-		}
-		if !idle {
-			// A fan-out keeps every shard busy writing for tens of milliseconds; let the
-			// pub/sub reader (and its admitted events) run between chunks instead of
-			// waiting for a preemption.
-			runtime.Gosched()
-		}
-		// Idle or not, one more look: frames may have been pushed while these were written.
-	}
-}
-
-// takePriority moves every pending priority frame into jobs; s.mu is held.
-func (s *shard) takePriority(jobs []job) []job {
-	for _, c := range s.pri {
-		if len(c.pri) > 0 && !c.closed {
-			jobs = append(jobs, job{c, c.pri, c.admitAt})
-			c.pri, c.admitAt = nil, time.Time{}
-		}
-	}
-	s.pri = s.pri[:0]
-	return jobs
-}
-
-func (s *shard) runJobs(jobs []job) {
-	for _, j := range jobs {
-		ok := true
-		for _, b := range j.frames {
-			if ok = s.write(j.c, b); !ok {
-				break
-			}
-		}
-		if ok && !j.admitAt.IsZero() {
-			s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
-		}
-		if ok && !j.c.ready {
-			s.mu.Lock()
-			j.c.ready = true
-			s.mu.Unlock()
-		}
-	}
-}
-
-var ping = []byte(": ping\n\n")
-
-// heartbeat pings one slot's streams (and notices closed peers), writing any admitted
-// event that arrives meanwhile before the next chunk of pings.
-func (s *shard) heartbeat(slot int) {
-	s.mu.Lock()
-	cs := make([]*conn, 0, len(s.conns)/hbSlots+1)
-	for c := range s.conns {
-		if c.hbSlot == slot {
-			cs = append(cs, c)
-		}
-	}
-	s.mu.Unlock()
-	s.flush() // the response head of a new stream must precede any ping
-	var jobs []job
-	for i, c := range cs {
-		if i > 0 && i%flushChunk == 0 {
-			s.mu.Lock()
-			jobs = s.takePriority(jobs[:0])
-			s.mu.Unlock()
-			s.runJobs(jobs)
-			runtime.Gosched()
-		}
-		s.mu.Lock()
-		ready := c.ready
-		s.mu.Unlock()
-		if !ready {
-			continue
-		}
-		if peerClosed(c.nc) {
-			s.h.drop(c, "client_closed")
-			continue
-		}
-		s.write(c, ping)
-	}
-}
-
-func (s *shard) write(c *conn, b []byte) bool {
-	_ = c.nc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
-	if _, err := c.nc.Write(b); err != nil {
-		reason := "write_error"
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			reason = "slow_client"
-		}
-		s.h.drop(c, reason)
-		return false
-	}
-	s.h.m.bytes.Add(float64(len(b)))
-	return true
 }

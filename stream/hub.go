@@ -1,8 +1,32 @@
 // Package stream owns this instance's live connections: one Server-Sent Events stream per
-// waiting user, fed from the admission leader's per-tick messages on Redis pub/sub. Each
+// waiting user, fed from the admission leader's per-tick messages (queue.Feed). Each
 // instance keeps a copy of every queue's head and departures and computes its waiters'
 // exact positions locally, so the Redis cost of live positions does not grow with the
 // number of waiters.
+//
+// Files by noun: hub.go (the Hub, its lifecycle and registries), conn.go (one stream:
+// attach, drop, shutdown), shard.go (the writers), line.go (a queue's local copy of the
+// line), subscription.go (tick messages in), fanout.go (position events out), frames.go
+// (event rendering), presence.go (signs of life and the instance report).
+//
+// Lock order. There are three kinds of mutex, always taken in this order and never the
+// other way round:
+//
+//  1. qhub.mu — one queue's line and its connection sets, and the per-conn fields marked
+//     "guarded by the queue's lock";
+//  2. shard.mu — one writer's queues and the per-conn fields marked "guarded by shard.mu";
+//     taken under qhub.mu only inside shard.push/pushAt, and never held while taking
+//     another lock.
+//
+// Hub.mu (the registries: queues, ips, gone, closed) is a leaf: it is held only to read or
+// change those maps and never while another lock is held or taken. drop takes shard.mu,
+// Hub.mu and qhub.mu one after the other and releases each before the next, so it must be
+// called with no lock held — code that finds a connection to drop while holding a lock
+// collects it and drops it after unlocking.
+//
+// Goroutines: Run starts every one of them (writers, subscription and its reader, fan-out,
+// ticket checkers, presence and report loops) in one errgroup and returns only when all
+// have stopped; no other code in this package starts a goroutine.
 package stream
 
 import (
@@ -10,14 +34,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -26,11 +47,13 @@ import (
 
 // Source is what the hub needs from the queue store (implemented by *queue.Queue).
 type Source interface {
-	Redis() redis.UniversalClient
 	Names(ctx context.Context) ([]string, error)
+	Feed(ctx context.Context) *queue.Feed
 	Snapshot(ctx context.Context, name string) (queue.Snapshot, error)
 	Touch(ctx context.Context, queue string, ids []string) error
 	TicketState(ctx context.Context, t queue.Ticket) (queue.Place, error)
+	ReportInstance(ctx context.Context, in queue.Instance, ttl time.Duration) error
+	RemoveInstance(ctx context.Context, id string) error
 }
 
 // Config tunes a Hub. Zero fields take the documented defaults.
@@ -102,7 +125,7 @@ type Hub struct {
 	count     atomic.Int64
 	degraded  atomic.Bool // Redis pub/sub lost: streams were told "reconnecting"
 
-	mu     sync.Mutex
+	mu     sync.Mutex // the registries below; a leaf (see the lock order above)
 	queues map[string]*qhub
 	ips    map[string]int
 	closed bool
@@ -110,7 +133,8 @@ type Hub struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
-	sub    chan string // queues to subscribe to
+	sub    chan string   // queues to subscribe to
+	checks chan checkReq // tickets the line has passed, for the checkers to ask Redis about
 }
 
 // qhub is one queue's local state and streams.
@@ -123,12 +147,19 @@ type qhub struct {
 	round    int64 // fan-out rounds so far (picks this round's share of the back of the line)
 }
 
+// Sizes of the hub's internal queues: a full one drops the request (it is repeated later).
+const (
+	subQueue   = 64   // queues waiting to be subscribed to
+	checkQueue = 1024 // tickets waiting for a check
+	checkers   = 4    // goroutines asking Redis about passed tickets
+)
+
 // NewHub returns a hub; call Run to start it.
 func NewHub(src Source, cfg Config, reg prometheus.Registerer) *Hub {
 	cfg = cfg.withDefaults()
 	h := &Hub{src: src, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
-		done: make(chan struct{}), sub: make(chan string, 64)}
+		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue)}
 	for range cfg.Shards {
 		h.shards = append(h.shards, newShard(h))
 	}
@@ -150,6 +181,9 @@ func (h *Hub) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range h.shards {
 		g.Go(func() error { s.run(gctx); return nil })
+	}
+	for range checkers {
+		g.Go(func() error { h.checkLoop(gctx); return nil })
 	}
 	g.Go(func() error { return h.subscribe(gctx) })
 	g.Go(func() error { h.fanoutLoop(gctx); return nil })
@@ -205,222 +239,10 @@ func (h *Hub) ReleaseIP(ip string) {
 	}
 }
 
-// Waiter describes a stream to attach: who it is and what Redis said about its ticket.
-type Waiter struct {
-	Queue       string
-	Ticket      string
-	IP          string
-	LastEventID int64
-	Place       queue.Place
-}
-
-// Attach takes over nc (a hijacked connection whose HTTP request has been read), writes
-// the response head, retry and the current state, and keeps it until the client goes
-// away or the hub closes. The IP slot taken by AcquireIP is released when it ends.
-func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
-	qh, err := h.queueFor(ctx, w.Queue)
-	if err != nil {
-		h.ReleaseIP(w.IP)
-		return err
-	}
-	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
-	h.place(c)
-
+func (h *Hub) isClosed() bool {
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		h.ReleaseIP(w.IP)
-		return ErrClosed
-	}
-	h.mu.Unlock()
-
-	head := responseHead(jitterDur(h.cfg.Retry, 0.25))
-	qh.mu.Lock()
-	qh.conns[c] = struct{}{}
-	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
-	var first []byte
-	switch w.Place.State {
-	case "admitted":
-		c.admitted = true
-		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
-	case "expired", "used":
-		c.admitted, c.expired = true, true
-		first = frame(qh.line.ev, "expired", expiredData{ServerTime: stamp(), Tick: qh.line.tick})
-	default:
-		pos := qh.line.position(c.seq)
-		if pos == 0 {
-			// The line has passed this ticket since Redis was read: the admission message
-			// is being handled; the fan-out's check delivers the token.
-			pos = 1
-		}
-		c.lastPos, c.lastETA = pos, qh.line.eta(pos)
-		first = h.positionFrame(qh, pos)
-	}
-	c.shard.mu.Lock()
-	c.shard.conns[c] = struct{}{}
-	c.shard.mu.Unlock()
-	c.shard.push(c, append(head, first...), framePriority)
-	qh.mu.Unlock()
-
-	open := h.count.Add(1)
-	h.m.conns.Set(float64(open))
-	h.m.connects.Inc()
-	return nil
-}
-
-// place gives a new stream its writer shard, its heartbeat slot and its refresh tier from
-// this instance's own count of streams, so each is spread evenly whatever the join numbers
-// of the users who land here (with round-robin over 3 instances, one instance's join
-// numbers may all be equal mod 3).
-func (h *Hub) place(c *conn) {
-	n := int64(h.next.Add(1))
-	c.shard = h.shards[n%int64(len(h.shards))]
-	k := n / int64(len(h.shards)) // consecutive streams of one shard: k, k+1, …
-	c.hbSlot = int(k % hbSlots)
-	c.tier = k % h.cfg.BackEvery
-}
-
-func responseHead(retry time.Duration) []byte {
-	b := []byte("HTTP/1.1 200 OK\r\n" +
-		"Content-Type: text/event-stream; charset=utf-8\r\n" +
-		"Cache-Control: no-cache, no-store, no-transform\r\n" +
-		"X-Accel-Buffering: no\r\n" +
-		"X-Content-Type-Options: nosniff\r\n" +
-		"Connection: close\r\n\r\n" +
-		"retry: ")
-	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
-	return append(b, "\n\n"...)
-}
-
-// admitTick is the tick a ticket was admitted at (stored with it), else the line's.
-func admitTick(p queue.Place, fallback int64) int64 {
-	if p.Tick > 0 {
-		return p.Tick
-	}
-	return fallback
-}
-
-func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byte {
-	return frame(ev, "admitted", admittedData{
-		Token: token, TokenExpiresAt: exp.UTC().Format(TimeFormat),
-		Redirect: "/q/" + queueName + "/order", ServerTime: stamp(), Tick: tick,
-	})
-}
-
-func (h *Hub) positionFrame(qh *qhub, pos int64) []byte {
-	return newPositionRenderer(&qh.line).render(pos)
-}
-
-// positionRenderer renders position events of one line state; the JSON is written by
-// hand (it is the fan-out's hot path: one event per changed waiter per second).
-type positionRenderer struct {
-	l      line // copy of the scalar state (gone is not used)
-	prefix []byte
-	suffix []byte
-}
-
-func newPositionRenderer(l *line) *positionRenderer {
-	r := &positionRenderer{l: line{ev: l.ev, tick: l.tick, head: l.head, waiting: l.waiting,
-		rate: l.rate, arate: l.arate, paused: l.paused}}
-	rate := l.rate
-	if l.paused {
-		rate = 0 // nobody is let in while paused
-	}
-	r.prefix = strconv.AppendInt([]byte("id: "), l.ev, 10)
-	r.prefix = append(r.prefix, "\nevent: position\ndata: {\"position\":"...)
-	r.suffix = append(r.suffix, ",\"rate_per_second\":"...)
-	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
-	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
-	r.suffix = strconv.AppendFloat(r.suffix, round2(l.arate), 'f', -1, 64)
-	r.suffix = append(r.suffix, ",\"server_time\":\""...)
-	r.suffix = append(r.suffix, stamp()...)
-	r.suffix = append(r.suffix, "\",\"tick\":"...)
-	r.suffix = strconv.AppendInt(r.suffix, l.tick, 10)
-	r.suffix = append(r.suffix, "}\n\n"...)
-	return r
-}
-
-func (r *positionRenderer) render(pos int64) []byte {
-	b := make([]byte, 0, len(r.prefix)+len(r.suffix)+48)
-	b = append(b, r.prefix...)
-	b = strconv.AppendInt(b, pos, 10)
-	b = append(b, ",\"waiting\":"...)
-	b = strconv.AppendInt(b, r.l.waiting, 10)
-	b = append(b, ",\"eta_seconds\":"...)
-	if eta := r.l.eta(pos); eta >= 0 {
-		b = strconv.AppendFloat(b, eta, 'f', -1, 64)
-	} else {
-		b = append(b, "null"...)
-	}
-	return append(b, r.suffix...)
-}
-
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
-
-// drop closes c once and forgets it.
-func (h *Hub) drop(c *conn, reason string) {
-	s := c.shard
-	s.mu.Lock()
-	if c.closed {
-		s.mu.Unlock()
-		return
-	}
-	c.closed = true
-	c.pri, c.pos = nil, nil
-	delete(s.conns, c)
-	s.mu.Unlock()
-	_ = c.nc.Close()
-
-	h.mu.Lock()
-	qh := h.queues[c.queue]
-	h.gone[c.queue] = append(h.gone[c.queue], c.ticket)
-	h.mu.Unlock()
-	if qh != nil {
-		qh.mu.Lock()
-		delete(qh.conns, c)
-		list := qh.byTicket[c.ticket]
-		for i, x := range list {
-			if x == c {
-				list = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(qh.byTicket, c.ticket)
-		} else {
-			qh.byTicket[c.ticket] = list
-		}
-		qh.mu.Unlock()
-	}
-	h.ReleaseIP(c.ip)
-	n := h.count.Add(-1)
-	h.m.conns.Set(float64(n))
-	h.m.drops.WithLabelValues(reason).Inc()
-}
-
-// shutdownConns tells every client to come back after a random delay (so a deploy does
-// not send them all to the remaining instances at once) and closes the stream.
-func (h *Hub) shutdownConns() {
-	var all []*conn
-	for _, s := range h.shards {
-		s.mu.Lock()
-		for c := range s.conns {
-			all = append(all, c)
-		}
-		s.mu.Unlock()
-	}
-	lo := h.cfg.Retry / 4
-	for _, c := range all {
-		c.shard.mu.Lock()
-		ready := c.ready
-		c.shard.mu.Unlock()
-		if ready { // a stream whose response head never went out just closes
-			d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
-			_ = c.nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-			_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
-		}
-		h.drop(c, "shutdown")
-	}
+	defer h.mu.Unlock()
+	return h.closed
 }
 
 // queueFor returns the local state of a queue, subscribing and resyncing on first use.
@@ -432,7 +254,7 @@ func (h *Hub) queueFor(ctx context.Context, name string) (*qhub, error) {
 		h.queues[name] = qh
 		select {
 		case h.sub <- name:
-		default:
+		default: // the subscriber also re-reads every queue name each second
 		}
 	}
 	h.mu.Unlock()
@@ -441,36 +263,17 @@ func (h *Hub) queueFor(ctx context.Context, name string) (*qhub, error) {
 	qh.mu.Unlock()
 	if !synced {
 		if err := h.resync(ctx, qh); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotSynced, err)
+			return nil, fmt.Errorf("%w: %w", ErrNotSynced, err)
 		}
 	}
 	return qh, nil
 }
 
-// resync reads the queue's snapshot from Redis — without holding qh.mu, so a slow or
-// absent Redis never blocks the writers that need the lock to drop a connection — and
-// applies it unless the line has meanwhile moved past it.
-func (h *Hub) resync(ctx context.Context, qh *qhub) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := h.src.Snapshot(ctx, qh.name)
-	qh.mu.Lock()
-	defer qh.mu.Unlock()
-	if err != nil {
-		qh.line.synced = false
-		return err
-	}
-	if qh.line.synced && s.Ev < qh.line.ev {
-		return nil // already newer than the snapshot
-	}
-	qh.line.reset(s)
-	h.m.resyncs.Inc()
-	return nil
-}
-
-func jitterDur(d time.Duration, frac float64) time.Duration {
-	j := (rand.Float64()*2 - 1) * frac
-	return time.Duration(float64(d) * (1 + j))
+// localQueue returns the local state of a queue, or nil when no stream of it was opened here.
+func (h *Hub) localQueue(name string) *qhub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.queues[name]
 }
 
 // queueList snapshots the queues with local state.
@@ -482,4 +285,9 @@ func (h *Hub) queueList() []*qhub {
 		qs = append(qs, q)
 	}
 	return qs
+}
+
+func jitterDur(d time.Duration, frac float64) time.Duration {
+	j := (rand.Float64()*2 - 1) * frac
+	return time.Duration(float64(d) * (1 + j))
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -29,10 +27,24 @@ func TestLinePositionsMatchRedis(t *testing.T) {
 	}
 	adm := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "prop", MaxElapsed: 200 * time.Millisecond})
 	signer := queue.NewSigner([]byte("k"))
-	ps := rdb.Subscribe(ctx, queue.Channel("prop"))
-	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil {
+	feed := q.Feed(ctx)
+	defer feed.Close()
+	if err := feed.Follow(ctx, "prop"); err != nil {
 		t.Fatal(err)
+	}
+	if ev, err := feed.Receive(ctx); err != nil || ev.Kind != queue.FeedSubscribed {
+		t.Fatalf("subscribe: %+v, %v", ev, err)
+	}
+	waitingSeqs := func() []int64 {
+		zs, err := rdb.ZRangeWithScores(ctx, "wr:{q:prop}:waiting", 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]int64, len(zs))
+		for i, z := range zs {
+			out[i] = int64(z.Score)
+		}
+		return out
 	}
 	snap, err := q.Snapshot(ctx, "prop")
 	if err != nil {
@@ -67,7 +79,7 @@ func TestLinePositionsMatchRedis(t *testing.T) {
 		if res.Ev == 0 {
 			continue
 		}
-		m := receiveTick(t, ps)
+		m := receiveTick(t, feed)
 		if m.Ev != a.ev+1 {
 			t.Fatalf("step %d: event %d after %d", step, m.Ev, a.ev)
 		}
@@ -81,7 +93,7 @@ func TestLinePositionsMatchRedis(t *testing.T) {
 		} else if b.synced && m.Ev == b.ev+1 {
 			b.apply(m)
 		}
-		checks += comparePositions(t, rdb, step, &a, &b)
+		checks += comparePositions(t, waitingSeqs(), step, &a, &b)
 	}
 	if checks < 500 {
 		t.Fatalf("only %d position checks ran", checks)
@@ -89,27 +101,21 @@ func TestLinePositionsMatchRedis(t *testing.T) {
 	t.Logf("%d positions compared with ZRANK+1, all equal", checks)
 }
 
-func receiveTick(t *testing.T, ps *redis.PubSub) tickMsg {
+func receiveTick(t *testing.T, feed *queue.Feed) queue.Tick {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	msg, err := ps.ReceiveMessage(ctx)
-	if err != nil {
-		t.Fatal(err)
+	ev, err := feed.Receive(ctx)
+	if err != nil || ev.Kind != queue.FeedTick {
+		t.Fatalf("receive: %+v, %v", ev, err)
 	}
-	m, err := decodeTick([]byte(msg.Payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return ev.Tick
 }
 
-func comparePositions(t *testing.T, rdb *redis.Client, step int, lines ...*line) int {
+// comparePositions checks every line's position of each waiting sequence (in Redis order)
+// against its rank.
+func comparePositions(t *testing.T, zs []int64, step int, lines ...*line) int {
 	t.Helper()
-	zs, err := rdb.ZRangeWithScores(context.Background(), "wr:{q:prop}:waiting", 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
 	for _, l := range lines {
 		if !l.synced {
@@ -118,9 +124,9 @@ func comparePositions(t *testing.T, rdb *redis.Client, step int, lines ...*line)
 		if l.waiting != int64(len(zs)) {
 			t.Fatalf("step %d: line says %d waiting, Redis %d", step, l.waiting, len(zs))
 		}
-		for i, z := range zs {
-			if got := l.position(int64(z.Score)); got != int64(i+1) {
-				t.Fatalf("step %d: seq %d at position %d, ZRANK+1 = %d", step, int64(z.Score), got, i+1)
+		for i, seq := range zs {
+			if got := l.position(seq); got != int64(i+1) {
+				t.Fatalf("step %d: seq %d at position %d, ZRANK+1 = %d", step, seq, got, i+1)
 			}
 			n++
 		}

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -55,4 +54,3 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func sortInstances(s []Instance) { sort.Slice(s, func(i, j int) bool { return s[i].ID < s[j].ID }) }

@@ -52,16 +52,16 @@ type queueStatsJSON struct {
 }
 
 type statsJSON struct {
-	Instances         []stream.Instance `json:"instances"`
-	SSEConnections    int64             `json:"sse_connections_total"`
-	Queues            []queueStatsJSON  `json:"queues"`
-	RateLimitRejected map[string]int64  `json:"ratelimit_rejected"`
-	ServerTime        string            `json:"server_time"`
+	Instances         []queue.Instance `json:"instances"`
+	SSEConnections    int64            `json:"sse_connections_total"`
+	Queues            []queueStatsJSON `json:"queues"`
+	RateLimitRejected map[string]int64 `json:"ratelimit_rejected"`
+	ServerTime        string           `json:"server_time"`
 }
 
 func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
-	out := statsJSON{Instances: []stream.Instance{}, Queues: []queueStatsJSON{}, ServerTime: time.Now().UTC().Format(stream.TimeFormat)}
-	ins, err := s.d.Hub.Instances(ctx)
+	out := statsJSON{Instances: []queue.Instance{}, Queues: []queueStatsJSON{}, ServerTime: time.Now().UTC().Format(stream.TimeFormat)}
+	ins, err := s.d.Queue.Instances(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -90,14 +90,12 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 		out.Queues = append(out.Queues, queueStatsJSON{
 			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), AdmitRate: round2(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
 		})
 	}
-	out.RateLimitRejected = s.lim.rejectedCounts(ctx)
+	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
 	return out, nil
 }
-
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 
 func (s *Server) stats(c *fiber.Ctx) error {
 	st, err := s.buildStats(c.UserContext())

@@ -1,15 +1,10 @@
 package web
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net"
 	"strconv"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/orders"
@@ -24,6 +19,7 @@ type Error struct {
 	Message    string
 	RetryAfter int    // seconds; sets Retry-After when > 0
 	Scope      string // X-RateLimit-Scope on 429
+	Field      string // the input a 422 is about ("" when not one field)
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -37,6 +33,7 @@ type body struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
 	} `json:"error"`
 }
 
@@ -55,7 +52,7 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 			c.Set("X-RateLimit-Scope", e.Scope)
 		}
 		var b body
-		b.Error.Code, b.Error.Message = e.Code, e.Message
+		b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field
 		return c.Status(e.Status).JSON(b)
 	}
 }
@@ -95,40 +92,34 @@ func mapError(err error) *Error {
 	case errors.Is(err, queue.ErrNoPlace):
 		return errorf(404, "ticket_not_found", "This ticket has no place in this queue; join again.")
 	case errors.Is(err, queue.ErrInvalid):
-		return errorf(422, "invalid_settings", userMessage(err))
+		return invalidError("invalid_settings", err)
 	case errors.Is(err, orders.ErrNotFound):
 		return errorf(404, "product_not_found", "No such product.")
 	case errors.Is(err, orders.ErrSoldOut):
 		return errorf(409, "sold_out", "Sold out: the stock cannot cover this quantity.")
 	case errors.Is(err, orders.ErrInvalid):
-		return errorf(422, "invalid_order", userMessage(err))
+		return invalidError("invalid_order", err)
 	case errors.Is(err, orders.ErrIdempotencyConflict):
 		return errorf(422, "idempotency_conflict", "This Idempotency-Key was already used for a different request.")
 	case errors.Is(err, orders.ErrUnavailable):
 		return &Error{Status: 503, Code: "database_unavailable", Message: "Orders are unavailable right now; your token is kept. Try again shortly.", RetryAfter: 2}
-	case isRedisDown(err):
+	case errors.Is(err, queue.ErrUnavailable):
 		return &Error{Status: 503, Code: "queue_unavailable", Message: "The waiting room is unavailable right now. Try again shortly.", RetryAfter: 2}
 	}
 	return errorf(500, "internal", "Something went wrong on our side.")
 }
 
-// userMessage keeps the part of a sentinel-wrapped error written for the user.
-func userMessage(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, ": "); i >= 0 {
-		s = s[i+2:]
+// invalidError is the 422 for a refused value: the message and field come from the
+// package's typed error, written for the user.
+func invalidError(code string, err error) *Error {
+	e := &Error{Status: 422, Code: code, Message: "Invalid value."}
+	var qe *queue.InvalidError
+	var oe *orders.InvalidError
+	switch {
+	case errors.As(err, &qe):
+		e.Message, e.Field = qe.Message, qe.Field
+	case errors.As(err, &oe):
+		e.Message, e.Field = oe.Message, oe.Field
 	}
-	if s == "" {
-		return "Invalid value."
-	}
-	return strings.ToUpper(s[:1]) + s[1:] + "."
-}
-
-// isRedisDown reports errors of reaching Redis (as opposed to bugs).
-func isRedisDown(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrClosed) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, redis.ErrPoolTimeout) || strings.Contains(err.Error(), "connection refused") ||
-		strings.Contains(err.Error(), "LOADING") || strings.Contains(err.Error(), "connection reset")
+	return e
 }

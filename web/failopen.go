@@ -1,10 +1,13 @@
 package web
 
 import (
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/queue"
 )
 
 // failOpen decides, for the guard, whether an order may pass unchecked because the token
@@ -12,7 +15,7 @@ import (
 // queue beats a dead queue" is a business choice. The order store still enforces stock,
 // and failOpenAllow applies a local per-instance rate limit.
 func (s *Server) failOpen(c *fiber.Ctx, err error) bool {
-	if !s.cfg.FailOpen || !isRedisDown(err) {
+	if !s.cfg.FailOpen || !errors.Is(err, queue.ErrUnavailable) {
 		return false
 	}
 	s.log.Warn().Str("request_id", requestID(c)).Msg("fail-open: order let through without a token check (Redis down)")
@@ -28,7 +31,7 @@ type localBucket struct {
 
 // failOpenAllow applies the global order rate as a local limit while Redis is down.
 func (s *Server) failOpenAllow() bool {
-	rate := s.cfg.Limits.OrderGlobal
+	rate := s.lim.Get().OrderGlobal
 	if rate <= 0 {
 		return true
 	}

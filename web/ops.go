@@ -108,7 +108,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		return "ok"
 	}
 	res := fiber.Map{
-		"redis":    check(func(ctx context.Context) error { return s.d.Queue.Redis().Ping(ctx).Err() }),
+		"redis":    check(s.d.Queue.Ping),
 		"postgres": check(s.d.Orders.Ping),
 	}
 	if res["redis"] != "ok" || res["postgres"] != "ok" {

@@ -40,7 +40,6 @@ type Config struct {
 	ReadTimeout    time.Duration // whole request must arrive within (10 s): slowloris guard
 	WriteTimeout   time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
 	IdleTimeout    time.Duration // keep-alive idle (60 s)
-	Limits         Limits        // initial rate limits; changeable live through the admin API
 	FailOpen       bool          // let orders through without a token while Redis is down
 	ReadyTimeout   time.Duration // per-dependency ping in /readyz (1 s)
 }
@@ -52,6 +51,7 @@ type Deps struct {
 	Hub      *stream.Hub
 	Orders   OrderStore
 	Limiter  *queue.Limiter
+	Limits   *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
 	Gatherer prometheus.Gatherer
 	Registry prometheus.Registerer
 	Log      zerolog.Logger
@@ -65,7 +65,7 @@ type Server struct {
 	log   zerolog.Logger
 	pages *template.Template
 	m     *metrics
-	lim   *limits
+	lim   *queue.LiveLimits
 	fob   localBucket
 
 	closing   chan struct{}
@@ -91,7 +91,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
-	s.lim = newLimits(d.Queue.Redis(), cfg.Limits, d.Log)
+	s.lim = d.Limits
 	s.app = fiber.New(fiber.Config{
 		AppName:                 "waitroom",
 		DisableStartupMessage:   true,

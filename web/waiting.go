@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,16 +19,16 @@ const TicketCookie = "wr_ticket"
 
 // placeJSON is the body of join and status (API.md).
 type placeJSON struct {
-	Ticket         string   `json:"ticket"`
-	Queue          string   `json:"queue"`
-	State          string   `json:"state"`
-	Position       int64    `json:"position"`
-	Waiting        int64    `json:"waiting"`
-	ETASeconds     *float64 `json:"eta_seconds"`
-	AdmitRate      float64  `json:"admit_rate"`
-	Stream         string   `json:"stream"`
-	Token          string   `json:"token,omitempty"`
-	TokenExpiresAt string   `json:"token_expires_at,omitempty"`
+	Ticket         string      `json:"ticket"`
+	Queue          string      `json:"queue"`
+	State          queue.State `json:"state"`
+	Position       int64       `json:"position"`
+	Waiting        int64       `json:"waiting"`
+	ETASeconds     *float64    `json:"eta_seconds"`
+	AdmitRate      float64     `json:"admit_rate"`
+	Stream         string      `json:"stream"`
+	Token          string      `json:"token,omitempty"`
+	TokenExpiresAt string      `json:"token_expires_at,omitempty"`
 }
 
 func (s *Server) placeBody(raw string, p queue.Place) placeJSON {
@@ -36,7 +37,7 @@ func (s *Server) placeBody(raw string, p queue.Place) placeJSON {
 	if eta := p.ETA(); eta >= 0 {
 		out.ETASeconds = &eta
 	}
-	if p.State == "admitted" {
+	if p.State == queue.StateAdmitted {
 		out.Token = p.Token
 		out.TokenExpiresAt = p.TokenExpiresAt.UTC().Format(stream.TimeFormat)
 	}
@@ -166,13 +167,13 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(c.UserContext(), streamSetupTimeout)
 	defer cancel()
 	p, err := s.d.Queue.TicketState(ctx, t)
 	if err != nil {
 		return err
 	}
-	if p.State == "waiting" {
+	if p.State == queue.StateWaiting {
 		// Opening a stream is a sign of life: a place whose earlier stream dropped must not
 		// be abandoned while this one is open (the hub refreshes it every grace/3).
 		if err := s.d.Queue.Touch(ctx, name, []string{t.ID}); err != nil {
@@ -184,7 +185,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	case errors.Is(err, stream.ErrTooMany):
 		s.m.streamErr.WithLabelValues("ip_cap").Inc()
 		s.m.rejected.WithLabelValues("ip", "/api/queues/stream").Inc()
-		s.lim.countRejected(c.UserContext(), "ip")
+		s.lim.CountRejected(c.UserContext(), "ip")
 		return &Error{Status: 429, Code: "too_many_streams", Message: "Too many open streams from your address.", RetryAfter: 5, Scope: "ip"}
 	case err != nil:
 		return &Error{Status: 503, Code: "shutting_down", Message: "This instance is shutting down; reconnect.", RetryAfter: 1}
@@ -198,20 +199,30 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		if u, ok := nc.(interface{ UnsafeConn() net.Conn }); ok {
 			nc = u.UnsafeConn()
 		}
-		actx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		actx, cancel := context.WithTimeout(context.Background(), streamSetupTimeout)
 		defer cancel()
 		if err := hub.Attach(actx, nc, w); err != nil {
-			status := "503 Service Unavailable"
 			if errors.Is(err, stream.ErrClosed) {
 				log.Debug().Msg("stream refused: shutting down")
 			} else {
 				log.Warn().Err(err).Msg("stream attach")
 			}
 			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = nc.Write([]byte("HTTP/1.1 " + status + "\r\nContent-Type: application/json\r\nRetry-After: 2\r\nConnection: close\r\nContent-Length: 106\r\n\r\n" +
-				`{"error":{"code":"stream_unavailable","message":"Live updates are unavailable right now; retrying soon."}}`))
+			_, _ = nc.Write(streamUnavailable)
 			_ = nc.Close()
 		}
 	})
 	return nil
 }
+
+// streamSetupTimeout bounds the Redis work of opening a stream (ticket state, sign of
+// life, the queue's first snapshot).
+const streamSetupTimeout = 3 * time.Second
+
+// streamUnavailable is the whole answer written on a hijacked connection whose stream
+// could not be attached (the hub closing, or the queue's state unreadable).
+var streamUnavailable = func() []byte {
+	body := `{"error":{"code":"stream_unavailable","message":"Live updates are unavailable right now; retrying soon."}}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 2\r\n" +
+		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()

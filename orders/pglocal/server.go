@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // hbaConf is written to the runtime directory on every start and passed as hba_file, so
@@ -86,7 +87,7 @@ func (in *Instance) boot(ctx context.Context) error {
 	}
 	for attempt := 0; ; attempt++ {
 		if in.port == 0 || (attempt > 0 && in.opts.Port == 0) {
-			p, err := freePort()
+			p, err := freeport.Get()
 			if err != nil {
 				return err
 			}
@@ -172,15 +173,6 @@ func (in *Instance) waitReady(ctx context.Context, p *process) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pglocal: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail keeps the last few KiB of the server log for error messages.

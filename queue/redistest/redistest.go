@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // Server is one private redis-server process.
@@ -146,10 +148,9 @@ func (s *Server) Restart() {
 
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Get()
 	if err != nil {
-		tb.Fatalf("redistest: free port: %v", err)
+		tb.Fatalf("redistest: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

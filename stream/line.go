@@ -1,40 +1,12 @@
 package stream
 
 import (
-	"encoding/json"
+	"context"
 	"sort"
+	"time"
 
 	"github.com/waitroom/waitroom/queue"
 )
-
-// tickMsg is the message the admission leader publishes once per tick (see queue/admit.lua).
-type tickMsg struct {
-	Ev      int64       `json:"ev"`
-	Tick    int64       `json:"tick"`
-	Head    int64       `json:"head"`
-	Tail    int64       `json:"tail"`
-	Waiting int64       `json:"waiting"`
-	Now     int64       `json:"now"`
-	Rate    float64     `json:"rate"`
-	ARate   float64     `json:"arate"`
-	Paused  bool        `json:"paused"`
-	Adm     []admission `json:"adm"`
-	Gone    []int64     `json:"gone"`
-	Exp     []string    `json:"exp"`
-}
-
-type admission struct {
-	Ticket string `json:"t"`
-	Token  string `json:"k"`
-	Exp    int64  `json:"x"`
-	Seq    int64  `json:"s"`
-}
-
-func decodeTick(b []byte) (tickMsg, error) {
-	var m tickMsg
-	err := json.Unmarshal(b, &m)
-	return m, err
-}
 
 // line is this instance's copy of one queue's state, enough to compute the exact position
 // of any local waiter without asking Redis: position = seq − head − departures in (head, seq).
@@ -65,7 +37,7 @@ func (l *line) reset(s queue.Snapshot) {
 }
 
 // apply advances the line by one tick message; the caller has checked m.Ev == l.ev+1.
-func (l *line) apply(m tickMsg) {
+func (l *line) apply(m queue.Tick) {
 	l.ev, l.tick, l.head, l.tail, l.waiting = m.Ev, m.Tick, m.Head, m.Tail, m.Waiting
 	l.rate, l.arate, l.paused = m.Rate, m.ARate, m.Paused
 	for _, g := range m.Gone {
@@ -96,4 +68,28 @@ func (l *line) eta(pos int64) float64 {
 		return -1
 	}
 	return queue.ETA(pos, l.arate, l.rate)
+}
+
+// resyncTimeout bounds one snapshot read.
+const resyncTimeout = 2 * time.Second
+
+// resync reads the queue's snapshot from Redis — without holding qh.mu, so a slow or
+// absent Redis never blocks the writers that need the lock to drop a connection — and
+// applies it unless the line has meanwhile moved past it.
+func (h *Hub) resync(ctx context.Context, qh *qhub) error {
+	ctx, cancel := context.WithTimeout(ctx, resyncTimeout)
+	defer cancel()
+	s, err := h.src.Snapshot(ctx, qh.name)
+	qh.mu.Lock()
+	defer qh.mu.Unlock()
+	if err != nil {
+		qh.line.synced = false
+		return err
+	}
+	if qh.line.synced && s.Ev < qh.line.ev {
+		return nil // already newer than the snapshot
+	}
+	qh.line.reset(s)
+	h.m.resyncs.Inc()
+	return nil
 }

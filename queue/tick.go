@@ -1,0 +1,51 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// TickVersion is the version of the tick message this build writes (field "v"). A
+// message without "v" is version 0, written by the first release; it has the same fields.
+// Readers accept every version up to TickVersion and ignore fields they do not know, so
+// during a rolling deploy old and new instances read each other's ticks; a change that
+// old readers cannot ignore needs a new version and one release in which both are written.
+const TickVersion = 1
+
+// Tick is the message the admission leader publishes once per tick of one queue (see
+// admit.lua, which writes it): enough for every instance to advance its copy of the line
+// and to hand the tokens to its own streams. Pub/sub is at-most-once; Ev numbers the
+// messages so a reader that sees a gap resyncs from Snapshot.
+type Tick struct {
+	V       int         `json:"v"`       // message version (0: first release)
+	Ev      int64       `json:"ev"`      // event number, +1 per published message
+	Tick    int64       `json:"tick"`    // admission tick number
+	Head    int64       `json:"head"`    // highest sequence admitted
+	Tail    int64       `json:"tail"`    // highest sequence handed out
+	Waiting int64       `json:"waiting"` // users still waiting after this tick
+	Now     int64       `json:"now"`     // Redis TIME of the tick, Unix ms
+	Rate    float64     `json:"rate"`    // configured users/s
+	ARate   float64     `json:"arate"`   // measured users/s (moving average)
+	Paused  bool        `json:"paused"`
+	Adm     []Admission `json:"adm"`  // tickets admitted by this tick
+	Gone    []int64     `json:"gone"` // sequences that left (leave, abandonment) since the last message
+	Exp     []string    `json:"exp"`  // tickets whose token lapsed unused
+}
+
+// Admission is one ticket admitted by a tick.
+type Admission struct {
+	Ticket string `json:"t"`
+	Token  string `json:"k"`
+	Exp    int64  `json:"x"` // token expiry, Unix ms
+	Seq    int64  `json:"s"`
+}
+
+// DecodeTick parses a tick message of any version (newer versions only add fields, which
+// this build ignores).
+func DecodeTick(b []byte) (Tick, error) {
+	var m Tick
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Tick{}, fmt.Errorf("decode tick: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,118 @@
+package stream
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// Event payloads, as the public contract (API.md) names their fields. Position events are
+// rendered by positionRenderer (below).
+type admittedData struct {
+	Token          string `json:"token"`
+	TokenExpiresAt string `json:"token_expires_at"`
+	Redirect       string `json:"redirect"`
+	ServerTime     string `json:"server_time"`
+	Tick           int64  `json:"tick"`
+}
+
+type expiredData struct {
+	ServerTime string `json:"server_time"`
+	Tick       int64  `json:"tick"`
+}
+
+// TimeFormat is RFC 3339 with milliseconds, as every event's server_time.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func stamp() string { return time.Now().UTC().Format(TimeFormat) }
+
+// frame renders one SSE event: id, event name and a one-line JSON data field.
+func frame(id int64, name string, data any) []byte {
+	b, _ := json.Marshal(data)
+	out := make([]byte, 0, len(b)+48)
+	out = append(out, "id: "...)
+	out = strconv.AppendInt(out, id, 10)
+	out = append(out, "\nevent: "...)
+	out = append(out, name...)
+	out = append(out, "\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// ParseLastEventID reads a Last-Event-ID header; anything but a non-negative decimal
+// number below 2^62 is ignored (0, false).
+func ParseLastEventID(s string) (int64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n >= 1<<62 {
+		return 0, false
+	}
+	return n, true
+}
+
+// admitTick is the tick a ticket was admitted at (stored with it), else the line's.
+func admitTick(p queue.Place, fallback int64) int64 {
+	if p.Tick > 0 {
+		return p.Tick
+	}
+	return fallback
+}
+
+func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byte {
+	return frame(ev, "admitted", admittedData{
+		Token: token, TokenExpiresAt: exp.UTC().Format(TimeFormat),
+		Redirect: "/q/" + queueName + "/order", ServerTime: stamp(), Tick: tick,
+	})
+}
+
+// positionRenderer renders position events of one line state; the JSON is written by
+// hand (it is the fan-out's hot path: one event per changed waiter per second).
+type positionRenderer struct {
+	l      line // copy of the scalar state (gone is not used)
+	prefix []byte
+	suffix []byte
+}
+
+func newPositionRenderer(l *line) *positionRenderer {
+	r := &positionRenderer{l: line{ev: l.ev, tick: l.tick, head: l.head, waiting: l.waiting,
+		rate: l.rate, arate: l.arate, paused: l.paused}}
+	rate := l.rate
+	if l.paused {
+		rate = 0 // nobody is let in while paused
+	}
+	r.prefix = strconv.AppendInt([]byte("id: "), l.ev, 10)
+	r.prefix = append(r.prefix, "\nevent: position\ndata: {\"position\":"...)
+	r.suffix = append(r.suffix, ",\"rate_per_second\":"...)
+	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
+	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
+	r.suffix = strconv.AppendFloat(r.suffix, queue.RoundRate(l.arate), 'f', -1, 64)
+	r.suffix = append(r.suffix, ",\"server_time\":\""...)
+	r.suffix = append(r.suffix, stamp()...)
+	r.suffix = append(r.suffix, "\",\"tick\":"...)
+	r.suffix = strconv.AppendInt(r.suffix, l.tick, 10)
+	r.suffix = append(r.suffix, "}\n\n"...)
+	return r
+}
+
+func (r *positionRenderer) render(pos int64) []byte {
+	b := make([]byte, 0, len(r.prefix)+len(r.suffix)+48)
+	b = append(b, r.prefix...)
+	b = strconv.AppendInt(b, pos, 10)
+	b = append(b, ",\"waiting\":"...)
+	b = strconv.AppendInt(b, r.l.waiting, 10)
+	b = append(b, ",\"eta_seconds\":"...)
+	if eta := r.l.eta(pos); eta >= 0 {
+		b = strconv.AppendFloat(b, eta, 'f', -1, 64)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, r.suffix...)
+}
+
+func expiredFrame(ev, tick int64) []byte {
+	return frame(ev, "expired", expiredData{ServerTime: stamp(), Tick: tick})
+}

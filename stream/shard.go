@@ -1,0 +1,267 @@
+package stream
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// shard owns the writes of a subset of the connections, so one slow client can hold up
+// at most its shard for one write timeout, never the hub.
+type shard struct {
+	h     *Hub
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	pri   []*conn
+	dirty []*conn
+	wake  chan struct{}
+}
+
+func newShard(h *Hub) *shard {
+	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// add registers c with its writer.
+func (s *shard) add(c *conn) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+// remove marks c closed and unregisters it; false when it already was.
+func (s *shard) remove(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.closed = true
+	c.pri, c.pos = nil, nil
+	delete(s.conns, c)
+	return true
+}
+
+// all snapshots the writer's connections.
+func (s *shard) all() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// isReady reports whether c's response head has been written.
+func (s *shard) isReady(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.ready
+}
+
+// Kinds of frames for push.
+const (
+	framePosition = iota // latest wins
+	framePriority        // never dropped, written first
+	frameFinal           // priority, and no position may follow it (admitted, expired)
+)
+
+// push queues a frame for c; priority frames are never dropped, a position frame replaces
+// any position frame not yet written.
+func (s *shard) push(c *conn, b []byte, kind int) { s.pushAt(c, b, kind, time.Time{}) }
+
+// pushAt is push for a frame that reports an admission made at admitAt (Redis time): its
+// delivery delay is observed once the frame is written.
+func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
+	s.mu.Lock()
+	if c.closed {
+		s.mu.Unlock()
+		return
+	}
+	if kind == framePosition && c.final {
+		s.mu.Unlock()
+		return // admitted or expired already queued: no position after it
+	}
+	if kind != framePosition {
+		c.pri = append(c.pri, b)
+		s.pri = append(s.pri, c)
+		if !admitAt.IsZero() {
+			c.admitAt = admitAt
+		}
+		if kind == frameFinal {
+			c.pos, c.final = nil, true
+		}
+	} else {
+		c.pos = b
+		if !c.queued {
+			c.queued = true
+			s.dirty = append(s.dirty, c)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// hbSlots spreads heartbeats: every Heartbeat/hbSlots a shard pings one slot's streams, so
+// each stream still gets its ping once per Heartbeat, but 19,000 streams are not all pinged
+// (and peeked) in the same instant, which held admitted events back by a few hundred ms.
+const hbSlots = 10
+
+func (s *shard) run(ctx context.Context) {
+	step := max(s.h.cfg.Heartbeat/hbSlots, time.Millisecond)
+	hb := time.NewTicker(step)
+	defer hb.Stop()
+	start, done := time.Now(), int64(0) // slots handled so far
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+			s.flush()
+		case <-hb.C:
+			// Slots follow the clock, not the ticks: a tick dropped while the shard was busy
+			// must not push every later ping back (each stream keeps its ping per Heartbeat).
+			due := int64(time.Since(start) / step)
+			if due-done > hbSlots {
+				done = due - hbSlots
+			}
+			for ; done < due; done++ {
+				s.heartbeat(int(done % hbSlots))
+			}
+		}
+	}
+}
+
+// flushChunk is how many position frames are written between two looks at the priority
+// list, so an admitted event waits for at most one chunk, not a whole fan-out.
+const flushChunk = 32
+
+type job struct {
+	c       *conn
+	frames  [][]byte
+	admitAt time.Time
+}
+
+// flush writes everything pending: priority frames first, then positions in the order the
+// fan-out queued them (front of the line first), a chunk at a time, looking for new
+// priority frames between chunks.
+func (s *shard) flush() {
+	jobs := make([]job, 0, flushChunk)
+	for {
+		jobs = jobs[:0]
+		s.mu.Lock()
+		if len(s.pri) > 0 {
+			jobs = s.takePriority(jobs)
+		} else {
+			n := min(flushChunk, len(s.dirty))
+			for _, c := range s.dirty[:n] {
+				c.queued = false
+				if c.pos != nil && !c.closed {
+					jobs = append(jobs, job{c: c, frames: [][]byte{c.pos}})
+					c.pos = nil
+				}
+			}
+			s.dirty = s.dirty[n:]
+			if len(s.dirty) == 0 {
+				s.dirty = nil
+			}
+		}
+		idle := len(s.pri) == 0 && len(s.dirty) == 0
+		s.mu.Unlock()
+		s.runJobs(jobs)
+		if idle && len(jobs) == 0 {
+			return
+		}
+		if !idle {
+			// A fan-out keeps every shard busy writing for tens of milliseconds; let the
+			// pub/sub reader (and its admitted events) run between chunks instead of
+			// waiting for a preemption.
+			runtime.Gosched()
+		}
+		// Idle or not, one more look: frames may have been pushed while these were written.
+	}
+}
+
+// takePriority moves every pending priority frame into jobs; s.mu is held.
+func (s *shard) takePriority(jobs []job) []job {
+	for _, c := range s.pri {
+		if len(c.pri) > 0 && !c.closed {
+			jobs = append(jobs, job{c, c.pri, c.admitAt})
+			c.pri, c.admitAt = nil, time.Time{}
+		}
+	}
+	s.pri = s.pri[:0]
+	return jobs
+}
+
+func (s *shard) runJobs(jobs []job) {
+	for _, j := range jobs {
+		ok := true
+		for _, b := range j.frames {
+			if ok = s.write(j.c, b); !ok {
+				break
+			}
+		}
+		if ok && !j.admitAt.IsZero() {
+			s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
+		}
+		if ok && !j.c.ready {
+			s.mu.Lock()
+			j.c.ready = true
+			s.mu.Unlock()
+		}
+	}
+}
+
+var ping = []byte(": ping\n\n")
+
+// heartbeat pings one slot's streams (and notices closed peers), writing any admitted
+// event that arrives meanwhile before the next chunk of pings.
+func (s *shard) heartbeat(slot int) {
+	s.mu.Lock()
+	cs := make([]*conn, 0, len(s.conns)/hbSlots+1)
+	for c := range s.conns {
+		if c.hbSlot == slot {
+			cs = append(cs, c)
+		}
+	}
+	s.mu.Unlock()
+	s.flush() // the response head of a new stream must precede any ping
+	var jobs []job
+	for i, c := range cs {
+		if i > 0 && i%flushChunk == 0 {
+			s.mu.Lock()
+			jobs = s.takePriority(jobs[:0])
+			s.mu.Unlock()
+			s.runJobs(jobs)
+			runtime.Gosched()
+		}
+		if !s.isReady(c) {
+			continue
+		}
+		if peerClosed(c.nc) {
+			s.h.drop(c, "client_closed")
+			continue
+		}
+		s.write(c, ping)
+	}
+}
+
+func (s *shard) write(c *conn, b []byte) bool {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		reason := "write_error"
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			reason = "slow_client"
+		}
+		s.h.drop(c, reason)
+		return false
+	}
+	s.h.m.bytes.Add(float64(len(b)))
+	return true
+}

@@ -1,0 +1,233 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// Timings of the subscription.
+const (
+	// nameRefresh is how often the list of queues is re-read to follow new ones.
+	nameRefresh = time.Second
+	// silenceLimit: the leader publishes at least once a second, so this long without a
+	// message means the connection may be half-open.
+	silenceLimit = 3 * time.Second
+	// probeTimeout bounds the PING that probes a silent connection.
+	probeTimeout = time.Second
+	// Backoff between failed receives (go-redis reconnects on the next one).
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 2 * time.Second
+	// feedQueue is how many feed events may wait for the subscription loop.
+	feedQueue = 1024
+)
+
+// feedItem is one result of Feed.Receive.
+type feedItem struct {
+	ev  queue.FeedEvent
+	err error
+}
+
+// subscribe follows every queue's ticks on one feed. Every (re)subscription, and every gap
+// in event numbers, triggers a resync from the snapshot in Redis, because pub/sub is
+// at-most-once and Redis holds the truth.
+func (h *Hub) subscribe(ctx context.Context) error {
+	feed := h.src.Feed(ctx)
+	items := make(chan feedItem, feedQueue)
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() { defer reader.Done(); receive(ctx, feed, items) }()
+	// Closing the feed is what ends a Receive blocked on the connection.
+	defer func() { _ = feed.Close(); reader.Wait() }()
+
+	subscribed := map[string]bool{}
+	follow := func(names ...string) {
+		var todo []string
+		for _, n := range names {
+			if !subscribed[n] {
+				subscribed[n] = true
+				todo = append(todo, n)
+			}
+		}
+		if len(todo) == 0 {
+			return
+		}
+		if err := feed.Follow(ctx, todo...); err != nil && ctx.Err() == nil {
+			h.log.Warn().Err(err).Msg("stream: subscribe")
+			for _, n := range todo {
+				delete(subscribed, n)
+			}
+		}
+	}
+	followAll := func() {
+		if names, err := h.src.Names(ctx); err == nil {
+			follow(names...)
+		}
+	}
+	followAll()
+	refresh := time.NewTicker(nameRefresh)
+	defer refresh.Stop()
+	lastMsg := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-h.sub:
+			follow(n)
+		case <-refresh.C:
+			followAll()
+			if len(subscribed) > 0 && time.Since(lastMsg) > silenceLimit {
+				// Positions are resynced from Redis each second meanwhile, and a PING
+				// probes the connection (a failure makes go-redis reconnect and resubscribe).
+				h.m.silences.Inc()
+				h.unsyncAll()
+				pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+				_ = feed.Ping(pctx)
+				cancel()
+			}
+		case it := <-items:
+			switch {
+			case errors.Is(it.err, queue.ErrMalformedTick):
+				h.log.Warn().Err(it.err).Str("queue", it.ev.Queue).Msg("stream: bad tick message")
+			case it.err != nil:
+				h.m.subErrors.Inc()
+				h.unsyncAll()
+				if !h.degraded.Swap(true) {
+					h.log.Warn().Err(it.err).Msg("stream: lost Redis pub/sub; streams told 'reconnecting'")
+					h.broadcastState("reconnecting")
+				}
+			case it.ev.Kind == queue.FeedSubscribed:
+				if qh := h.localQueue(it.ev.Queue); qh != nil {
+					qh.unsync()
+				}
+				h.recovered()
+			case it.ev.Kind == queue.FeedTick:
+				lastMsg = time.Now()
+				h.recovered()
+				h.onTick(ctx, it.ev.Queue, it.ev.Tick)
+			}
+		}
+	}
+}
+
+// receive reads the feed into items until ctx ends (or the feed is closed), backing off
+// after errors.
+func receive(ctx context.Context, feed *queue.Feed, items chan<- feedItem) {
+	backoff := backoffMin
+	for {
+		ev, err := feed.Receive(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case items <- feedItem{ev, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err == nil || errors.Is(err, queue.ErrMalformedTick) {
+			backoff = backoffMin
+			continue
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, backoffMax)
+	}
+}
+
+func (qh *qhub) unsync() {
+	qh.mu.Lock()
+	qh.line.synced = false
+	qh.mu.Unlock()
+}
+
+func (h *Hub) unsyncAll() {
+	for _, qh := range h.queueList() {
+		qh.unsync()
+	}
+}
+
+// onTick applies one tick message; admissions and expiries go out on the priority path at
+// once, positions wait for the next fan-out.
+func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
+	h.m.ticks.Inc()
+	var admitAt time.Time
+	if m.Now > 0 {
+		admitAt = time.UnixMilli(m.Now)
+		h.m.tickDelay.Observe(max(0, time.Since(admitAt).Seconds()))
+	}
+	qh := h.localQueue(name)
+	if qh == nil {
+		return // no local streams for this queue yet; it syncs on first use
+	}
+	qh.mu.Lock()
+	if qh.line.synced && m.Ev > qh.line.ev+1 {
+		h.m.gaps.Inc()
+		qh.line.synced = false
+	}
+	if !qh.line.synced {
+		qh.mu.Unlock()
+		if err := h.resync(ctx, qh); err != nil {
+			h.log.Warn().Err(err).Str("queue", name).Msg("stream: resync")
+		}
+		qh.mu.Lock()
+	}
+	defer qh.mu.Unlock()
+	// A message the snapshot already covers is not applied again, but its admissions and
+	// expiries are still delivered (both are idempotent per connection).
+	if qh.line.synced && m.Ev == qh.line.ev+1 {
+		qh.line.apply(m)
+	}
+	for _, a := range m.Adm {
+		for _, c := range qh.byTicket[a.Ticket] {
+			if c.admitted {
+				continue
+			}
+			c.admitted = true
+			c.shard.pushAt(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), frameFinal, admitAt)
+			h.m.admittedSent.Inc()
+		}
+	}
+	for _, t := range m.Exp {
+		for _, c := range qh.byTicket[t] {
+			if c.expired {
+				continue
+			}
+			c.admitted, c.expired = true, true
+			c.shard.push(c, expiredFrame(m.Ev, m.Tick), frameFinal)
+		}
+	}
+}
+
+// recovered ends a degraded period: streams are told they are live again; their
+// positions are resynced from Redis before the next fan-out.
+func (h *Hub) recovered() {
+	if h.degraded.Swap(false) {
+		h.log.Info().Msg("stream: Redis pub/sub back; resyncing")
+		h.broadcastState("live")
+	}
+}
+
+type stateData struct {
+	State      string `json:"state"`
+	ServerTime string `json:"server_time"`
+}
+
+// broadcastState sends a "state" event (reconnecting / live) to every stream.
+func (h *Hub) broadcastState(state string) {
+	for _, qh := range h.queueList() {
+		qh.mu.Lock()
+		b := frame(qh.line.ev, "state", stateData{State: state, ServerTime: stamp()})
+		for c := range qh.conns {
+			c.shard.push(c, b, framePriority)
+		}
+		qh.mu.Unlock()
+	}
+}
