@@ -105,8 +105,8 @@ function batched(reqs, size) {
 export function setup() {
   const oldLimits = admin('GET', '/limits');
   admin('PUT', '/limits', { order_per_ticket_per_second: 0, order_global_per_second: 0, join_per_ip_per_second: 0, join_global_per_second: 0 });
-  admin('PUT', `/products/${PRODUCT}`, { name: 'Capacity knee', price: 1000, stock: STOCK });
-  admin('PUT', `/queues/${QUEUE}`, { paused: true, rate_per_second: 0, max_active: 0, token_ttl_seconds: 7200, closed: false });
+  admin('PUT', `/products/${PRODUCT}`, { name: 'Capacity knee', price: 1000, stock: STOCK, queue: QUEUE, max_per_order: 1, max_per_ticket: 1 });
+  admin('PUT', `/queues/${QUEUE}`, { paused: true, rate_per_second: 0, max_active: 0, token_ttl_seconds: 7200, closed: false, places_per_ip: 0 });
 
   const t0 = Date.now();
   const tickets = [];

@@ -49,7 +49,7 @@ export function setup() {
   if (ADMIN_TOKEN) {
     admin('PUT', '/limits', { join_per_ip_per_second: 0, join_global_per_second: 0 });
     // Paused: this measures joining, not admission.
-    admin('PUT', `/queues/${QUEUE}`, { paused: true, rate_per_second: 0, closed: false });
+    admin('PUT', `/queues/${QUEUE}`, { paused: true, rate_per_second: 0, closed: false, places_per_ip: 0 });
   }
   return { queue: QUEUE };
 }

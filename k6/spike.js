@@ -60,7 +60,7 @@ export const options = {
 export function setup() {
   if (ADMIN_TOKEN) {
     admin('PUT', '/limits', { join_per_ip_per_second: 0, join_global_per_second: 0 });
-    admin('PUT', `/queues/${QUEUE}`, { paused: false, rate_per_second: 50, closed: false });
+    admin('PUT', `/queues/${QUEUE}`, { paused: false, rate_per_second: 50, closed: false, places_per_ip: 0 });
   }
   return { start: Date.now() };
 }

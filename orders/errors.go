@@ -28,7 +28,24 @@ var (
 	// ErrIdempotencyConflict: the Idempotency-Key was first used for a different request
 	// (another product, quantity or ticket).
 	ErrIdempotencyConflict = errors.New("idempotency key was already used for a different request")
+	// ErrQuantityLimit: the order is over one of the product's per-buyer caps. Errors
+	// matching it are *QuantityLimitError.
+	ErrQuantityLimit = errors.New("over the per-buyer limit")
 )
+
+// QuantityLimitError says which per-buyer cap an order is over: Limit is "max_per_order"
+// or "max_per_ticket", Max its value, Bought what the ticket has already bought.
+type QuantityLimitError struct {
+	Limit  string
+	Max    int
+	Bought int
+}
+
+func (e *QuantityLimitError) Error() string {
+	return fmt.Sprintf("quantity over %s (%d)", e.Limit, e.Max)
+}
+
+func (e *QuantityLimitError) Is(target error) bool { return target == ErrQuantityLimit }
 
 // errRetry marks a definite failure that is safe and useful to retry: deadlock or
 // serialization failure. The transaction was rolled back.
@@ -92,7 +109,7 @@ func classify(err error) error {
 }
 
 func isSentinel(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrSoldOut, ErrUnavailable, ErrInvalid, ErrIdempotencyConflict} {
+	for _, s := range []error{ErrNotFound, ErrSoldOut, ErrUnavailable, ErrInvalid, ErrIdempotencyConflict, ErrQuantityLimit} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -132,6 +149,8 @@ func outcome(replayed bool, err error) string {
 		return "invalid"
 	case errors.Is(err, ErrIdempotencyConflict):
 		return "conflict"
+	case errors.Is(err, ErrQuantityLimit):
+		return "quantity_limit"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	default:

@@ -39,7 +39,9 @@ func mustOpenReg(tb testing.TB, cfg orders.Config) (*orders.Store, string, *prom
 
 func mustProduct(tb testing.TB, s *orders.Store, id string, stock int) {
 	tb.Helper()
-	if _, _, err := s.PutProduct(context.Background(), id, orders.ProductPatch{Stock: &stock}); err != nil {
+	// Caps as high as an order may go: these tests are about stock, not per-buyer caps.
+	maxBuy := orders.MaxPerBuyer
+	if _, _, err := s.PutProduct(context.Background(), id, orders.ProductPatch{Stock: &stock, MaxPerOrder: &maxBuy, MaxPerTicket: &maxBuy}); err != nil {
 		tb.Fatalf("put product: %v", err)
 	}
 }

@@ -140,16 +140,21 @@ func (s *Store) placeOnce(ctx context.Context, req OrderRequest, id, hash string
 
 	key := nullable(req.IdempotencyKey)
 	// One round trip answers: is the order already there (our id after a lost COMMIT
-	// answer, or the key's first request), does the product exist, is there enough stock.
-	// Sold-out buyers stop here without taking a row lock.
-	var stock *int
+	// answer, or the key's first request), does the product exist, is there enough stock,
+	// what are its per-buyer caps and how much has this ticket bought. Sold-out buyers stop
+	// here without taking a row lock.
+	var stock, maxOrder, maxTicket *int
+	var bought int
 	var ex existing
 	err = c.QueryRow(qctx, `
-		SELECT p.stock, o.id::text, o.product_id, o.ticket, o.quantity, o.request_hash, o.created_at
+		SELECT p.stock, p.max_per_order, p.max_per_ticket,
+			(SELECT COALESCE(sum(b.quantity), 0) FROM orders b WHERE b.ticket = $4 AND b.product_id = $1 AND $4 <> ''),
+			o.id::text, o.product_id, o.ticket, o.quantity, o.request_hash, o.created_at
 		FROM (SELECT 1) AS one
 		LEFT JOIN products p ON p.id = $1
 		LEFT JOIN orders o ON o.id = $2::uuid OR o.idempotency_key = $3`,
-		req.ProductID, id, key).Scan(&stock, &ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
+		req.ProductID, id, key, req.Ticket).Scan(&stock, &maxOrder, &maxTicket, &bought,
+		&ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
 	if err != nil {
 		return Order{}, false, classify(err)
 	}
@@ -158,6 +163,12 @@ func (s *Store) placeOnce(ctx context.Context, req OrderRequest, id, hash string
 		return ex.settle(id, hash)
 	case stock == nil:
 		return Order{}, false, fmt.Errorf("product %q: %w", req.ProductID, ErrNotFound)
+	case req.Quantity > *maxOrder:
+		return Order{}, false, &QuantityLimitError{Limit: "max_per_order", Max: *maxOrder}
+	// One ticket holds at most one live token, and each order request claims the token it
+	// uses, so two orders of one ticket never run at once: this read cannot race.
+	case bought+req.Quantity > *maxTicket:
+		return Order{}, false, &QuantityLimitError{Limit: "max_per_ticket", Max: *maxTicket, Bought: bought}
 	case *stock < req.Quantity:
 		return Order{}, false, fmt.Errorf("product %q: %w", req.ProductID, ErrSoldOut)
 	}

@@ -246,3 +246,35 @@ func TestInvalidOrderIsRejected(t *testing.T) {
 		t.Fatalf("%d orders made by invalid requests", n)
 	}
 }
+
+func TestPerBuyerCaps(t *testing.T) {
+	s, dsn := mustOpen(t, orders.Config{})
+	ctx := ctxT(t)
+	stock, perOrder, perTicket := 100, 3, 5
+	if _, _, err := s.PutProduct(ctx, "cap", orders.ProductPatch{Stock: &stock, MaxPerOrder: &perOrder, MaxPerTicket: &perTicket}); err != nil {
+		t.Fatal(err)
+	}
+	var le *orders.QuantityLimitError
+	if _, _, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 4, Ticket: "t1"}); !errors.As(err, &le) || le.Limit != "max_per_order" || le.Max != 3 {
+		t.Fatalf("4 > max_per_order 3: %v", err)
+	}
+	if _, _, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 3, Ticket: "t1", IdempotencyKey: "k1"}); err != nil {
+		t.Fatalf("3 of max 3: %v", err)
+	}
+	if _, _, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 3, Ticket: "t1"}); !errors.As(err, &le) || le.Limit != "max_per_ticket" || le.Bought != 3 {
+		t.Fatalf("3 more with 3 bought, max_per_ticket 5: %v", err)
+	}
+	// A repeat of the first request is its answer, not a new purchase over the cap.
+	if _, replayed, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 3, Ticket: "t1", IdempotencyKey: "k1"}); err != nil || !replayed {
+		t.Fatalf("replay: %v %v", replayed, err)
+	}
+	if _, _, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 2, Ticket: "t1"}); err != nil {
+		t.Fatalf("2 more reaches max_per_ticket 5: %v", err)
+	}
+	if _, _, err := s.PlaceOrder(ctx, orders.OrderRequest{ProductID: "cap", Quantity: 3, Ticket: "t2"}); err != nil {
+		t.Fatalf("another ticket has its own cap: %v", err)
+	}
+	if n := query[int](t, dsn, "SELECT stock FROM products WHERE id = 'cap'"); n != 92 {
+		t.Fatalf("stock %d, want 100 - 3 - 2 - 3 = 92", n)
+	}
+}

@@ -6,34 +6,54 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Product is one product. Price is in minor units.
+// Product is one product. Price is in minor units. Queue names the waiting-room queue whose
+// admission tokens may buy it ("" = not on sale through the order API).
 type Product struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Price     int64     `json:"price"`
-	Stock     int       `json:"stock"`
-	UpdatedAt time.Time `json:"-"`
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Price        int64     `json:"price"`
+	Stock        int       `json:"stock"`
+	Queue        string    `json:"queue"`
+	MaxPerOrder  int       `json:"max_per_order"`
+	MaxPerTicket int       `json:"max_per_ticket"`
+	UpdatedAt    time.Time `json:"-"`
 }
 
 // ProductPatch is a partial update: nil fields keep their value, or take the default when
-// the product is created (name = id, price 0, stock 0).
+// the product is created (name = id, price 0, stock 0, no queue, DefaultMaxPerOrder,
+// DefaultMaxPerTicket). A Queue of "" takes the product off sale.
 type ProductPatch struct {
-	Name  *string
-	Price *int64
-	Stock *int
+	Name         *string
+	Price        *int64
+	Stock        *int
+	Queue        *string
+	MaxPerOrder  *int
+	MaxPerTicket *int
 }
 
-// Limits on input.
+// Limits on input: each is the range the column really holds (or the JSON number a
+// browser can read exactly), so a value that passes never fails in PostgreSQL.
 const (
 	MaxQuantity = 1000
-	maxStock    = 1_000_000_000
-	maxNameLen  = 200
+	// MaxPrice is 2^53 − 1: the largest integer a JavaScript client reads exactly (the
+	// column is bigint).
+	MaxPrice = 1<<53 - 1
+	// MaxStock fits the integer column with room for any order quantity.
+	MaxStock = 1_000_000_000
+	// MaxNameLen is in characters.
+	MaxNameLen = 200
+	// Per-buyer caps: defaults for a new product (and for the products that existed before
+	// the caps did) and their range.
+	DefaultMaxPerOrder  = 4
+	DefaultMaxPerTicket = 4
+	MaxPerBuyer         = MaxQuantity
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -42,11 +62,11 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // (The web layer answers 404 for an invalid id in a path, 422 in a body.)
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-const productColumns = "id, name, price, stock, updated_at"
+const productColumns = "id, name, price, stock, COALESCE(queue, ''), max_per_order, max_per_ticket, updated_at"
 
-func scanProduct(row pgx.Row) (Product, error) {
+func scanProduct(row pgx.Row, extra ...any) (Product, error) {
 	var p Product
-	err := row.Scan(&p.ID, &p.Name, &p.Price, &p.Stock, &p.UpdatedAt)
+	err := row.Scan(append([]any{&p.ID, &p.Name, &p.Price, &p.Stock, &p.Queue, &p.MaxPerOrder, &p.MaxPerTicket, &p.UpdatedAt}, extra...)...)
 	return p, err
 }
 
@@ -89,16 +109,35 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 }
 
 func (p ProductPatch) validate() error {
-	if p.Name != nil && (*p.Name == "" || utf8.RuneCountInString(*p.Name) > maxNameLen || !utf8.ValidString(*p.Name)) {
-		return invalid("name", "name must be 1–%d characters.", maxNameLen)
-	}
-	if p.Price != nil && *p.Price < 0 {
-		return invalid("price", "price must not be negative.")
-	}
-	if p.Stock != nil && (*p.Stock < 0 || *p.Stock > maxStock) {
-		return invalid("stock", "stock must be between 0 and %d.", maxStock)
+	switch {
+	case p.Name != nil && !validName(*p.Name):
+		return invalid("name", "name must be 1–%d characters of text (no control characters).", MaxNameLen)
+	case p.Price != nil && (*p.Price < 0 || *p.Price > MaxPrice):
+		return invalid("price", "price must be between 0 and %d (minor units).", MaxPrice)
+	case p.Stock != nil && (*p.Stock < 0 || *p.Stock > MaxStock):
+		return invalid("stock", "stock must be between 0 and %d.", MaxStock)
+	case p.Queue != nil && *p.Queue != "" && !ValidID(*p.Queue):
+		return invalid("queue", "queue must name a queue (1–64 characters from A–Z a–z 0–9 _ -) or be empty (not on sale).")
+	case p.MaxPerOrder != nil && (*p.MaxPerOrder < 1 || *p.MaxPerOrder > MaxPerBuyer):
+		return invalid("max_per_order", "max_per_order must be between 1 and %d.", MaxPerBuyer)
+	case p.MaxPerTicket != nil && (*p.MaxPerTicket < 1 || *p.MaxPerTicket > MaxPerBuyer):
+		return invalid("max_per_ticket", "max_per_ticket must be between 1 and %d.", MaxPerBuyer)
 	}
 	return nil
+}
+
+// validName: 1–MaxNameLen characters of valid UTF-8 with no control characters (a NUL
+// cannot be stored in a text column; the others have no business in a product name).
+func validName(s string) bool {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > MaxNameLen {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // PutProduct creates the product or updates the fields set in patch, in one statement.
@@ -112,17 +151,25 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
 		// xmax = 0 on the returned row version means it was inserted, not updated.
+		// queue: NULL keeps it, '' clears it (stored as NULL).
 		row := c.QueryRow(ctx, `
-			INSERT INTO products AS p (id, name, price, stock, updated_at)
-			VALUES ($1, COALESCE($2, $1), COALESCE($3, 0), COALESCE($4, 0), now())
+			INSERT INTO products AS p (id, name, price, stock, queue, max_per_order, max_per_ticket, updated_at)
+			VALUES ($1, COALESCE($2::text, $1), COALESCE($3::bigint, 0), COALESCE($4::integer, 0), NULLIF($5::text, ''),
+				COALESCE($6::integer, $8::integer), COALESCE($7::integer, $9::integer), now())
 			ON CONFLICT (id) DO UPDATE SET
-				name       = COALESCE($2, p.name),
-				price      = COALESCE($3, p.price),
-				stock      = COALESCE($4, p.stock),
-				updated_at = now()
+				name           = COALESCE($2, p.name),
+				price          = COALESCE($3, p.price),
+				stock          = COALESCE($4, p.stock),
+				queue          = CASE WHEN $5::text IS NULL THEN p.queue ELSE NULLIF($5, '') END,
+				max_per_order  = COALESCE($6, p.max_per_order),
+				max_per_ticket = COALESCE($7, p.max_per_ticket),
+				updated_at     = now()
 			RETURNING `+productColumns+`, (xmax = 0)`,
-			id, patch.Name, patch.Price, patch.Stock)
-		return row.Scan(&p.ID, &p.Name, &p.Price, &p.Stock, &p.UpdatedAt, &created)
+			id, patch.Name, patch.Price, patch.Stock, patch.Queue, patch.MaxPerOrder, patch.MaxPerTicket,
+			DefaultMaxPerOrder, DefaultMaxPerTicket)
+		var err error
+		p, err = scanProduct(row, &created)
+		return err
 	})
 	if err != nil {
 		return Product{}, false, fmt.Errorf("orders: put product %q: %w", id, err)
@@ -139,12 +186,20 @@ func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err
 	if p.Name == "" {
 		p.Name = p.ID
 	}
-	if err := (ProductPatch{Name: &p.Name, Price: &p.Price, Stock: &p.Stock}).validate(); err != nil {
+	if p.MaxPerOrder == 0 {
+		p.MaxPerOrder = DefaultMaxPerOrder
+	}
+	if p.MaxPerTicket == 0 {
+		p.MaxPerTicket = DefaultMaxPerTicket
+	}
+	patch := ProductPatch{Name: &p.Name, Price: &p.Price, Stock: &p.Stock, Queue: &p.Queue, MaxPerOrder: &p.MaxPerOrder, MaxPerTicket: &p.MaxPerTicket}
+	if err := patch.validate(); err != nil {
 		return false, err
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
-		tag, err := c.Exec(ctx, `INSERT INTO products (id, name, price, stock) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (id) DO NOTHING`, p.ID, p.Name, p.Price, p.Stock)
+		tag, err := c.Exec(ctx, `INSERT INTO products (id, name, price, stock, queue, max_per_order, max_per_ticket)
+			VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7)
+			ON CONFLICT (id) DO NOTHING`, p.ID, p.Name, p.Price, p.Stock, p.Queue, p.MaxPerOrder, p.MaxPerTicket)
 		created = tag.RowsAffected() == 1
 		return err
 	})

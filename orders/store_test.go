@@ -3,6 +3,8 @@ package orders_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +33,12 @@ func TestMigrationsRunOnceUnderConcurrency(t *testing.T) {
 		}
 		total += applied[i]
 	}
+	shipped, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(shipped) == 0 {
+		t.Fatalf("migration files: %v, %v", shipped, err)
+	}
 	files := query[int](t, dsn, "SELECT count(*)::int FROM schema_migrations")
-	if files != 2 || total != files {
+	if files != len(shipped) || total != files {
 		t.Fatalf("%d migrations recorded, %d applied by %d concurrent runs (%v); want each applied once",
 			files, total, n, applied)
 	}
@@ -92,20 +98,58 @@ func TestProducts(t *testing.T) {
 		}
 	}
 
+	queue, noQueue := "drop", ""
+	if p, _, err := s.PutProduct(ctx, "shoe", orders.ProductPatch{Queue: &queue}); err != nil || p.Queue != "drop" ||
+		p.MaxPerOrder != orders.DefaultMaxPerOrder || p.MaxPerTicket != orders.DefaultMaxPerTicket {
+		t.Fatalf("name a queue: %+v %v", p, err)
+	}
+	if p, _, err := s.PutProduct(ctx, "shoe", orders.ProductPatch{Stock: &stock}); err != nil || p.Queue != "drop" {
+		t.Fatalf("a patch without queue keeps it: %+v %v", p, err)
+	}
+	if p, _, err := s.PutProduct(ctx, "shoe", orders.ProductPatch{Queue: &noQueue}); err != nil || p.Queue != "" {
+		t.Fatalf("take off sale: %+v %v", p, err)
+	}
+
+	// Every refused value names its field; every accepted one fits its column (the edges
+	// of each range are stored for real).
 	neg, negStock, empty := int64(-1), -1, ""
+	maxPrice, overPrice, i64 := int64(orders.MaxPrice), int64(orders.MaxPrice+1), int64(9223372036854775807)
+	maxStock, overStock := orders.MaxStock, orders.MaxStock+1
+	zero, overCap, maxCap := 0, orders.MaxPerBuyer+1, orders.MaxPerBuyer
+	nul, ctl, longName, okName := "a\x00b", "tab\there", strings.Repeat("é", orders.MaxNameLen+1), strings.Repeat("é", orders.MaxNameLen)
+	badQueue := "no/slash"
 	for _, tc := range []struct {
 		name  string
 		id    string
 		patch orders.ProductPatch
+		field string // "" = accepted
 	}{
-		{"bad id", "no/slash", orders.ProductPatch{}},
-		{"negative price", "x", orders.ProductPatch{Price: &neg}},
-		{"negative stock", "x", orders.ProductPatch{Stock: &negStock}},
-		{"empty name", "x", orders.ProductPatch{Name: &empty}},
+		{"bad id", "no/slash", orders.ProductPatch{}, "id"},
+		{"negative price", "x", orders.ProductPatch{Price: &neg}, "price"},
+		{"price above 2^53-1", "x", orders.ProductPatch{Price: &overPrice}, "price"},
+		{"price at int64 max", "x", orders.ProductPatch{Price: &i64}, "price"},
+		{"price at 2^53-1", "x", orders.ProductPatch{Price: &maxPrice}, ""},
+		{"negative stock", "x", orders.ProductPatch{Stock: &negStock}, "stock"},
+		{"stock above max", "x", orders.ProductPatch{Stock: &overStock}, "stock"},
+		{"stock at max", "x", orders.ProductPatch{Stock: &maxStock}, ""},
+		{"empty name", "x", orders.ProductPatch{Name: &empty}, "name"},
+		{"NUL in name", "x", orders.ProductPatch{Name: &nul}, "name"},
+		{"control character in name", "x", orders.ProductPatch{Name: &ctl}, "name"},
+		{"name too long", "x", orders.ProductPatch{Name: &longName}, "name"},
+		{"name at max length", "x", orders.ProductPatch{Name: &okName}, ""},
+		{"bad queue", "x", orders.ProductPatch{Queue: &badQueue}, "queue"},
+		{"max_per_order 0", "x", orders.ProductPatch{MaxPerOrder: &zero}, "max_per_order"},
+		{"max_per_ticket above max", "x", orders.ProductPatch{MaxPerTicket: &overCap}, "max_per_ticket"},
+		{"caps at max", "x", orders.ProductPatch{MaxPerOrder: &maxCap, MaxPerTicket: &maxCap}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := s.PutProduct(ctx, tc.id, tc.patch); !errors.Is(err, orders.ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
+			_, _, err := s.PutProduct(ctx, tc.id, tc.patch)
+			var ie *orders.InvalidError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.field != "" && (!errors.Is(err, orders.ErrInvalid) || !errors.As(err, &ie) || ie.Field != tc.field):
+				t.Fatalf("err = %v, want an InvalidError for %q", err, tc.field)
 			}
 		})
 	}

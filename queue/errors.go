@@ -17,6 +17,8 @@ var (
 	ErrQueueClosed   = errors.New("queue closed to new joiners")
 	ErrTicketInvalid = errors.New("ticket invalid")
 	ErrNoPlace       = errors.New("ticket has no place in this queue")
+	// ErrTooManyPlaces: the caller's address holds the queue's places_per_ip live places.
+	ErrTooManyPlaces = errors.New("too many places from this address")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")

@@ -27,6 +27,8 @@ func instanceKey(id string) string { return "wr:instance:" + id }
 
 // ReportInstance records in as live for ttl.
 func (q *Queue) ReportInstance(ctx context.Context, in Instance, ttl time.Duration) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -42,6 +44,8 @@ func (q *Queue) ReportInstance(ctx context.Context, in Instance, ttl time.Durati
 
 // RemoveInstance drops instance id from the registry at once (clean shutdown).
 func (q *Queue) RemoveInstance(ctx context.Context, id string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	pipe := q.rdb.Pipeline()
 	pipe.Del(ctx, instanceKey(id))
 	pipe.SRem(ctx, instancesKey, id)
@@ -54,6 +58,8 @@ func (q *Queue) RemoveInstance(ctx context.Context, id string) error {
 // Instances lists every live instance of the deployment, sorted by id; ids whose key has
 // expired are dropped from the set on the way.
 func (q *Queue) Instances(ctx context.Context) ([]Instance, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	ids, err := q.rdb.SMembers(ctx, instancesKey).Result()
 	if err != nil {
 		return nil, fail("list instances", err)

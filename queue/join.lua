@@ -5,12 +5,16 @@
 -- KEYS[4] tickets  HASH  ticket -> "state:seq[:token:exp_ms:tick]"
 -- KEYS[5] seen     ZSET  ticket -> last sign of life (ms), for abandonment
 -- KEYS[6] clock    HASH  admission state (head, measured rate)
+-- KEYS[7] places   ZSET  the places of one client address: ticket -> sequence (unused
+--                        when ARGV[3] is empty)
 -- ARGV[1] ticket id
 -- ARGV[2] "1" to join, "0" to only read the state (status)
+-- ARGV[3] the client address key ("" = not capped)
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused}
---   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status only)
+--   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
+--   only), -4 the address holds places_per_ip live places already
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused')
+local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip')
 local closed = cf[1] == '1'
 local rate_milli = math.floor((tonumber(cf[2] or '0') or 0) * 1000)
 local paused = (cf[3] == '1') and 1 or 0
@@ -37,7 +41,21 @@ if cur then
 end
 if ARGV[2] == '0' then return {-3} end
 if closed then return {-2} end
+-- The per-address cap. Places are admitted in sequence order, so every place of the address
+-- at or below the head has left the line (admitted, left or abandoned) and is dropped here;
+-- one that left ahead of the head still counts until the head passes it (stricter, never
+-- looser). The key expires a day after the address last joined.
+local cap = tonumber(cf[4] or '100') or 100
+if ARGV[3] ~= '' and cap > 0 then
+  local head = tonumber(redis.call('HGET', KEYS[6], 'head') or '0') or 0
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
+  if redis.call('ZCARD', KEYS[7]) >= cap then return {-4} end
+end
 local seq = redis.call('INCR', KEYS[2])
+if ARGV[3] ~= '' then
+  redis.call('ZADD', KEYS[7], seq, ARGV[1])
+  redis.call('PEXPIRE', KEYS[7], 86400000)
+end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])

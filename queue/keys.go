@@ -34,6 +34,9 @@ func (k keys) retire() string        { return k.p + "retire" }
 func (k keys) ev() string            { return k.p + "ev" }
 func (k keys) token(t string) string { return k.p + "token:" + t }
 func (k keys) claim(t string) string { return k.p + "claim:" + t }
+func (k keys) places(client string) string {
+	return k.p + "places:" + client
+}
 
 // Channel is the pub/sub channel on which the leader publishes one message per tick
 // (read them with Feed; exported for tests that watch the wire).

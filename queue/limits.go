@@ -14,21 +14,24 @@ import (
 // Limits are the deployment's request-rate limits (per second; 0 turns a limit off),
 // changeable live through the admin API.
 type Limits struct {
-	OrderPerTicket      float64 `json:"order_per_ticket_per_second"`
-	OrderPerTicketBurst int     `json:"order_per_ticket_burst"`
-	OrderGlobal         float64 `json:"order_global_per_second"`
-	OrderGlobalBurst    int     `json:"order_global_burst"`
-	JoinPerIP           float64 `json:"join_per_ip_per_second"`
-	JoinPerIPBurst      int     `json:"join_per_ip_burst"`
-	JoinGlobal          float64 `json:"join_global_per_second"`
-	JoinGlobalBurst     int     `json:"join_global_burst"`
+	OrderPerTicket       float64 `json:"order_per_ticket_per_second"`
+	OrderPerTicketBurst  int     `json:"order_per_ticket_burst"`
+	OrderGlobal          float64 `json:"order_global_per_second"`
+	OrderGlobalBurst     int     `json:"order_global_burst"`
+	JoinPerIP            float64 `json:"join_per_ip_per_second"`
+	JoinPerIPBurst       int     `json:"join_per_ip_burst"`
+	JoinGlobal           float64 `json:"join_global_per_second"`
+	JoinGlobalBurst      int     `json:"join_global_burst"`
+	StatusPerTicket      float64 `json:"status_per_ticket_per_second"`
+	StatusPerTicketBurst int     `json:"status_per_ticket_burst"`
 }
 
 // DefaultLimits are the seeds' numbers: 5/s per user and 100/s overall on orders (seed
-// 003); joins are limited per address only, generously, since queueing is the point.
+// 003); joins are limited per address only, generously, since queueing is the point;
+// status (the polling fallback) 2/s per ticket with a burst of 10.
 func DefaultLimits() Limits {
 	return Limits{OrderPerTicket: 5, OrderPerTicketBurst: 5, OrderGlobal: 100, OrderGlobalBurst: 100,
-		JoinPerIP: 50, JoinPerIPBurst: 100}
+		JoinPerIP: 50, JoinPerIPBurst: 100, StatusPerTicket: 2, StatusPerTicketBurst: 10}
 }
 
 // Ranges of Limits' fields.
@@ -44,7 +47,8 @@ func (l Limits) Validate() error {
 		f string
 		v float64
 	}{{"order_per_ticket_per_second", l.OrderPerTicket}, {"order_global_per_second", l.OrderGlobal},
-		{"join_per_ip_per_second", l.JoinPerIP}, {"join_global_per_second", l.JoinGlobal}}
+		{"join_per_ip_per_second", l.JoinPerIP}, {"join_global_per_second", l.JoinGlobal},
+		{"status_per_ticket_per_second", l.StatusPerTicket}}
 	for _, r := range rates {
 		if r.v < 0 || r.v > MaxLimitRate || math.IsNaN(r.v) {
 			return invalid(r.f, "%s must be between 0 (off) and %d per second.", r.f, MaxLimitRate)
@@ -54,7 +58,8 @@ func (l Limits) Validate() error {
 		f string
 		v int
 	}{{"order_per_ticket_burst", l.OrderPerTicketBurst}, {"order_global_burst", l.OrderGlobalBurst},
-		{"join_per_ip_burst", l.JoinPerIPBurst}, {"join_global_burst", l.JoinGlobalBurst}}
+		{"join_per_ip_burst", l.JoinPerIPBurst}, {"join_global_burst", l.JoinGlobalBurst},
+		{"status_per_ticket_burst", l.StatusPerTicketBurst}}
 	for _, b := range bursts {
 		if b.v < 0 || b.v > MaxLimitBurst {
 			return invalid(b.f, "%s must be between 0 (= the rate) and %d.", b.f, MaxLimitBurst)
@@ -137,6 +142,8 @@ func (l *LiveLimits) refresh(ctx context.Context) {
 
 // Put validates v, stores it for every instance and uses it here at once.
 func (l *LiveLimits) Put(ctx context.Context, v Limits) error {
+	ctx, cancel := l.q.bound(ctx)
+	defer cancel()
 	if err := v.Validate(); err != nil {
 		return err
 	}
@@ -166,6 +173,8 @@ func (l *LiveLimits) CountRejected(ctx context.Context, scope string) {
 // RejectedCounts returns the deployment-wide counts of refused requests by scope (zeros
 // when Redis cannot say).
 func (l *LiveLimits) RejectedCounts(ctx context.Context) map[string]int64 {
+	ctx, cancel := l.q.bound(ctx)
+	defer cancel()
 	out := map[string]int64{"user": 0, "ip": 0, "global": 0}
 	m, err := l.q.rdb.HGetAll(ctx, rejectedKey).Result()
 	if err != nil && err != redis.Nil {

@@ -48,6 +48,11 @@ type Config struct {
 	Grace time.Duration
 	// ClaimTTL bounds how long one order request may hold a token (default 15 s).
 	ClaimTTL time.Duration
+	// OpTimeout bounds every Redis call the Queue makes for a request, connection-pool wait
+	// included (default 1 s; the client must have ContextTimeoutEnabled so that the
+	// deadline also cuts a read from a stalled server). A stalled Redis costs a request at
+	// most this much before it is answered 503.
+	OpTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -57,8 +62,20 @@ func (c Config) withDefaults() Config {
 	if c.ClaimTTL == 0 {
 		c.ClaimTTL = 15 * time.Second
 	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = time.Second
+	}
 	return c
 }
+
+// bound gives ctx the Queue's per-call deadline unless it already has an earlier one.
+func (q *Queue) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, q.cfg.OpTimeout)
+}
+
+// OpTimeout is the per-call Redis deadline of the Queue (for callers that talk to Redis
+// through another object, like the Limiter).
+func (q *Queue) OpTimeout() time.Duration { return q.cfg.OpTimeout }
 
 // Queue is the Redis-backed store of every waiting line of a deployment.
 type Queue struct {
@@ -83,6 +100,8 @@ func (q *Queue) WithClient(rdb redis.UniversalClient) *Queue {
 
 // Ping checks that Redis answers (readiness).
 func (q *Queue) Ping(ctx context.Context) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := q.rdb.Ping(ctx).Err(); err != nil {
 		return fail("ping", err)
 	}
@@ -130,9 +149,16 @@ func ETA(position int64, measured, configured float64) float64 {
 }
 
 // Join gives ticket t a place in its queue or returns the place it already has; created
-// reports a new place.
+// reports a new place. It applies no per-address cap (JoinFrom does).
 func (q *Queue) Join(ctx context.Context, t Ticket) (Place, bool, error) {
-	p, code, err := q.place(ctx, t, true)
+	return q.JoinFrom(ctx, t, "")
+}
+
+// JoinFrom is Join for a caller at client (an address key, e.g. an IPv4 address or an
+// IPv6 /64): a new place is refused with ErrTooManyPlaces while client holds the queue's
+// places_per_ip live places.
+func (q *Queue) JoinFrom(ctx context.Context, t Ticket, client string) (Place, bool, error) {
+	p, code, err := q.place(ctx, t, true, client)
 	if err == nil && code == 0 {
 		q.m.enter.WithLabelValues(t.Queue).Inc()
 	}
@@ -142,19 +168,21 @@ func (q *Queue) Join(ctx context.Context, t Ticket) (Place, bool, error) {
 // Status returns the place of ticket t (ErrNoPlace when it has none). It also counts as a
 // sign of life, so a client that polls keeps its place.
 func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
-	p, _, err := q.place(ctx, t, false)
+	p, _, err := q.place(ctx, t, false, "")
 	return p, err
 }
 
-func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, error) {
+func (q *Queue) place(ctx context.Context, t Ticket, join bool, client string) (Place, int64, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	k := keysFor(t.Queue)
 	mode := "0"
 	if join {
 		mode = "1"
 	}
 	res, err := joinScript.Run(ctx, q.rdb,
-		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock()},
-		t.ID, mode).Slice()
+		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(client)},
+		t.ID, mode, client).Slice()
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
 	}
@@ -166,6 +194,8 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 		return Place{}, code, ErrQueueClosed
 	case -3:
 		return Place{}, code, ErrNoPlace
+	case -4:
+		return Place{}, code, ErrTooManyPlaces
 	}
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
@@ -181,6 +211,8 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool) (Place, int64, e
 // Leave gives up ticket t's place (or its unused token). The departure reaches every
 // instance in the next tick message, so positions behind move up.
 func (q *Queue) Leave(ctx context.Context, t Ticket) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	k := keysFor(t.Queue)
 	// The token key must be passed in KEYS, so it is read first; if the ticket is admitted
 	// between the read and the script, the script says so and the read is repeated.
@@ -208,6 +240,8 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 // Touch records a sign of life for waiting tickets of one queue (their streams are open),
 // so they are not treated as abandoned. One ZADD per call whatever len(ids) is.
 func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if len(ids) == 0 {
 		return nil
 	}
@@ -237,6 +271,8 @@ type Snapshot struct {
 
 // Snapshot reads the resync state of queue name atomically.
 func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	k := keysFor(name)
 	res, err := snapshotScript.Run(ctx, q.rdb,
 		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting()}).Int64Slice()
@@ -251,6 +287,8 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 
 // TicketState is the stored state of a ticket (for stream connects).
 func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	cur, err := q.rdb.HGet(ctx, keysFor(t.Queue).tickets(), t.ID).Result()
 	if err == redis.Nil {
 		if _, err := q.Settings(ctx, t.Queue); err != nil {
@@ -286,6 +324,8 @@ type QueueStats struct {
 
 // Stats returns the live counts of queue name.
 func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	k := keysFor(name)
 	pipe := q.rdb.Pipeline()
 	cfg := pipe.HGetAll(ctx, k.cfg())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +198,22 @@ func TestTicketSigning(t *testing.T) {
 		if _, err := s.Parse(f); !errors.Is(err, queue.ErrTicketInvalid) {
 			t.Errorf("Parse(%q) = %v, want ErrTicketInvalid", f, err)
 		}
+	}
+	// A 32-byte signature is 43 base64 characters; the last carries 4 bits of padding. The
+	// other spellings of the same bytes (padding bits set) are refused: one ticket has one
+	// string.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, raw[len(raw)-1])
+	refused := 0
+	for bits := 1; bits < 4; bits++ {
+		alt := raw[:len(raw)-1] + string(alphabet[last^bits])
+		if _, err := s.Parse(alt); !errors.Is(err, queue.ErrTicketInvalid) {
+			t.Errorf("non-canonical signature %q accepted", alt)
+		}
+		refused++
+	}
+	if refused != 3 {
+		t.Fatal("not every non-canonical spelling was tried")
 	}
 }
 

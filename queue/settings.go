@@ -16,6 +16,7 @@ type Settings struct {
 	TokenTTL      time.Duration `json:"-"`
 	Paused        bool          `json:"paused"`
 	Closed        bool          `json:"closed"`
+	PlacesPerIP   int64         `json:"places_per_ip"` // live places one client address may hold; 0 = no limit
 }
 
 // SettingsPatch is a partial update; nil fields keep their value (or the default when
@@ -26,19 +27,24 @@ type SettingsPatch struct {
 	TokenTTL      *time.Duration
 	Paused        *bool
 	Closed        *bool
+	PlacesPerIP   *int64
 }
 
 // Limits of the settings accepted by Put.
 const (
 	MaxRatePerSecond = 100000
 	MaxMaxActive     = 100_000_000
-	MinTokenTTL      = 10 * time.Second
-	MaxTokenTTL      = 24 * time.Hour
+	MaxPlacesPerIP   = 1_000_000
+	// DefaultPlacesPerIP is generous enough that a carrier's NAT (many buyers behind one
+	// address) is not punished, and small enough that one script cannot hold a line.
+	DefaultPlacesPerIP = 100
+	MinTokenTTL        = 10 * time.Second
+	MaxTokenTTL        = 24 * time.Hour
 )
 
 // DefaultSettings are used for fields left out when a queue is created.
 func DefaultSettings(name string) Settings {
-	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute}
+	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP}
 }
 
 func (s Settings) validate() error {
@@ -47,6 +53,8 @@ func (s Settings) validate() error {
 		return invalid("rate_per_second", "rate_per_second must be between 0 and %d.", MaxRatePerSecond)
 	case s.MaxActive < 0 || s.MaxActive > MaxMaxActive:
 		return invalid("max_active", "max_active must be between 0 (no cap) and %d.", MaxMaxActive)
+	case s.PlacesPerIP < 0 || s.PlacesPerIP > MaxPlacesPerIP:
+		return invalid("places_per_ip", "places_per_ip must be between 0 (no limit) and %d.", MaxPlacesPerIP)
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
@@ -57,6 +65,8 @@ func (s Settings) validate() error {
 // Put creates queue name or changes its settings; it returns the result and whether the
 // queue was created.
 func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings, bool, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if !ValidName(name) {
 		return Settings{}, false, invalid("name", "Queue names are 1-64 characters of A-Z a-z 0-9 _ -.")
 	}
@@ -83,6 +93,9 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if p.Closed != nil {
 		cur.Closed = *p.Closed
 	}
+	if p.PlacesPerIP != nil {
+		cur.PlacesPerIP = *p.PlacesPerIP
+	}
 	if err := cur.validate(); err != nil {
 		return Settings{}, false, err
 	}
@@ -105,6 +118,9 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.Closed != nil {
 		fields = append(fields, "closed", boolStr(cur.Closed))
 	}
+	if created || p.PlacesPerIP != nil {
+		fields = append(fields, "places_per_ip", cur.PlacesPerIP)
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -125,13 +141,15 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 	}
 	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
-		Paused: &s.Paused, Closed: &s.Closed,
+		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
 	})
 	return err
 }
 
 // Settings returns the settings of queue name, or ErrQueueNotFound.
 func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if !ValidName(name) {
 		return Settings{}, ErrQueueNotFound
 	}
@@ -149,15 +167,21 @@ func parseSettings(name string, m map[string]string) Settings {
 	rate, _ := strconv.ParseFloat(m["rate"], 64)
 	maxActive, _ := strconv.ParseInt(m["max_active"], 10, 64)
 	ttl, _ := strconv.ParseInt(m["ttl_ms"], 10, 64)
+	places := int64(DefaultPlacesPerIP) // queues made before the setting existed
+	if v, ok := m["places_per_ip"]; ok {
+		places, _ = strconv.ParseInt(v, 10, 64)
+	}
 	return Settings{
 		Name: name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
-		Paused:   m["paused"] == "1", Closed: m["closed"] == "1",
+		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
 	}
 }
 
 // Names lists every queue, sorted.
 func (q *Queue) Names(ctx context.Context) ([]string, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	names, err := q.rdb.SMembers(ctx, queuesKey).Result()
 	if err != nil {
 		return nil, fail("list queues", err)

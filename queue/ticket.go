@@ -22,7 +22,9 @@ type Signer struct{ key []byte }
 // NewSigner returns a Signer using secret (shared by every instance of a deployment).
 func NewSigner(secret []byte) *Signer { return &Signer{key: append([]byte(nil), secret...)} }
 
-var b64 = base64.RawURLEncoding
+// b64 is strict: a signature or id whose last character carries non-zero padding bits is a
+// different string for the same bytes, and only the canonical form is accepted.
+var b64 = base64.RawURLEncoding.Strict()
 
 // New issues a fresh ticket for queue and returns it with its signed string form.
 func (s *Signer) New(queue string) (Ticket, string) {

@@ -47,6 +47,12 @@ func (q *Queue) ClaimToken(ctx context.Context, t Ticket, token, reqKey string, 
 	return q.tokenOp(ctx, "claim", t, token, reqKey, idem)
 }
 
+// CheckToken is ClaimToken without claiming: what the token store says about token for
+// ticket t, changing nothing.
+func (q *Queue) CheckToken(ctx context.Context, t Ticket, token string) (Verdict, time.Time, error) {
+	return q.tokenOp(ctx, "check", t, token, "", false)
+}
+
 // ConsumeToken ends the token after a successful order: it can no longer be used and its
 // max_active slot is free for the next tick.
 func (q *Queue) ConsumeToken(ctx context.Context, t Ticket, token, reqKey string) error {
@@ -61,6 +67,8 @@ func (q *Queue) ReleaseToken(ctx context.Context, t Ticket, token, reqKey string
 }
 
 func (q *Queue) tokenOp(ctx context.Context, op string, t Ticket, token, reqKey string, idem bool) (Verdict, time.Time, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if !ValidToken(token) {
 		return TokenUnknown, time.Time{}, nil
 	}

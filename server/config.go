@@ -45,6 +45,8 @@ type config struct {
 	OrderPerTicket  float64
 	OrderGlobal     float64
 	JoinPerIP       float64
+	StatusPerTicket float64
+	RedisTimeout    time.Duration
 	FailOpen        bool
 	ProxyHeader     string
 	TrustedProxies  []string
@@ -170,6 +172,8 @@ var settings = []setting{
 	{"WR_ORDER_RATE_PER_TICKET", "5", "orders per second per ticket (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.OrderPerTicket }, 0, 1e6)},
 	{"WR_ORDER_RATE_GLOBAL", "100", "orders per second overall (0 = off)", floatSetting(func(c *config) *float64 { return &c.OrderGlobal }, 0, 1e6)},
 	{"WR_JOIN_RATE_PER_IP", "50", "joins per second per client address (0 = off)", floatSetting(func(c *config) *float64 { return &c.JoinPerIP }, 0, 1e6)},
+	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
+	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
 	{"WR_PROXY_HEADER", "", "client address header your proxy sets, e.g. X-Forwarded-For; the proxy must overwrite it (as deploy/nginx.conf does), not append", strSetting(func(c *config) *string { return &c.ProxyHeader })},
 	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs whose WR_PROXY_HEADER is believed; empty = every peer's (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {

@@ -106,7 +106,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	q := queue.New(rdb, queue.Config{Grace: cfg.Grace}, reg)
+	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout}, reg)
 	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
 	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
 	cancel()
@@ -134,7 +134,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
 	})
 	lim := queue.DefaultLimits()
-	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP
+	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
 	a.limits = q.LiveLimits(lim)
 	a.srv, err = web.New(web.Config{
 		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
@@ -213,7 +213,7 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 		}
 		log.Warn().Str("addr", mr.Addr()).Msg("REDIS_URL is not set: using an in-process Redis (miniredis) on loopback; single instance only, the line is lost at exit")
 		newClient = func(pool int) redis.UniversalClient {
-			return redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: pool})
+			return redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: pool, ContextTimeoutEnabled: true})
 		}
 		stop = mr.Close
 	} else if newClient, err = redisClients(cfg.RedisURL); err != nil {
@@ -224,18 +224,32 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 }
 
 // redisClients parses a REDIS_URL once and returns a constructor of clients with a pool
-// of the given size.
+// of the given size. Every client honours context deadlines on its reads and writes
+// (ContextTimeoutEnabled), so a stalled Redis costs a request its WR_REDIS_TIMEOUT, not
+// go-redis's 3 s read timeout plus its pool timeout.
 func redisClients(url string) (func(pool int) redis.UniversalClient, error) {
 	switch {
 	case strings.Contains(url, "master_name="):
 		o, err := redis.ParseFailoverURL(url)
-		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewFailoverClient(&c) }, err
+		return func(pool int) redis.UniversalClient {
+			c := *o
+			c.PoolSize, c.ContextTimeoutEnabled = pool, true
+			return redis.NewFailoverClient(&c)
+		}, err
 	case strings.Contains(url, "addr="):
 		o, err := redis.ParseClusterURL(url)
-		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewClusterClient(&c) }, err
+		return func(pool int) redis.UniversalClient {
+			c := *o
+			c.PoolSize, c.ContextTimeoutEnabled = pool, true
+			return redis.NewClusterClient(&c)
+		}, err
 	default:
 		o, err := redis.ParseURL(url)
-		return func(pool int) redis.UniversalClient { c := *o; c.PoolSize = pool; return redis.NewClient(&c) }, err
+		return func(pool int) redis.UniversalClient {
+			c := *o
+			c.PoolSize, c.ContextTimeoutEnabled = pool, true
+			return redis.NewClient(&c)
+		}, err
 	}
 }
 
@@ -267,7 +281,16 @@ func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Sto
 	if err := q.Ensure(ctx, s); err != nil {
 		return err
 	}
-	_, err := store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000, Stock: cfg.DemoStock})
+	if _, err := store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000,
+		Stock: cfg.DemoStock, Queue: "demo"}); err != nil {
+		return err
+	}
+	// A demo product made before products named their queue is put on sale by queue demo.
+	p, err := store.Product(ctx, "demo")
+	if err == nil && p.Queue == "" {
+		demo := "demo"
+		_, _, err = store.PutProduct(ctx, "demo", orders.ProductPatch{Queue: &demo})
+	}
 	return err
 }
 

@@ -46,6 +46,7 @@ type queueStatsJSON struct {
 	Paused          bool    `json:"paused"`
 	Closed          bool    `json:"closed"`
 	TokenTTLSeconds int64   `json:"token_ttl_seconds"`
+	PlacesPerIP     int64   `json:"places_per_ip"`
 	AdmitRate       float64 `json:"admit_rate"`
 	TickLagMs       float64 `json:"tick_lag_ms"`
 	Leader          string  `json:"leader"`
@@ -90,7 +91,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 		out.Queues = append(out.Queues, queueStatsJSON{
 			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP, AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -154,6 +155,7 @@ type queueBody struct {
 	TokenTTLSeconds *int64   `json:"token_ttl_seconds"`
 	Paused          *bool    `json:"paused"`
 	Closed          *bool    `json:"closed"`
+	PlacesPerIP     *int64   `json:"places_per_ip"`
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -176,6 +178,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	return c.Status(status).JSON(fiber.Map{
 		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
 		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
+		"places_per_ip": st.PlacesPerIP,
 	})
 }
 
@@ -185,7 +188,7 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 	if err := decodeBody(body, &b); err != nil {
 		return queue.SettingsPatch{}, err
 	}
-	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed}
+	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
 			return p, errorf(422, "invalid_settings", "token_ttl_seconds is out of range.")
@@ -197,9 +200,12 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 }
 
 type productBody struct {
-	Name  *string `json:"name"`
-	Price *int64  `json:"price"`
-	Stock *int64  `json:"stock"`
+	Name         *string `json:"name"`
+	Price        *int64  `json:"price"`
+	Stock        *int64  `json:"stock"`
+	Queue        *string `json:"queue"` // "" takes the product off sale
+	MaxPerOrder  *int64  `json:"max_per_order"`
+	MaxPerTicket *int64  `json:"max_per_ticket"`
 }
 
 func (s *Server) putProduct(c *fiber.Ctx) error {
@@ -223,13 +229,19 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 }
 
 func toPatch(b productBody) orders.ProductPatch {
-	p := orders.ProductPatch{Name: b.Name, Price: b.Price}
-	if b.Stock != nil {
-		v := int(*b.Stock)
-		if int64(v) != *b.Stock {
-			v = -1 // out of range: the store refuses it as invalid
-		}
-		p.Stock = &v
+	return orders.ProductPatch{Name: b.Name, Price: b.Price, Queue: b.Queue,
+		Stock: clampInt(b.Stock), MaxPerOrder: clampInt(b.MaxPerOrder), MaxPerTicket: clampInt(b.MaxPerTicket)}
+}
+
+// clampInt narrows a JSON integer to int; a value int cannot hold becomes -1, which every
+// field using it refuses as out of range (naming the field).
+func clampInt(v *int64) *int {
+	if v == nil {
+		return nil
 	}
-	return p
+	n := int(*v)
+	if int64(n) != *v {
+		n = -1
+	}
+	return &n
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -89,6 +90,11 @@ func mapError(err error) *Error {
 		return errorf(423, "queue_closed", "This queue is closed to new joiners.")
 	case errors.Is(err, queue.ErrTicketInvalid):
 		return errorf(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
+	case errors.Is(err, queue.ErrTooManyPlaces):
+		// Final: the page and waitroom.js do not retry it (Retry-After is only the contract's
+		// rule for every 429).
+		return &Error{Status: 429, Code: "too_many_places", Scope: "ip", RetryAfter: 60,
+			Message: "Too many places in this queue are held from your address."}
 	case errors.Is(err, queue.ErrNoPlace):
 		return errorf(404, "ticket_not_found", "This ticket has no place in this queue; join again.")
 	case errors.Is(err, queue.ErrInvalid):
@@ -99,6 +105,14 @@ func mapError(err error) *Error {
 		return errorf(409, "sold_out", "Sold out: the stock cannot cover this quantity.")
 	case errors.Is(err, orders.ErrInvalid):
 		return invalidError("invalid_order", err)
+	case errors.Is(err, orders.ErrQuantityLimit):
+		var le *orders.QuantityLimitError
+		errors.As(err, &le)
+		msg := fmt.Sprintf("At most %d per order (max_per_order).", le.Max)
+		if le.Limit == "max_per_ticket" {
+			msg = fmt.Sprintf("At most %d per buyer (max_per_ticket); %d already bought with this ticket.", le.Max, le.Bought)
+		}
+		return &Error{Status: 422, Code: "quantity_limit", Field: "quantity", Message: msg}
 	case errors.Is(err, orders.ErrIdempotencyConflict):
 		return errorf(422, "idempotency_conflict", "This Idempotency-Key was already used for a different request.")
 	case errors.Is(err, orders.ErrUnavailable):

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -13,14 +14,21 @@ import (
 // TokenStore is what the guard needs of the token store (implemented by *queue.Queue).
 type TokenStore interface {
 	ClaimToken(ctx context.Context, t queue.Ticket, token, reqKey string, idem bool) (queue.Verdict, time.Time, error)
+	CheckToken(ctx context.Context, t queue.Ticket, token string) (queue.Verdict, time.Time, error)
 	ConsumeToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
 	ReleaseToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
 }
 
-// GuardConfig configures Guard.
+// GuardConfig configures Guard. A route declares which queue(s) admit to it: Queues, or
+// QueuesFor when it depends on the request.
 type GuardConfig struct {
 	Tokens TokenStore
 	Signer *queue.Signer
+	// Queues are the queues whose admission tokens this route accepts.
+	Queues []string
+	// QueuesFor, when set, names the accepted queues for one request (the built-in order
+	// route: the queue of the product in the body); an error it returns is the answer.
+	QueuesFor func(c *fiber.Ctx) ([]string, error)
 	// FailOpen, when set and returning true for a token-store error (Redis down), lets
 	// the request through unchecked; the protected handler must then still enforce its
 	// own limits (stock, a local rate limit). Off unless set.
@@ -30,33 +38,46 @@ type GuardConfig struct {
 // Locals set by Guard for the protected handler.
 const (
 	LocalTicket   = "wr_ticket_id" // string: the caller's ticket id
+	LocalQueue    = "wr_queue"     // string: the queue that admitted the caller
 	LocalFailOpen = "wr_fail_open" // bool: let through without a check (fail-open mode)
 )
 
 var idemKey = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
+// guardTimeout bounds each token-store call of the guard.
+const guardTimeout = 2 * time.Second
+
 // Guard protects a Fiber route with the waiting room's admission tokens. Before the
-// handler: the X-Admission-Token must exist, be live and belong to the caller's ticket
-// (cookie wr_ticket or Authorization: Bearer) — 401 token_missing / token_invalid /
-// token_expired, 403 token_not_yours — and it is claimed for this request so concurrent
-// uses of one token cannot both pass. After the handler: the token is consumed only if
-// the handler succeeded (no error, status < 400); otherwise the claim is released and the
-// token stays usable until its TTL. The handler knows nothing about tokens.
+// handler: the X-Admission-Token must exist, be live, have been admitted by one of the
+// route's queues and belong to the caller's ticket (that queue's cookie wr_ticket_<queue>,
+// or Authorization: Bearer) — 401 token_missing / token_invalid / token_expired, 403
+// token_wrong_queue / token_not_yours — and it is claimed for this request so concurrent
+// uses of one token cannot both pass. After the handler: the token is consumed only if the
+// handler succeeded (no error, status < 400); otherwise the claim is released and the token
+// stays usable until its TTL. The handler knows nothing about tokens.
 //
 // Any Fiber app can use it:
 //
-//	app.Post("/checkout", web.Guard(web.GuardConfig{Tokens: q, Signer: signer}), checkout)
+//	app.Post("/checkout", web.Guard(web.GuardConfig{Tokens: q, Signer: signer, Queues: []string{"drop"}}), checkout)
+//
+// It panics when no queue admits to the route (a wiring mistake, found at start).
 func Guard(cfg GuardConfig) fiber.Handler {
+	if len(cfg.Queues) == 0 && cfg.QueuesFor == nil {
+		panic("web.Guard: no queue admits to this route: set GuardConfig.Queues")
+	}
 	return func(c *fiber.Ctx) error {
 		token := c.Get("X-Admission-Token")
 		if token == "" {
 			return errorf(401, "token_missing", "An admission token is required: wait for your turn in the queue.")
 		}
-		raw, _ := presented(c)
-		if raw == "" {
-			return errorf(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
+		queues := cfg.Queues
+		if cfg.QueuesFor != nil {
+			var err error
+			if queues, err = cfg.QueuesFor(c); err != nil {
+				return err
+			}
 		}
-		t, err := cfg.Signer.Parse(raw)
+		t, err := guardTicket(c, cfg.Signer, queues)
 		if err != nil {
 			return err
 		}
@@ -64,37 +85,33 @@ func Guard(cfg GuardConfig) fiber.Handler {
 		if key == "" {
 			key, idem = "r-"+newID(), false
 		} else if !idemKey.MatchString(key) {
-			return errorf(422, "invalid_idempotency_key", "Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 _ . -")
+			return &Error{Status: 422, Code: "invalid_idempotency_key", Field: "Idempotency-Key",
+				Message: "Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 _ . -"}
 		}
-		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(c.UserContext(), guardTimeout)
 		v, _, err := cfg.Tokens.ClaimToken(ctx, t, token, key, idem)
+		if err == nil && v == queue.TokenUnknown && tokenOfOtherQueue(ctx, c, cfg, t, token) {
+			v = tokenWrongQueue
+		}
 		cancel()
 		if err != nil {
 			if cfg.FailOpen != nil && cfg.FailOpen(c, err) {
 				c.Locals(LocalTicket, t.ID)
+				c.Locals(LocalQueue, t.Queue)
 				c.Locals(LocalFailOpen, true)
 				return c.Next()
 			}
 			return err
 		}
-		switch v {
-		case queue.TokenLive, queue.TokenShared, queue.TokenReplay:
-		case queue.TokenExpired:
-			return errorf(401, "token_expired", "Your admission token has expired; join the queue again.")
-		case queue.TokenNotYours:
-			return errorf(403, "token_not_yours", "This admission token was issued to another ticket.")
-		case queue.TokenBusy:
-			return errorf(401, "token_invalid", "This admission token is being used by another request.")
-		case queue.TokenUsed:
-			return errorf(401, "token_invalid", "This admission token has already been used.")
-		default:
-			return errorf(401, "token_invalid", "Unknown admission token.")
+		if err := verdictError(v); err != nil {
+			return err
 		}
 		c.Locals(LocalTicket, t.ID)
+		c.Locals(LocalQueue, t.Queue)
 		herr := c.Next()
 		ok := herr == nil && c.Response().StatusCode() < 400
 		// Outlive the request: a client that hangs up must not leave the claim behind.
-		bctx, bcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		bctx, bcancel := context.WithTimeout(context.Background(), guardTimeout)
 		defer bcancel()
 		switch {
 		case ok && v != queue.TokenReplay:
@@ -108,4 +125,70 @@ func Guard(cfg GuardConfig) fiber.Handler {
 		}
 		return herr
 	}
+}
+
+// tokenWrongQueue is the guard's own verdict for a token another queue admitted.
+const tokenWrongQueue queue.Verdict = "wrong_queue"
+
+func errWrongQueue() *Error {
+	return errorf(403, "token_wrong_queue", "This admission token was given by another queue than the one that sells this.")
+}
+
+func verdictError(v queue.Verdict) error {
+	switch v {
+	case queue.TokenLive, queue.TokenShared, queue.TokenReplay:
+		return nil
+	case tokenWrongQueue:
+		return errWrongQueue()
+	case queue.TokenExpired:
+		return errorf(401, "token_expired", "Your admission token has expired; join the queue again.")
+	case queue.TokenNotYours:
+		return errorf(403, "token_not_yours", "This admission token was issued to another ticket.")
+	case queue.TokenBusy:
+		return errorf(401, "token_invalid", "This admission token is being used by another request.")
+	case queue.TokenUsed:
+		return errorf(401, "token_invalid", "This admission token has already been used.")
+	default:
+		return errorf(401, "token_invalid", "Unknown admission token.")
+	}
+}
+
+// guardTicket picks the caller's ticket for one of queues: an explicit ticket (Bearer) must
+// be of one of them; else the first of their cookies. A caller whose only tickets are of
+// other queues is answered 403 token_wrong_queue (its token cannot have come from here).
+func guardTicket(c *fiber.Ctx, signer *queue.Signer, queues []string) (queue.Ticket, error) {
+	if raw := explicitTicket(c); raw != "" {
+		t, err := signer.Parse(raw)
+		if err != nil {
+			return queue.Ticket{}, err
+		}
+		if !slices.Contains(queues, t.Queue) {
+			return queue.Ticket{}, errWrongQueue()
+		}
+		return t, nil
+	}
+	for _, q := range queues {
+		if raw, _ := presentedFor(c, signer, q); raw != "" {
+			return signer.Parse(raw)
+		}
+	}
+	if len(cookieTickets(c, signer)) > 0 {
+		return queue.Ticket{}, errWrongQueue()
+	}
+	return queue.Ticket{}, errorf(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
+}
+
+// tokenOfOtherQueue reports whether a token unknown in t's queue is live for another
+// ticket cookie of the caller (a token of queue A presented to a route of queue B by a
+// browser that waited in both). Only unknown tokens pay for this look.
+func tokenOfOtherQueue(ctx context.Context, c *fiber.Ctx, cfg GuardConfig, t queue.Ticket, token string) bool {
+	for _, o := range cookieTickets(c, cfg.Signer) {
+		if o == t {
+			continue
+		}
+		if v, _, err := cfg.Tokens.CheckToken(ctx, o, token); err == nil && v != queue.TokenUnknown {
+			return true
+		}
+	}
+	return false
 }

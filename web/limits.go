@@ -5,15 +5,11 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/waitroom/waitroom/queue"
 )
-
-// limitTimeout bounds the rate-limit check of one request.
-const limitTimeout = time.Second
 
 func burst(rate float64, b int) int {
 	if b > 0 {
@@ -28,7 +24,7 @@ func (s *Server) check(c *fiber.Ctx, path string, chain []queue.Limit) error {
 	if len(chain) == 0 || s.d.Limiter == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), limitTimeout)
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.d.Queue.OpTimeout()) // the same budget as every request-path Redis call
 	defer cancel()
 	res, err := s.d.Limiter.AllowChain(ctx, chain)
 	if err != nil {
@@ -48,7 +44,7 @@ func (s *Server) joinLimit(c *fiber.Ctx) error {
 	l := s.lim.Get()
 	var chain []queue.Limit
 	if l.JoinPerIP > 0 {
-		chain = append(chain, queue.Limit{Scope: "ip", Key: "join:ip:" + c.IP(), Rate: l.JoinPerIP, Burst: burst(l.JoinPerIP, l.JoinPerIPBurst)})
+		chain = append(chain, queue.Limit{Scope: "ip", Key: "join:ip:" + clientKey(c), Rate: l.JoinPerIP, Burst: burst(l.JoinPerIP, l.JoinPerIPBurst)})
 	}
 	if l.JoinGlobal > 0 {
 		chain = append(chain, queue.Limit{Scope: "global", Key: "join:global", Rate: l.JoinGlobal, Burst: burst(l.JoinGlobal, l.JoinGlobalBurst)})
@@ -62,11 +58,9 @@ func (s *Server) orderLimit(c *fiber.Ctx) error {
 	l := s.lim.Get()
 	var chain []queue.Limit
 	if l.OrderPerTicket > 0 {
-		key, scope := "order:ip:"+c.IP(), "ip"
-		if raw, _ := presented(c); raw != "" {
-			if t, err := s.d.Signer.Parse(raw); err == nil {
-				key, scope = "order:ticket:"+t.ID, "user"
-			}
+		key, scope := "order:ip:"+clientKey(c), "ip"
+		if t, ok := anyTicket(c, s.d.Signer); ok {
+			key, scope = "order:ticket:"+t.ID, "user"
 		}
 		chain = append(chain, queue.Limit{Scope: scope, Key: key, Rate: l.OrderPerTicket, Burst: burst(l.OrderPerTicket, l.OrderPerTicketBurst)})
 	}
@@ -80,6 +74,17 @@ func (s *Server) orderLimit(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Next()
+}
+
+// statusLimit limits status calls per ticket: a client that cannot stream polls at most
+// this often, and one script cannot keep many places alive by hammering status.
+func (s *Server) statusLimit(c *fiber.Ctx, t queue.Ticket) error {
+	l := s.lim.Get()
+	if l.StatusPerTicket <= 0 {
+		return nil
+	}
+	return s.check(c, "/api/queues/status", []queue.Limit{{Scope: "user", Key: "status:ticket:" + t.ID,
+		Rate: l.StatusPerTicket, Burst: burst(l.StatusPerTicket, l.StatusPerTicketBurst)}})
 }
 
 func (s *Server) getLimits(c *fiber.Ctx) error { return c.JSON(s.lim.Get()) }

@@ -132,7 +132,8 @@ func (s *Server) routes() {
 	app.Use(s.requestLog)
 	// A panic in one handler must not take down the process and every stream on it.
 	app.Use(recover.New())
-	app.Use(sameOrigin)
+	app.Use(noSniff)
+	app.Use(s.sameOrigin)
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", s.metricsHandler())
@@ -144,7 +145,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/stream", s.stream)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
-	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, FailOpen: s.failOpen}), s.placeOrder)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
 	api.Use(notFound)
 
 	admin := app.Group("/admin/api", s.adminAuth)
@@ -161,10 +162,17 @@ func (s *Server) routes() {
 
 func notFound(c *fiber.Ctx) error { return errorf(404, "not_found", "No such resource.") }
 
+// noSniff keeps browsers from reading any answer as another content type than it says.
+func noSniff(c *fiber.Ctx) error {
+	c.Set("X-Content-Type-Options", "nosniff")
+	return c.Next()
+}
+
 // sameOrigin refuses state-changing requests sent by another site's page (a form that
-// would join or leave on the visitor's behalf and overwrite their ticket cookie). Clients
-// that send no Origin (curl, servers, the k6 scripts) are not affected.
-func sameOrigin(c *fiber.Ctx) error {
+// would join or leave on the visitor's behalf and overwrite their ticket cookie): the
+// Origin must be this server's scheme and host. Clients that send no Origin (curl,
+// servers, the k6 scripts) are not affected.
+func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	switch c.Method() {
 	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
 		return c.Next()
@@ -174,9 +182,22 @@ func sameOrigin(c *fiber.Ctx) error {
 	}
 	if o := c.Get(fiber.HeaderOrigin); o != "" { // "null" (sandboxed frames) has no host: refused
 		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, c.Get(fiber.HeaderHost)) {
+		if err != nil || !strings.EqualFold(u.Host, c.Get(fiber.HeaderHost)) || !strings.EqualFold(u.Scheme, s.scheme(c)) {
 			return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
 		}
 	}
 	return c.Next()
+}
+
+// scheme is how the client reached us: https on a TLS connection, or when a configured
+// trusted proxy (WR_TRUSTED_PROXIES) says X-Forwarded-Proto: https; else http. Without a
+// trusted proxy list the header is not believed: any client could send it.
+func (s *Server) scheme(c *fiber.Ctx) string {
+	if c.Context().IsTLS() {
+		return "https"
+	}
+	if len(s.cfg.TrustedProxies) > 0 && c.IsProxyTrusted() && strings.EqualFold(c.Get("X-Forwarded-Proto"), "https") {
+		return "https"
+	}
+	return "http"
 }

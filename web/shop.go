@@ -11,14 +11,22 @@ import (
 )
 
 type productJSON struct {
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Price int64  `json:"price"`
-	Stock int64  `json:"stock"`
+	ID           string  `json:"id"`
+	Name         string  `json:"name"`
+	Price        int64   `json:"price"`
+	Stock        int64   `json:"stock"`
+	Queue        *string `json:"queue"` // null: not on sale through the order API
+	MaxPerOrder  int     `json:"max_per_order"`
+	MaxPerTicket int     `json:"max_per_ticket"`
 }
 
 func toProductJSON(p orders.Product) productJSON {
-	return productJSON{ID: p.ID, Name: p.Name, Price: int64(p.Price), Stock: int64(p.Stock)}
+	out := productJSON{ID: p.ID, Name: p.Name, Price: p.Price, Stock: int64(p.Stock),
+		MaxPerOrder: p.MaxPerOrder, MaxPerTicket: p.MaxPerTicket}
+	if p.Queue != "" {
+		out.Queue = &p.Queue
+	}
+	return out
 }
 
 func (s *Server) products(c *fiber.Ctx) error {
@@ -54,8 +62,12 @@ func decodeBody(b []byte, v any) error {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return errorf(422, "invalid_field", "Field "+te.Field+" has the wrong type.")
+		switch {
+		case errors.As(err, &te) && te.Field == "":
+			// The body itself is not an object (an array, a string, a number).
+			return errorf(422, "invalid_field", "The request body must be a JSON object.")
+		case errors.As(err, &te):
+			return &Error{Status: 422, Code: "invalid_field", Field: te.Field, Message: "Field " + te.Field + " has the wrong type."}
 		}
 		return errorf(400, "malformed_json", "The request body is not valid JSON.")
 	}
@@ -75,12 +87,29 @@ func parseOrder(body []byte) (productID string, quantity int, err error) {
 		return "", 0, err
 	}
 	if b.ProductID == nil || !queue.ValidName(*b.ProductID) {
-		return "", 0, errorf(422, "invalid_order", "product_id must be 1-64 characters of A-Z a-z 0-9 _ -.")
+		return "", 0, &Error{Status: 422, Code: "invalid_order", Field: "product_id", Message: "product_id must be 1-64 characters of A-Z a-z 0-9 _ -."}
 	}
 	if b.Quantity == nil || *b.Quantity <= 0 || *b.Quantity > orders.MaxQuantity {
-		return "", 0, errorf(422, "invalid_order", "quantity must be an integer from 1 to 1000.")
+		return "", 0, &Error{Status: 422, Code: "invalid_order", Field: "quantity", Message: "quantity must be an integer from 1 to 1000."}
 	}
 	return *b.ProductID, *b.Quantity, nil
+}
+
+// orderQueues is the order route's GuardConfig.QueuesFor: the queue that sells the product
+// in the body. A product that names no queue is not on sale here (403).
+func (s *Server) orderQueues(c *fiber.Ctx) ([]string, error) {
+	productID, _, err := parseOrder(c.Body())
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.d.Orders.Product(c.UserContext(), productID)
+	if err != nil {
+		return nil, err
+	}
+	if p.Queue == "" {
+		return nil, errorf(403, "product_not_on_sale", "This product is not on sale through the waiting room.")
+	}
+	return []string{p.Queue}, nil
 }
 
 func (s *Server) placeOrder(c *fiber.Ctx) error {

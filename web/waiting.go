@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -13,9 +12,6 @@ import (
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
 )
-
-// TicketCookie is the cookie that carries a browser's ticket.
-const TicketCookie = "wr_ticket"
 
 // placeJSON is the body of join and status (API.md).
 type placeJSON struct {
@@ -44,22 +40,10 @@ func (s *Server) placeBody(raw string, p queue.Place) placeJSON {
 	return out
 }
 
-// presented returns the ticket string a request carries and whether it came from the
-// cookie: Authorization: Bearer, then ?ticket=, then the cookie.
-func presented(c *fiber.Ctx) (raw string, fromCookie bool) {
-	if a := c.Get(fiber.HeaderAuthorization); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return strings.TrimSpace(a[7:]), false
-	}
-	if q := c.Query("ticket"); q != "" {
-		return q, false
-	}
-	return c.Cookies(TicketCookie), true
-}
-
 // ticketFor parses the request's ticket for queue name: 401 when missing, malformed or
 // forged; 404 when it belongs to another queue.
 func (s *Server) ticketFor(c *fiber.Ctx, name string) (queue.Ticket, string, error) {
-	raw, _ := presented(c)
+	raw, _ := presentedFor(c, s.d.Signer, name)
 	if raw == "" {
 		return queue.Ticket{}, "", errorf(401, "ticket_missing", "No ticket: join the queue first.")
 	}
@@ -102,7 +86,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	// a second place). A stale cookie (other queue, old secret) just gets a new ticket; an
 	// explicit forged ticket is refused.
 	var t queue.Ticket
-	raw, fromCookie := presented(c)
+	raw, fromCookie := presentedFor(c, s.d.Signer, name)
 	if raw != "" {
 		pt, perr := s.d.Signer.Parse(raw)
 		switch {
@@ -115,11 +99,15 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if t.ID == "" {
 		t, raw = s.d.Signer.New(name)
 	}
-	p, created, err := s.d.Queue.Join(c.UserContext(), t)
+	p, created, err := s.d.Queue.JoinFrom(c.UserContext(), t, clientKey(c))
+	if errors.Is(err, queue.ErrTooManyPlaces) {
+		s.m.rejected.WithLabelValues("ip", "/api/queues/join").Inc()
+		s.lim.CountRejected(c.UserContext(), "ip")
+	}
 	if err != nil {
 		return err
 	}
-	s.setTicketCookie(c, raw)
+	s.setTicketCookie(c, name, raw)
 	status := fiber.StatusOK
 	if created {
 		status = fiber.StatusCreated
@@ -127,14 +115,17 @@ func (s *Server) join(c *fiber.Ctx) error {
 	return c.Status(status).JSON(s.placeBody(raw, p))
 }
 
-func (s *Server) setTicketCookie(c *fiber.Ctx, raw string) {
-	c.Cookie(&fiber.Cookie{Name: TicketCookie, Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
-		Secure: c.Protocol() == "https", MaxAge: 24 * 3600})
+func (s *Server) setTicketCookie(c *fiber.Ctx, name, raw string) {
+	c.Cookie(&fiber.Cookie{Name: TicketCookie(name), Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
+		Secure: s.scheme(c) == "https", MaxAge: ticketCookieAge})
 }
 
 func (s *Server) status(c *fiber.Ctx) error {
 	t, raw, err := s.pathTicket(c)
 	if err != nil {
+		return err
+	}
+	if err := s.statusLimit(c, t); err != nil {
 		return err
 	}
 	p, err := s.d.Queue.Status(c.UserContext(), t)
@@ -180,7 +171,13 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	ip := c.IP()
+	if c.Method() == fiber.MethodHead {
+		// The head of a stream without its body (EventSource never sends HEAD).
+		c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
+		c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
+		return c.SendStatus(fiber.StatusOK)
+	}
+	ip := clientKey(c)
 	switch err := s.d.Hub.AcquireIP(ip); {
 	case errors.Is(err, stream.ErrTooMany):
 		s.m.streamErr.WithLabelValues("ip_cap").Inc()
@@ -214,6 +211,9 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	})
 	return nil
 }
+
+// ticketCookieAge is the lifetime of a ticket cookie: a place is kept at most a day.
+const ticketCookieAge = 24 * 3600
 
 // streamSetupTimeout bounds the Redis work of opening a stream (ticket state, sign of
 // life, the queue's first snapshot).

@@ -27,7 +27,7 @@ func runJoinRate(o options) error {
 		}
 	}}
 	if o.AdminToken != "" {
-		if err := r.putQueue(map[string]any{"paused": true, "rate_per_second": 0, "closed": false}); err != nil {
+		if err := r.putQueue(map[string]any{"paused": true, "rate_per_second": 0, "closed": false, "places_per_ip": 0}); err != nil {
 			return err
 		}
 	}

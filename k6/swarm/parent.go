@@ -93,7 +93,7 @@ func runParent(o options) error {
 		// Paused while connecting: positions stand still, so memory and idle cost are
 		// measured on a quiet line.
 		if err := r.putQueue(map[string]any{"paused": true, "rate_per_second": o.Rate, "max_active": 0,
-			"token_ttl_seconds": int(o.TTL.Seconds()), "closed": false}); err != nil {
+			"token_ttl_seconds": int(o.TTL.Seconds()), "closed": false, "places_per_ip": 0}); err != nil {
 			return err
 		}
 	}

@@ -294,6 +294,10 @@
     } else if (res.status === 429) {
       showResult('rate_limited', t('order_slow_down', { n: err.retryAfter == null ? 1 : err.retryAfter }));
       blockFor(Math.max(1, err.retryAfter == null ? 1 : err.retryAfter));
+    } else if (res.status === 403 && (err.code === 'product_not_on_sale' || err.code === 'token_wrong_queue')) {
+      // The token is still good for what its own queue sells: keep it.
+      attempt = null;
+      showResult('error', t('order_error', { msg: err.message }));
     } else if (res.status === 401 || res.status === 403) {
       attempt = null;
       admissionGone();

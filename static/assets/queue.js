@@ -202,6 +202,9 @@
     } else if (err.code === 'queue_closed') {
       el.joinErrorTitle.textContent = t('err_closed_title');
       el.joinErrorBody.textContent = t('err_closed_body');
+    } else if (err.code === 'too_many_places') {
+      el.joinErrorTitle.textContent = t('err_too_many_places_title');
+      el.joinErrorBody.textContent = t('err_too_many_places_body');
     } else {
       el.joinErrorTitle.textContent = t('err_generic_title');
       el.joinErrorBody.textContent = (err.message ? err.message + ' — ' : '') + t('err_generic_body');

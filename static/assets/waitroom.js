@@ -296,13 +296,17 @@
         return;
       }
       const err = await readError(res);
-      if (res.status === 429 || res.status === 503) {
+      // too_many_places is final: this address already holds the queue's places_per_ip
+      // places, and retrying would only add load (the 429's Retry-After is the contract's
+      // rule for every 429, not an invitation).
+      if ((res.status === 429 && err.code !== 'too_many_places') || res.status === 503) {
         return this._retryJoin(err, retryDelayMs(err.retryAfter));
       }
       if (res.status >= 500) {
         return this._retryJoin(err, backoffMs(this.joinAttempt));
       }
-      // 404 queue_not_found, 423 queue_closed, other 4xx: retrying will not help.
+      // 404 queue_not_found, 423 queue_closed, 429 too_many_places, other 4xx: retrying
+      // will not help.
       err.fatal = true;
       this._call('onError', err);
       this.close();
