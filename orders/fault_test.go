@@ -3,6 +3,7 @@ package orders_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -43,18 +44,10 @@ func holdRow(t *testing.T, dsn, id string) (pid uint32, release func()) {
 // waitLockWaiters waits until n backends of the current database wait for a lock.
 func waitLockWaiters(t *testing.T, dsn string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`)
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d backends waiting for a lock, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d backends waiting for a lock", n), func() bool {
+		return query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= n
+	})
 }
 
 func TestPoolExhaustedFailsFast(t *testing.T) {
@@ -131,22 +124,21 @@ func TestDatabaseDownThenBack(t *testing.T) {
 	if err := pg.Restart(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	attempts := 0
-	for {
+	waitFor(t, 10*time.Second, "an order to succeed after the restart", func() bool {
 		attempts++
 		_, replayed, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "during"})
 		if err == nil {
 			if replayed {
 				t.Fatal("the order made while down exists")
 			}
-			break
+			return true
 		}
-		if !errors.Is(err, orders.ErrUnavailable) || time.Now().After(deadline) {
+		if !errors.Is(err, orders.ErrUnavailable) {
 			t.Fatalf("after restart: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	p, err := s.Product(ctxT(t), "p")
 	if err != nil || p.Stock != 8 {
 		t.Fatalf("after restart: stock %d, %v; want 8", p.Stock, err)

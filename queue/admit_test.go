@@ -24,6 +24,8 @@ func collect(t *testing.T, rdb *redis.Client, name string) func() []queue.Tick {
 	var mu sync.Mutex
 	var msgs []queue.Tick
 	done := make(chan struct{})
+	// Also on a failed wait: no reader outlives the test.
+	t.Cleanup(func() { _ = ps.Close(); <-done })
 	go func() {
 		defer close(done)
 		for m := range ps.Channel() {
@@ -109,6 +111,8 @@ func TestAdmissionThreeLoops(t *testing.T) {
 		ins = append(ins, startInstance(t, f, id, name))
 	}
 
+	// Real time, deliberately: the loops admit by Redis TIME, and the rate is measured over
+	// 10 s of it from the first admission (fake time cannot reach a redis-server).
 	time.Sleep(11 * time.Second)
 	li := leader(ins, name)
 	if li < 0 {
@@ -116,6 +120,8 @@ func TestAdmissionThreeLoops(t *testing.T) {
 	}
 	crashAt := time.Now()
 	ins[li].crash()
+	// Real time again: the takeover waits for the crashed leader's lease, a key TTL in
+	// Redis, to lapse; then admission runs on under the new leader.
 	time.Sleep(5 * time.Second)
 	msgs := stop()
 
@@ -179,16 +185,17 @@ func TestFencedTickRefused(t *testing.T) {
 	f.mkQueue(t, "fence", 1000, 0)
 	joinN(t, f, "fence", 50)
 	in := startInstance(t, f, "old", "fence")
-	deadline := time.Now().Add(3 * time.Second)
-	for leader([]*instance{in}, "fence") < 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 3*time.Second, "the loop to take the lease", func() bool { return leader([]*instance{in}, "fence") >= 0 })
 	// Another owner steals the lease (as if the old one had been deposed after a pause).
 	ctx := context.Background()
 	f.rdb.Set(ctx, "wr:{q:fence}:lease", "thief", 10*time.Second)
 	f.rdb.Incr(ctx, "wr:{q:fence}:fence")
-	time.Sleep(300 * time.Millisecond)
+	// The loop learns it at its next tick, when admit.lua refuses its fencing token.
+	waitFor(t, 800*time.Millisecond, "the loop to notice it was deposed", func() bool { return leader([]*instance{in}, "fence") < 0 })
 	before := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
+	// A claim that nothing happens needs a stretch of real time in which the deposed loop
+	// runs on against Redis (its ticks and lease retries do network I/O, which a synctest
+	// bubble's clock does not wait for).
 	time.Sleep(500 * time.Millisecond)
 	after := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
 	if after != before {
@@ -262,9 +269,9 @@ func TestNoTicketLostWhenRedisDiesMidAdmission(t *testing.T) {
 	f.mkQueue(t, name, 2000, 0)
 	tickets := joinN(t, f, name, 3000)
 	in := startInstance(t, f, "x", name)
-	for f.rdb.ZCard(ctx, "wr:{q:crash}:waiting").Val() > 2500 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "admission to be under way (500 of 3,000 admitted)", func() bool {
+		return f.rdb.ZCard(ctx, "wr:{q:crash}:waiting").Val() <= 2500
+	})
 	f.srv.Stop() // SIGKILL mid-admission
 	in.stop()
 	f.srv.Start()
@@ -309,18 +316,16 @@ func TestTokens(t *testing.T) {
 	stop := collect(t, f.rdb, "tok")
 	startInstance(t, f, "x", "tok")
 	var tokens map[string]string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitFor(t, 3*time.Second, "both tokens to be issued", func() bool {
 		p0, _ := f.q.Status(ctx, tks[0])
 		p1, _ := f.q.Status(ctx, tks[1])
 		if p0.Token != "" && p1.Token != "" {
 			tokens = map[string]string{tks[0].ID: p0.Token, tks[1].ID: p1.Token}
-			break
+			return true
 		}
-	}
+		return false
+	})
 	stop()
-	if tokens == nil {
-		t.Fatal("tokens not issued")
-	}
 	a, b := tks[0], tks[1]
 	ta := tokens[a.ID]
 	cases := []struct {
@@ -359,10 +364,13 @@ func TestTokens(t *testing.T) {
 	if v, _, _ := f.q.ClaimToken(ctx, a, ta, "idem-2", true); v != queue.TokenUsed {
 		t.Fatalf("other request after consume: %v", v)
 	}
-	// Expiry: shorten the second token's life and let the sweep run.
+	// Expiry: shorten the second token's life to 1 ms and let it lapse (a key TTL: Redis's
+	// own clock).
 	tb := tokens[b.ID]
 	f.rdb.PExpire(ctx, "wr:{q:tok}:token:"+tb, time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, 20*time.Millisecond, "the token's key to expire", func() bool {
+		return f.rdb.Exists(ctx, "wr:{q:tok}:token:"+tb).Val() == 0
+	})
 	if v, _, _ := f.q.ClaimToken(ctx, b, tb, "r", false); v != queue.TokenExpired {
 		t.Fatalf("expired token: %v", v)
 	}
@@ -381,15 +389,14 @@ func TestLeaveAfterAdmission(t *testing.T) {
 	tks := joinN(t, f, "la", 2)
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "la"})
 	var p queue.Place
-	for deadline := time.Now().Add(3 * time.Second); p.State != "admitted" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	// Each tick admits by the Redis TIME elapsed since the last one.
+	waitFor(t, 3*time.Second, "the first user to be admitted", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}
 		p, _ = f.q.Status(ctx, tks[0])
-	}
-	if p.State != "admitted" {
-		t.Fatalf("not admitted: %+v", p)
-	}
+		return p.State == "admitted"
+	})
 	if n := f.rdb.ZCard(ctx, "wr:{q:la}:retire").Val(); n != 1 {
 		t.Fatalf("retire set has %d entries, want 1", n)
 	}
@@ -403,13 +410,11 @@ func TestLeaveAfterAdmission(t *testing.T) {
 		t.Fatal("a left ticket's token still claims as live")
 	}
 	// max_active 1: the slot is free, so the second user is admitted next.
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitFor(t, 3*time.Second, "the freed slot to be reused (the second user admitted)", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}
-		if p2, _ := f.q.Status(ctx, tks[1]); p2.State == "admitted" {
-			return
-		}
-	}
-	t.Fatal("the freed slot was not reused")
+		p2, _ := f.q.Status(ctx, tks[1])
+		return p2.State == "admitted"
+	})
 }

@@ -125,6 +125,8 @@ func TestLimiterRefillsOverTime(t *testing.T) {
 	if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 20*time.Millisecond {
 		t.Fatalf("empty bucket: %+v, want refused with 0 < RetryAfter ≤ 20ms", r)
 	}
+	// Real time: limit.lua refills by Redis TIME, and the claim is that waiting exactly
+	// RetryAfter is enough — polling until allowed would not prove it.
 	time.Sleep(r.RetryAfter)
 	if r := rlAllow(t, l, lim); !r.Allowed {
 		t.Fatalf("after RetryAfter: %+v, want allowed", r)
@@ -135,7 +137,7 @@ func TestLimiterRefillsOverTime(t *testing.T) {
 	for range 2 {
 		rlAllow(t, l, slow)
 	}
-	time.Sleep(1500 * time.Millisecond) // 3 tokens' worth
+	time.Sleep(1500 * time.Millisecond) // 3 tokens' worth of Redis TIME (real time, as above)
 	allowed := 0
 	for range 5 {
 		if rlAllow(t, l, slow).Allowed {

@@ -43,7 +43,6 @@ type conn struct {
 	admitAt time.Time
 }
 
-
 // Waiter describes a stream to attach: who it is and what Redis said about its ticket.
 type Waiter struct {
 	Queue       string

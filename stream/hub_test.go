@@ -93,13 +93,7 @@ func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
 	if head[0] != "HTTP/1.1 200 OK" || !strings.Contains(strings.Join(head, "\n"), "event: position") {
 		t.Fatalf("handshake: %q", head)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for f.hub.Count() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("slow client not dropped: %d streams", f.hub.Count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, 3*time.Second, "the slow client to be dropped (1 stream left)", func() bool { return f.hub.Count() == 1 })
 	// The reading client keeps getting heartbeats (its shard is the slow one's too).
 	pings := 0
 	timeout := time.After(2 * time.Second)
@@ -124,7 +118,13 @@ func TestShutdownSendsJitteredRetry(t *testing.T) {
 		go readLines(c, ch)
 		chans = append(chans, ch)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Every response head is out (a stream whose head never went out just closes): its
+	// frame is one write, which returns once the client has read it all, and Run stops
+	// the writers before the shutdown retries. The connect retry is read here, so the
+	// last retry below can only be the shutdown's.
+	for _, ch := range chans {
+		waitLine(t, ch, "event: position")
+	}
 	if err := f.hub.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -178,30 +178,22 @@ func TestAdmissionDeliveryIsMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	deadline := time.Now().Add(5 * time.Second) // for both waits below
+	// A tick admits by the Redis TIME elapsed since the last one.
+	waitFor(t, time.Until(deadline), "somebody to be admitted", func() bool {
 		res, err := ad.TickOnce(ctx, "h")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Admitted > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nobody admitted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.Admitted > 0
+	})
 	waitLine(t, lines, "event: admitted")
 	// The write that delivered the event is observed right after it returns.
 	var delivery *dto.Histogram
-	for time.Now().Before(deadline) {
+	waitFor(t, time.Until(deadline), "sse_admitted_delivery_seconds to be observed", func() bool {
 		delivery = histogram(t, reg, "sse_admitted_delivery_seconds")
-		if delivery.GetSampleCount() > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return delivery.GetSampleCount() > 0
+	})
 	if delivery.GetSampleCount() != 1 {
 		t.Fatalf("sse_admitted_delivery_seconds count %d, want 1", delivery.GetSampleCount())
 	}

@@ -71,6 +71,8 @@ func TestLinePositionsMatchRedis(t *testing.T) {
 			_ = q.Leave(ctx, waiting[i]) // may already be admitted: ErrNoPlace is fine
 			waiting = append(waiting[:i], waiting[i+1:]...)
 		}
+		// Real time, deliberately: admit.lua admits rate × the Redis TIME elapsed since the
+		// last tick, so this random pause is what makes the number admitted per tick vary.
 		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 		res, err := adm.TickOnce(ctx, "prop")
 		if err != nil {

@@ -1,7 +1,6 @@
 package stream
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -53,4 +52,3 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
-

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,7 +192,8 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
-			return p, errorf(422, "invalid_settings", "token_ttl_seconds is out of range.")
+			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",
+				Message: "token_ttl_seconds must be between " + strconv.Itoa(int(queue.MinTokenTTL.Seconds())) + " and " + strconv.Itoa(int(queue.MaxTokenTTL.Seconds())) + "."}
 		}
 		d := time.Duration(*b.TokenTTLSeconds) * time.Second
 		p.TokenTTL = &d

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,6 +138,23 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause stops the process (SIGSTOP): connections stay open, nothing is answered — a
+// stalled server, as under a long fork or a frozen VM. Resume ends it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		if err := s.cmd.Process.Signal(sig); err != nil {
+			s.tb.Fatalf("redistest: %v: %v", sig, err)
+		}
+	}
 }
 
 // Restart stops and starts the server on the same port.

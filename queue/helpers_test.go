@@ -1,0 +1,30 @@
+package queue_test
+
+import (
+	"testing"
+	"time"
+)
+
+// pollEvery is how often waitFor looks again.
+const pollEvery = 10 * time.Millisecond
+
+// waitFor polls cond until it holds and fails the test, naming what it waited for, if it
+// still does not after timeout. cond runs on the test's goroutine (it may call t.Fatal)
+// and is checked once more after every sleep, so a test descheduled past the deadline does
+// not fail a condition that already holds.
+//
+// This is the one place the package's tests sleep while polling, and it must be real time:
+// what they wait for happens on a real redis-server's own clock — Lua scripts read Redis
+// TIME, leases and tokens are key TTLs — or in loops blocked on Redis I/O. testing/synctest
+// cannot fake the former, and a goroutine blocked on a socket is not durably blocked, so
+// synctest.Wait would not wait for the latter.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(pollEvery)
+	}
+}
