@@ -108,7 +108,9 @@ func (s *Store) Product(ctx context.Context, id string) (Product, error) {
 	return p, nil
 }
 
-func (p ProductPatch) validate() error {
+// Validate refuses a value outside what the products table holds with an *InvalidError
+// naming the field; PutProduct calls it.
+func (p ProductPatch) Validate() error {
 	switch {
 	case p.Name != nil && !validName(*p.Name):
 		return invalid("name", "name must be 1–%d characters of text (no control characters).", MaxNameLen)
@@ -146,7 +148,7 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 	if !ValidID(id) {
 		return Product{}, false, invalid("id", "Product ids are 1–64 characters from A–Z a–z 0–9 _ -.")
 	}
-	if err := patch.validate(); err != nil {
+	if err := patch.Validate(); err != nil {
 		return Product{}, false, err
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
@@ -193,7 +195,7 @@ func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err
 		p.MaxPerTicket = DefaultMaxPerTicket
 	}
 	patch := ProductPatch{Name: &p.Name, Price: &p.Price, Stock: &p.Stock, Queue: &p.Queue, MaxPerOrder: &p.MaxPerOrder, MaxPerTicket: &p.MaxPerTicket}
-	if err := patch.validate(); err != nil {
+	if err := patch.Validate(); err != nil {
 		return false, err
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {

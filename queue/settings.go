@@ -47,7 +47,8 @@ func DefaultSettings(name string) Settings {
 	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP}
 }
 
-func (s Settings) validate() error {
+// Validate refuses a setting out of range with an *InvalidError naming the field.
+func (s Settings) Validate() error {
 	switch {
 	case s.RatePerSecond < 0 || s.RatePerSecond > MaxRatePerSecond || s.RatePerSecond != s.RatePerSecond:
 		return invalid("rate_per_second", "rate_per_second must be between 0 and %d.", MaxRatePerSecond)
@@ -60,6 +61,29 @@ func (s Settings) validate() error {
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
 	}
 	return nil
+}
+
+// Apply returns s with the fields the patch sets.
+func (p SettingsPatch) Apply(s Settings) Settings {
+	if p.RatePerSecond != nil {
+		s.RatePerSecond = *p.RatePerSecond
+	}
+	if p.MaxActive != nil {
+		s.MaxActive = *p.MaxActive
+	}
+	if p.TokenTTL != nil {
+		s.TokenTTL = *p.TokenTTL
+	}
+	if p.Paused != nil {
+		s.Paused = *p.Paused
+	}
+	if p.Closed != nil {
+		s.Closed = *p.Closed
+	}
+	if p.PlacesPerIP != nil {
+		s.PlacesPerIP = *p.PlacesPerIP
+	}
+	return s
 }
 
 // Put creates queue name or changes its settings; it returns the result and whether the
@@ -78,25 +102,8 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created {
 		cur = DefaultSettings(name)
 	}
-	if p.RatePerSecond != nil {
-		cur.RatePerSecond = *p.RatePerSecond
-	}
-	if p.MaxActive != nil {
-		cur.MaxActive = *p.MaxActive
-	}
-	if p.TokenTTL != nil {
-		cur.TokenTTL = *p.TokenTTL
-	}
-	if p.Paused != nil {
-		cur.Paused = *p.Paused
-	}
-	if p.Closed != nil {
-		cur.Closed = *p.Closed
-	}
-	if p.PlacesPerIP != nil {
-		cur.PlacesPerIP = *p.PlacesPerIP
-	}
-	if err := cur.validate(); err != nil {
+	cur = p.Apply(cur)
+	if err := cur.Validate(); err != nil {
 		return Settings{}, false, err
 	}
 	k := keysFor(name)
