@@ -19,7 +19,24 @@ import (
 	"github.com/waitroom/waitroom/orders/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests with every HTTP request checked against docs/openapi.yaml
+// (openapi_test.go): in a child process, because pgtest.Main ends in os.Exit and the count
+// of checks is printed after the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(specChildEnv) == "" {
+		os.Exit(runSpecChild())
+	}
+	s, err := loadSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "openapi:", err)
+		os.Exit(1)
+	}
+	s.events = os.NewFile(3, "openapi-events")
+	spec = s
+	// call and any other use of http.DefaultClient go through the check.
+	http.DefaultClient.Transport = specTransport{base: http.DefaultTransport}
+	pgtest.Main(m)
+}
 
 const adminToken = "test-admin-token"
 
@@ -212,7 +229,7 @@ func callVia(t *testing.T, client *http.Client, method, url, bearer string, body
 		j, _ := json.Marshal(b)
 		r = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, url, r)
+	req, err := http.NewRequestWithContext(testContext(t), method, url, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +298,7 @@ func openStream(t *testing.T, url, ticket, lastID string) (*sseStream, *http.Res
 // openStreamWith is openStream with a client of the caller's (a source address, say).
 func openStreamWith(t *testing.T, client *http.Client, url, ticket, lastID string, hdr ...string) (*sseStream, *http.Response) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	req, _ := http.NewRequestWithContext(testContext(t), "GET", url, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -304,7 +321,7 @@ func openStreamWith(t *testing.T, client *http.Client, url, ticket, lastID strin
 }
 
 // streamClient has no overall timeout and no connection reuse between streams.
-var streamClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
+var streamClient = &http.Client{Transport: specTransport{base: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}}
 
 func (s *sseStream) read() {
 	defer close(s.done)

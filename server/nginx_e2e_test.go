@@ -289,5 +289,5 @@ func freePort(t *testing.T) int {
 func clientFrom(t *testing.T, src string) *http.Client {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	return &http.Client{Transport: specTransport{base: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}}
 }

@@ -146,6 +146,7 @@ func (s *Server) routes() {
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
 	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
+	api.Get("/openapi.json", s.openAPI)
 	api.Use(notFound)
 
 	admin := app.Group("/admin/api", s.adminAuth)
