@@ -19,7 +19,8 @@ import (
 // tickets and tokens.
 func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, tokens []string) {
 	t.Helper()
-	admin(t, in, "PUT", "/admin/api/queues/"+queue, map[string]any{"rate_per_second": 50000})
+	// Every test client is 127.0.0.1: the per-address cap on places is off for these queues.
+	admin(t, in, "PUT", "/admin/api/queues/"+queue, map[string]any{"rate_per_second": 50000, "places_per_ip": 0})
 	tickets = make([]string, n)
 	tokens = make([]string, n)
 	var wg sync.WaitGroup
@@ -75,7 +76,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	buy := map[string]any{"product_id": "shoe", "quantity": 1}
 
 	t.Run("no oversell: 10,000 admitted buyers, 100 units", func(t *testing.T) {
-		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Shoe", "price": 5000, "stock": 100})
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Shoe", "price": 5000, "stock": 100, "queue": "rush"})
 		tickets, tokens := admittedUsers(t, in, "rush", 10000)
 		var mu sync.Mutex
 		codes := map[int]int{}
@@ -113,7 +114,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	})
 
 	t.Run("one token used 20 times concurrently makes one order", func(t *testing.T) {
-		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 50})
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 50, "queue": "once"})
 		tickets, tokens := admittedUsers(t, in, "once", 1)
 		var mu sync.Mutex
 		codes := map[int]int{}
@@ -135,6 +136,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	})
 
 	t.Run("idempotency: 20 concurrent repeats, one order", func(t *testing.T) {
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"queue": "idem"})
 		tickets, tokens := admittedUsers(t, in, "idem", 1)
 		ids := map[string]int{}
 		var mu sync.Mutex
@@ -169,7 +171,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	})
 
 	t.Run("a failed order leaves the token usable", func(t *testing.T) {
-		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 0})
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 0, "queue": "retry"})
 		tickets, tokens := admittedUsers(t, in, "retry", 1)
 		if res, e, _ := order(t, in, tickets[0], tokens[0], "", buy); res.StatusCode != 409 || e.Error.Code != "sold_out" {
 			t.Fatalf("sold out: %d %s", res.StatusCode, e.Error.Code)
@@ -184,6 +186,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	})
 
 	t.Run("token errors", func(t *testing.T) {
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"queue": "errs"})
 		tickets, tokens := admittedUsers(t, in, "errs", 2)
 		cases := []struct {
 			name, ticket, token string
@@ -215,13 +218,12 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 func TestRateLimitScopes(t *testing.T) {
 	rs := redistest.Start(t)
 	in := startInProcess(t, "rl", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
-	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0})
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0, "queue": "rl"})
 	tickets, tokens := admittedUsers(t, in, "rl", 12)
 	buy := map[string]any{"product_id": "p", "quantity": 1}
 
 	// Slow refills (one token per 10 s) so the test's own duration cannot refill a bucket.
 	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 0.1, "order_per_ticket_burst": 2, "order_global_per_second": 0.1, "order_global_burst": 10})
-	time.Sleep(1100 * time.Millisecond) // every instance re-reads limits within 1 s
 	scopes := map[string]int{}
 	for range 6 { // one user hammering: 2 pass (409 sold out), 4 refused per user
 		res, _, _ := order(t, in, tickets[0], tokens[0], "", buy)
@@ -288,7 +290,7 @@ func TestPostgresDown(t *testing.T) {
 	rs := redistest.Start(t)
 	pg := pgtest.MustPrivate(t)
 	in := startInProcess(t, "pg", baseEnv(rs.URL(), pg.URL(), nil))
-	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5})
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5, "queue": "pg"})
 	tickets, tokens := admittedUsers(t, in, "pg", 1)
 	if err := pg.Kill(); err != nil {
 		t.Fatal(err)

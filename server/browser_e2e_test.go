@@ -43,7 +43,7 @@ func TestBrowserJourney(t *testing.T) {
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_HEARTBEAT": "1s"})
 	in := startInProcess(t, "web-1", env)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 2, "paused": true})
-	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Trail shoe", "price": 12900, "stock": 1})
+	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Trail shoe", "price": 12900, "stock": 1, "queue": "drop"})
 	const ahead = 7
 	for i := range ahead {
 		var j joinResp

@@ -90,7 +90,7 @@ func TestKillInstanceMidRun(t *testing.T) {
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	ins := []*instance{startProcess(t, "p1", env), startProcess(t, "p2", env)}
-	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20})
+	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20, "places_per_ip": 0})
 	// Find the leader (the admin view names it).
 	var leader string
 	waitFor(t, 10*time.Second, "a leader", func() bool {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"strings"
 	"sync"
@@ -12,38 +11,45 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-type tickAdm struct {
-	Now int64 `json:"now"`
-	Adm []struct {
-		T string `json:"t"`
-	} `json:"adm"`
-}
-
-// watchTicks records every admission the leader publishes on queue's channel.
-func watchTicks(t *testing.T, rdb *redis.Client, queue string) func() []tickAdm {
-	ps := rdb.Subscribe(context.Background(), "wr:{q:"+queue+"}:events")
-	if _, err := ps.Receive(context.Background()); err != nil {
+// watchTicks records every tick message with admissions that the leader publishes for
+// queue (read with queue.Feed, the one decoder of the wire format).
+func watchTicks(t *testing.T, rdb *redis.Client, name string) func() []queue.Tick {
+	ctx, cancel := context.WithCancel(context.Background())
+	feed := queue.New(rdb, queue.Config{}, nil).Feed(ctx)
+	if err := feed.Follow(ctx, name); err != nil {
 		t.Fatal(err)
 	}
+	if ev, err := feed.Receive(ctx); err != nil || ev.Kind != queue.FeedSubscribed {
+		t.Fatalf("subscribe: %+v %v", ev, err)
+	}
 	var mu sync.Mutex
-	var out []tickAdm
+	var out []queue.Tick
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for m := range ps.Channel() {
-			var ta tickAdm
-			if json.Unmarshal([]byte(m.Payload), &ta) == nil && len(ta.Adm) > 0 {
+		for {
+			ev, err := feed.Receive(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				time.Sleep(10 * time.Millisecond) // the connection is being re-established
+				continue
+			}
+			if ev.Kind == queue.FeedTick && len(ev.Tick.Adm) > 0 {
 				mu.Lock()
-				out = append(out, ta)
+				out = append(out, ev.Tick)
 				mu.Unlock()
 			}
 		}
 	}()
-	return func() []tickAdm {
-		_ = ps.Close()
+	return func() []queue.Tick {
+		cancel()
+		_ = feed.Close()
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
@@ -59,7 +65,7 @@ func TestKillLeader(t *testing.T) {
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	const rate = 20.0
 	first := startProcess(t, "k1", env)
-	admin(t, first, "PUT", "/admin/api/queues/lead", map[string]any{"rate_per_second": rate, "paused": true})
+	admin(t, first, "PUT", "/admin/api/queues/lead", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0})
 	waitFor(t, 5*time.Second, "k1 leads", func() bool {
 		return strings.HasPrefix(rs.Client().Get(context.Background(), "wr:{q:lead}:lease").Val(), "k1:")
 	})
@@ -79,10 +85,10 @@ func TestKillLeader(t *testing.T) {
 	var resumed int64
 	for _, tk := range ticks {
 		for _, a := range tk.Adm {
-			if seen[a.T] {
-				t.Fatalf("ticket %s admitted twice", a.T)
+			if seen[a.Ticket] {
+				t.Fatalf("ticket %s admitted twice", a.Ticket)
 			}
-			seen[a.T] = true
+			seen[a.Ticket] = true
 		}
 		if resumed == 0 && tk.Now > killedAt {
 			resumed = tk.Now
@@ -115,7 +121,7 @@ func TestKillLeader(t *testing.T) {
 func TestRedisRestart(t *testing.T) {
 	rs := redistest.Start(t, redistest.WithAOF())
 	in := startInProcess(t, "rr", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
-	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"rate_per_second": 200, "paused": true})
+	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"rate_per_second": 200, "paused": true, "places_per_ip": 0})
 	const n = 1000
 	tickets := make([]string, n)
 	for i := range n {
@@ -260,7 +266,7 @@ func TestFailOpen(t *testing.T) {
 	db := pgtest.MustDB(t)
 	closed := startInProcess(t, "closed", baseEnv(rs.URL(), db, nil))
 	open := startInProcess(t, "open", baseEnv(rs.URL(), db, map[string]string{"WR_FAIL_OPEN": "true", "WR_ORDER_RATE_GLOBAL": "100"}))
-	admin(t, closed, "PUT", "/admin/api/products/fo", map[string]any{"stock": 1})
+	admin(t, closed, "PUT", "/admin/api/products/fo", map[string]any{"stock": 1, "queue": "fo"})
 	tickets, tokens := admittedUsers(t, closed, "fo", 2)
 	rs.Stop()
 	buy := map[string]any{"product_id": "fo", "quantity": 1}

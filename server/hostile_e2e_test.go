@@ -209,7 +209,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
 	in := startInProcess(t, "logs", env)
-	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5})
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5, "queue": "logs"})
 	tickets, tokens := admittedUsers(t, in, "logs", 1)
 	s, _ := openStream(t, in.url+"/api/queues/logs/stream?ticket="+tickets[0], tickets[0], "")
 	if s == nil {

@@ -39,7 +39,7 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
 	ins := []*instance{startInProcess(t, "a", env), startInProcess(t, "b", env)}
-	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true})
+	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true, "places_per_ip": 0})
 
 	const n = 200
 	tickets := make([]string, n)

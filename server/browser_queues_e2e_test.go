@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// TestBrowserKeepsAPlaceInEveryQueue: one browser waits in two queues. Before per-queue
+// cookies, joining the second queue overwrote the first one's ticket, and going back to the
+// first queue's page took a new place at the back of the line.
+func TestBrowserKeepsAPlaceInEveryQueue(t *testing.T) {
+	if _, err := os.Stat(chromiumBin); err != nil {
+		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs := redistest.Start(t)
+	in := startInProcess(t, "two-queues", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	for _, q := range []string{"qa", "qb"} {
+		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
+	}
+	b := startBrowser(t, ctx)
+	p := b.open(t, "buyer")
+	livePosition := func(q string, want string) {
+		p.waitJS("position "+want+" in "+q, 10*time.Second, `document.getElementById('position').dataset.position === '`+want+`' &&
+			document.getElementById('conn-state').dataset.state === 'live'`)
+	}
+	p.navigate(in.url + "/q/qa")
+	livePosition("qa", "1")
+	// Someone else joins qa behind the buyer.
+	call(t, "POST", in.url+"/api/queues/qa/join", "", nil, nil)
+	p.navigate(in.url + "/q/qb")
+	livePosition("qb", "1")
+	p.navigate(in.url + "/q/qa")
+	livePosition("qa", "1") // the same place, not a third one behind the other joiner
+
+	var st struct {
+		Queues []struct {
+			Name    string `json:"name"`
+			Waiting int64  `json:"waiting"`
+		} `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, q := range st.Queues {
+		want := map[string]int64{"qa": 2, "qb": 1}[q.Name]
+		if q.Waiting != want {
+			t.Fatalf("queue %s has %d waiting, want %d (one place per queue for the browser)", q.Name, q.Waiting, want)
+		}
+	}
+}

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// The findings of the hostile review, each as the request that broke and what it gets now.
+
+// Finding 1: a token from an empty, fast queue bought the product of a paused queue.
+func TestTokenBoundToItsQueue(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "bind", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	admin(t, in, "PUT", "/admin/api/queues/slow", map[string]any{"paused": true})
+	admin(t, in, "PUT", "/admin/api/products/p-slow", map[string]any{"stock": 10, "queue": "slow"})
+	admin(t, in, "PUT", "/admin/api/products/p-fast", map[string]any{"stock": 10, "queue": "fast"})
+	admin(t, in, "PUT", "/admin/api/products/p-none", map[string]any{"stock": 10})
+	tickets, tokens := admittedUsers(t, in, "fast", 1)
+
+	res, e, _ := order(t, in, tickets[0], tokens[0], "", map[string]any{"product_id": "p-slow", "quantity": 1})
+	if res.StatusCode != 403 || e.Error.Code != "token_wrong_queue" {
+		t.Fatalf("fast queue's token on the slow queue's product: %d %s, want 403 token_wrong_queue", res.StatusCode, e.Error.Code)
+	}
+	res, e, _ = order(t, in, tickets[0], tokens[0], "", map[string]any{"product_id": "p-none", "quantity": 1})
+	if res.StatusCode != 403 || e.Error.Code != "product_not_on_sale" {
+		t.Fatalf("product naming no queue: %d %s, want 403 product_not_on_sale", res.StatusCode, e.Error.Code)
+	}
+	// The same token, sent as a browser sends it (the fast queue's cookie), is refused too.
+	res = call(t, "POST", in.url+"/api/orders", "", map[string]any{"product_id": "p-slow", "quantity": 1}, nil,
+		"X-Admission-Token", tokens[0], "Cookie", "wr_ticket_fast="+tickets[0])
+	if code := errCode(res); res.StatusCode != 403 || code != "token_wrong_queue" {
+		t.Fatalf("cookie of the fast queue on the slow product: %d %s", res.StatusCode, code)
+	}
+	if s := stockOf(t, in, "p-slow"); s != 10 {
+		t.Fatalf("the slow queue's stock moved: %d", s)
+	}
+	// The refusals left the token usable where it belongs.
+	if res, e, _ := order(t, in, tickets[0], tokens[0], "", map[string]any{"product_id": "p-fast", "quantity": 1}); res.StatusCode != 201 {
+		t.Fatalf("its own queue's product: %d %s", res.StatusCode, e.Error.Code)
+	}
+}
+
+// Finding 2: one buyer could take the whole stock in one order.
+func TestPerBuyerCapsOverHTTP(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "caps", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 100, "queue": "caps"})
+	tickets, tokens := admittedUsers(t, in, "caps", 1)
+	var out map[string]any
+	res := call(t, "POST", in.url+"/api/orders", tickets[0], map[string]any{"product_id": "p", "quantity": 100}, &out,
+		"X-Admission-Token", tokens[0])
+	e, _ := out["error"].(map[string]any)
+	if res.StatusCode != 422 || e["code"] != "quantity_limit" || e["field"] != "quantity" || !strings.Contains(fmt.Sprint(e["message"]), "max_per_order") {
+		t.Fatalf("quantity 100 of stock 100: %d %v, want 422 quantity_limit naming max_per_order", res.StatusCode, out)
+	}
+	if res, e, _ := order(t, in, tickets[0], tokens[0], "", map[string]any{"product_id": "p", "quantity": 4}); res.StatusCode != 201 {
+		t.Fatalf("4 (the default max_per_order): %d %s", res.StatusCode, e.Error.Code)
+	}
+	if s := stockOf(t, in, "p"); s != 96 {
+		t.Fatalf("stock %d, want 96", s)
+	}
+}
+
+// Finding 3: one address made 349 places in 5 s and kept them all alive through /status.
+func TestOneAddressHoldsAtMostTheCap(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "hoard", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_STATUS_RATE_PER_TICKET": "2"}))
+	const cap = 20
+	admin(t, in, "PUT", "/admin/api/queues/hoard", map[string]any{"paused": true, "places_per_ip": cap})
+	var held []string
+	refused := 0
+	for range cap + 15 {
+		var j joinResp
+		res := call(t, "POST", in.url+"/api/queues/hoard/join", "", nil, &j)
+		switch res.StatusCode {
+		case 201:
+			held = append(held, j.Ticket)
+		case 429:
+			if code := errCode(res); code != "too_many_places" || res.Header.Get("X-RateLimit-Scope") != "ip" || res.Header.Get("Retry-After") == "" {
+				t.Fatalf("over the cap: %s scope %q Retry-After %q", code, res.Header.Get("X-RateLimit-Scope"), res.Header.Get("Retry-After"))
+			}
+			refused++
+		default:
+			t.Fatalf("join: %d", res.StatusCode)
+		}
+	}
+	if len(held) != cap || refused != 15 {
+		t.Fatalf("%d places and %d refusals from one address, want %d and 15", len(held), refused, cap)
+	}
+	// Leaving and joining again does not grow the count while the head has not passed.
+	call(t, "DELETE", in.url+"/api/queues/hoard/ticket", held[0], nil, nil)
+	if res := call(t, "POST", in.url+"/api/queues/hoard/join", "", nil, nil); res.StatusCode != 429 {
+		t.Fatalf("leave and re-join: %d, want 429", res.StatusCode)
+	}
+	// Status is limited per ticket: a burst of polls is cut off.
+	limited := 0
+	for range 15 {
+		res := call(t, "GET", in.url+"/api/queues/hoard/status", held[1], nil, nil)
+		if res.StatusCode == 429 {
+			if res.Header.Get("X-RateLimit-Scope") != "user" {
+				t.Fatalf("status 429 scope %q", res.Header.Get("X-RateLimit-Scope"))
+			}
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("15 status calls at once on one ticket were all answered")
+	}
+	var st struct {
+		Queues []struct {
+			Name        string `json:"name"`
+			Waiting     int64  `json:"waiting"`
+			PlacesPerIP int64  `json:"places_per_ip"`
+		} `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, q := range st.Queues {
+		if q.Name == "hoard" && (q.Waiting > cap || q.PlacesPerIP != cap) {
+			t.Fatalf("stats: %d waiting, places_per_ip %d; want at most %d", q.Waiting, q.PlacesPerIP, cap)
+		}
+	}
+	t.Logf("one address: %d places, %d joins refused, %d of 15 status polls limited", len(held), refused, limited)
+}
+
+// An IPv6 /64 is one client for the per-address limits.
+func TestIPv6SlashSixtyFourIsOneClient(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "v6", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+		"WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1"}))
+	admin(t, in, "PUT", "/admin/api/queues/v6", map[string]any{"paused": true, "places_per_ip": 1})
+	join := func(addr string) int {
+		return call(t, "POST", in.url+"/api/queues/v6/join", "", nil, nil, "X-Forwarded-For", addr).StatusCode
+	}
+	if got := join("2001:db8:1:2::1"); got != 201 {
+		t.Fatalf("first address of the /64: %d", got)
+	}
+	if got := join("2001:db8:1:2:aaaa:bbbb:cccc:dddd"); got != 429 {
+		t.Fatalf("another address of the same /64: %d, want 429", got)
+	}
+	if got := join("2001:db8:1:3::1"); got != 201 {
+		t.Fatalf("the next /64: %d, want 201", got)
+	}
+}
+
+// Finding 4: one wr_ticket cookie for all queues — joining queue B dropped the place in A.
+func TestOneTicketPerQueueInOneBrowser(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "cookies", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	for _, q := range []string{"qa", "qb"} {
+		admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Transport: http.DefaultClient.Transport}
+	var a, b joinResp
+	callVia(t, browser, "POST", in.url+"/api/queues/qa/join", "", nil, &a)
+	callVia(t, browser, "POST", in.url+"/api/queues/qb/join", "", nil, &b)
+	var names []string
+	for _, c := range jar.Cookies(mustURL(t, in.url)) {
+		names = append(names, c.Name)
+	}
+	if !slices.Contains(names, "wr_ticket_qa") || !slices.Contains(names, "wr_ticket_qb") {
+		t.Fatalf("cookies %v, want one per queue", names)
+	}
+	for q, want := range map[string]joinResp{"qa": a, "qb": b} {
+		var st joinResp
+		res := callVia(t, browser, "GET", in.url+"/api/queues/"+q+"/status", "", nil, &st)
+		if res.StatusCode != 200 || st.Ticket != want.Ticket || st.Position != 1 {
+			t.Fatalf("status of %s with the browser's cookies: %d %+v", q, res.StatusCode, st)
+		}
+	}
+	// Joining again keeps the place (same ticket, 200).
+	var again joinResp
+	if res := callVia(t, browser, "POST", in.url+"/api/queues/qa/join", "", nil, &again); res.StatusCode != 200 || again.Ticket != a.Ticket {
+		t.Fatalf("re-join of qa: %d %s", res.StatusCode, again.Ticket)
+	}
+	// A browser that still holds the first release's single cookie keeps its place.
+	var c joinResp
+	call(t, "POST", in.url+"/api/queues/qa/join", "", nil, &c)
+	var st joinResp
+	res := call(t, "GET", in.url+"/api/queues/qa/status", "", nil, &st, "Cookie", "wr_ticket="+c.Ticket)
+	if res.StatusCode != 200 || st.Ticket != c.Ticket {
+		t.Fatalf("legacy wr_ticket cookie: %d %+v", res.StatusCode, st)
+	}
+}
+
+// Finding 5: admin product PUT answered 500 for a price beyond int4 and for a NUL in a name.
+func TestAdminValuesNeverAnswer500(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "values", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		field      string
+	}{
+		{"/admin/api/products/p", `{"price":2147483648}`, 201, ""},
+		{"/admin/api/products/p", `{"price":9007199254740991}`, 200, ""},
+		{"/admin/api/products/p", `{"price":9223372036854775807}`, 422, "price"},
+		{"/admin/api/products/p", `{"price":92233720368547758070}`, 422, "price"},
+		{"/admin/api/products/p", `{"name":"a\u0000b"}`, 422, "name"},
+		{"/admin/api/products/p", `{"name":"tab\there"}`, 422, "name"},
+		{"/admin/api/products/p", `{"stock":2147483648}`, 422, "stock"},
+		{"/admin/api/products/p", `{"max_per_order":0}`, 422, "max_per_order"},
+		{"/admin/api/products/p", `{"max_per_ticket":9223372036854775807}`, 422, "max_per_ticket"},
+		{"/admin/api/products/p", `{"queue":"no/slash"}`, 422, "queue"},
+		{"/admin/api/queues/q", `{"rate_per_second":1e308}`, 422, "rate_per_second"},
+		{"/admin/api/queues/q", `{"max_active":9223372036854775807}`, 422, "max_active"},
+		{"/admin/api/queues/q", `{"token_ttl_seconds":9223372036854775807}`, 422, "token_ttl_seconds"},
+		{"/admin/api/queues/q", `{"places_per_ip":-1}`, 422, "places_per_ip"},
+		{"/admin/api/limits", `{"join_per_ip_per_second":-1}`, 422, "join_per_ip_per_second"},
+		{"/admin/api/limits", `{"status_per_ticket_burst":99999999999}`, 422, "status_per_ticket_burst"},
+	} {
+		var out map[string]any
+		res := call(t, "PUT", in.url+tc.path, adminToken, tc.body, &out)
+		e, _ := out["error"].(map[string]any)
+		if res.StatusCode != tc.status || (tc.field != "" && e["field"] != tc.field) {
+			t.Errorf("PUT %s %s: %d %v, want %d field %q", tc.path, tc.body, res.StatusCode, out, tc.status, tc.field)
+		}
+	}
+}
+
+// Finding 6: a stalled Redis answered joins and orders only after 5 s, and orders started
+// during the stall waited up to 9.4 s. Redis is SIGSTOPped for 10 s under joins, status
+// polls and orders on two instances: every request is answered — 503 with Retry-After
+// while Redis is stalled — within the budget, nothing is lost and nothing oversold.
+func TestStalledRedisFailsFast(t *testing.T) {
+	rs := redistest.Start(t)
+	db := pgtest.MustDB(t)
+	env := baseEnv(rs.URL(), db, nil)
+	a := startInProcess(t, "stall-a", env)
+	b := startInProcess(t, "stall-b", env)
+	ins := []*instance{a, b}
+	admin(t, a, "PUT", "/admin/api/products/p", map[string]any{"stock": 1000, "queue": "stall", "max_per_ticket": 1000})
+	tickets, tokens := admittedUsers(t, a, "stall", 40)
+
+	const stall = 10 * time.Second
+	type result struct {
+		what    string
+		status  int
+		retry   string
+		latency time.Duration
+		stalled bool
+	}
+	var mu sync.Mutex
+	var results []result
+	var stallStart, stallEnd time.Time
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	worker := func(i int) {
+		defer wg.Done()
+		in := ins[i%2]
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var what string
+			var res *http.Response
+			start := time.Now()
+			switch n % 3 {
+			case 0:
+				what, res = "join", call(t, "POST", in.url+"/api/queues/stall/join", "", nil, nil)
+			case 1:
+				what, res = "status", call(t, "GET", in.url+"/api/queues/stall/status", tickets[i], nil, nil)
+			default:
+				what = "order"
+				res = call(t, "POST", in.url+"/api/orders", tickets[i], map[string]any{"product_id": "p", "quantity": 1}, nil,
+					"X-Admission-Token", tokens[i], "Idempotency-Key", fmt.Sprintf("k-%d-%d", i, n))
+			}
+			end := time.Now()
+			mu.Lock()
+			inStall := !stallStart.IsZero() && start.After(stallStart) && (stallEnd.IsZero() || end.Before(stallEnd))
+			results = append(results, result{what, res.StatusCode, res.Header.Get("Retry-After"), end.Sub(start), inStall})
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for i := range 12 {
+		wg.Add(1)
+		go worker(i)
+	}
+	time.Sleep(time.Second)
+	mu.Lock()
+	stallStart = time.Now()
+	mu.Unlock()
+	rs.Pause()
+	time.Sleep(stall)
+	rs.Resume()
+	mu.Lock()
+	stallEnd = time.Now()
+	mu.Unlock()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	var during []time.Duration
+	counts := map[string]int{}
+	for _, r := range results {
+		if !r.stalled {
+			continue
+		}
+		counts[fmt.Sprintf("%s %d", r.what, r.status)]++
+		if r.status == 503 {
+			if r.retry == "" {
+				t.Errorf("%s 503 without Retry-After", r.what)
+			}
+			during = append(during, r.latency)
+		} else if r.status >= 500 {
+			t.Errorf("%s during the stall: %d", r.what, r.status)
+		}
+		// The budget is 1 s per Redis call (WR_REDIS_TIMEOUT); the bound here is looser only
+		// so that a loaded 2-core CI machine does not turn scheduling into a failure.
+		if r.latency > 3*time.Second {
+			t.Errorf("%s took %v during the stall", r.what, r.latency)
+		}
+	}
+	slices.Sort(during)
+	if len(during) < 20 {
+		t.Fatalf("only %d requests answered 503 during the stall: %v", len(during), counts)
+	}
+	p := func(q float64) time.Duration { return during[min(len(during)-1, int(q*float64(len(during))))] }
+	t.Logf("during a %v stall: %d × 503 (p50 %v, p99 %v, max %v); answers %v", stall, len(during), p(0.5), p(0.99), during[len(during)-1], counts)
+
+	// Recovery: every instance is ready again, joins work, and the orders that were made
+	// are exactly the stock that went (none lost, none doubled).
+	for _, in := range ins {
+		waitFor(t, 10*time.Second, "ready after the stall", func() bool {
+			return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
+		})
+		if res := call(t, "POST", in.url+"/api/queues/stall/join", "", nil, nil); res.StatusCode != 201 {
+			t.Fatalf("join after the stall: %d", res.StatusCode)
+		}
+	}
+	orders := pgCount(t, db, "SELECT count(*)::int FROM orders WHERE product_id = 'p'")
+	if left := stockOf(t, a, "p"); int(left) != 1000-orders {
+		t.Fatalf("stock %d after %d orders of 1 from 1000", left, orders)
+	}
+	t.Logf("%d orders placed around the stall, stock consistent", orders)
+}
+
+// Finding 8, the smaller points.
+func TestSmallerHardeningPoints(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "small", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	admin(t, in, "PUT", "/admin/api/queues/small", map[string]any{"paused": true})
+	host := strings.TrimPrefix(in.url, "http://")
+
+	t.Run("JSON answers carry nosniff", func(t *testing.T) {
+		for _, path := range []string{"/api/products", "/api/queues/nope/status", "/healthz"} {
+			if got := call(t, "GET", in.url+path, "", nil, nil).Header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("%s: X-Content-Type-Options %q", path, got)
+			}
+		}
+	})
+	t.Run("X-Forwarded-Proto is not believed without a trusted proxy", func(t *testing.T) {
+		res := call(t, "POST", in.url+"/api/queues/small/join", "", nil, nil, "X-Forwarded-Proto", "https")
+		if sc := res.Header.Get("Set-Cookie"); sc == "" || strings.Contains(strings.ToLower(sc), "secure") {
+			t.Fatalf("Set-Cookie %q: a client's X-Forwarded-Proto made the cookie Secure", sc)
+		}
+	})
+	t.Run("same-origin compares the scheme", func(t *testing.T) {
+		if res := call(t, "POST", in.url+"/api/queues/small/join", "", nil, nil, "Origin", "https://"+host); res.StatusCode != 403 || errCode(res) != "cross_origin" {
+			t.Fatalf("Origin https://%s on an http server: %d %s", host, res.StatusCode, errCode(res))
+		}
+		if res := call(t, "POST", in.url+"/api/queues/small/join", "", nil, nil, "Origin", "http://"+host); res.StatusCode != 201 {
+			t.Fatalf("same origin: %d", res.StatusCode)
+		}
+	})
+	t.Run("HEAD on a stream has no body", func(t *testing.T) {
+		var j joinResp
+		call(t, "POST", in.url+"/api/queues/small/join", "", nil, &j)
+		status, body := rawRequest(t, host, "HEAD /api/queues/small/stream HTTP/1.1\r\nHost: "+host+
+			"\r\nAuthorization: Bearer "+j.Ticket+"\r\nConnection: close\r\n\r\n")
+		if status != 200 || body != "" {
+			t.Fatalf("HEAD stream: %d %q", status, body)
+		}
+	})
+	t.Run("a JSON array as an order body names no empty field", func(t *testing.T) {
+		var out map[string]any
+		res := call(t, "POST", in.url+"/api/orders", "", `[1,2]`, &out, "X-Admission-Token", "00000000-0000-4000-8000-000000000000")
+		msg := fmt.Sprint(out)
+		if res.StatusCode != 422 || strings.Contains(msg, "Field  ") || !strings.Contains(msg, "JSON object") {
+			t.Fatalf("array body: %d %s", res.StatusCode, msg)
+		}
+	})
+}
+
+// errCode reads the error code of an answer made by call.
+func errCode(res *http.Response) string {
+	var e errResp
+	_ = jsonDecode(res, &e)
+	return e.Error.Code
+}
+
+// jsonDecode reads the (buffered) body of an answer made by call into v.
+func jsonDecode(res *http.Response, v any) error {
+	b, err := io.ReadAll(res.Body)
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// pgCount runs one count query on its own connection.
+func pgCount(t *testing.T, dsn, sql string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
