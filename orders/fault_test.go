@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pgtest"
 )
@@ -44,7 +45,7 @@ func holdRow(t *testing.T, dsn, id string) (pid uint32, release func()) {
 // waitLockWaiters waits until n backends of the current database wait for a lock.
 func waitLockWaiters(t *testing.T, dsn string, n int) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d backends waiting for a lock", n), func() bool {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("%d backends waiting for a lock", n), func() bool {
 		return query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= n
 	})
@@ -125,7 +126,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempts := 0
-	waitFor(t, 10*time.Second, "an order to succeed after the restart", func() bool {
+	testwait.For(t, 10*time.Second, "an order to succeed after the restart", func() bool {
 		attempts++
 		_, replayed, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "during"})
 		if err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 )
 
@@ -185,13 +186,13 @@ func TestFencedTickRefused(t *testing.T) {
 	f.mkQueue(t, "fence", 1000, 0)
 	joinN(t, f, "fence", 50)
 	in := startInstance(t, f, "old", "fence")
-	waitFor(t, 3*time.Second, "the loop to take the lease", func() bool { return leader([]*instance{in}, "fence") >= 0 })
+	testwait.For(t, 3*time.Second, "the loop to take the lease", func() bool { return leader([]*instance{in}, "fence") >= 0 })
 	// Another owner steals the lease (as if the old one had been deposed after a pause).
 	ctx := context.Background()
 	f.rdb.Set(ctx, "wr:{q:fence}:lease", "thief", 10*time.Second)
 	f.rdb.Incr(ctx, "wr:{q:fence}:fence")
 	// The loop learns it at its next tick, when admit.lua refuses its fencing token.
-	waitFor(t, 800*time.Millisecond, "the loop to notice it was deposed", func() bool { return leader([]*instance{in}, "fence") < 0 })
+	testwait.For(t, 800*time.Millisecond, "the loop to notice it was deposed", func() bool { return leader([]*instance{in}, "fence") < 0 })
 	before := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
 	// A claim that nothing happens needs a stretch of real time in which the deposed loop
 	// runs on against Redis (its ticks and lease retries do network I/O, which a synctest
@@ -269,7 +270,7 @@ func TestNoTicketLostWhenRedisDiesMidAdmission(t *testing.T) {
 	f.mkQueue(t, name, 2000, 0)
 	tickets := joinN(t, f, name, 3000)
 	in := startInstance(t, f, "x", name)
-	waitFor(t, 10*time.Second, "admission to be under way (500 of 3,000 admitted)", func() bool {
+	testwait.For(t, 10*time.Second, "admission to be under way (500 of 3,000 admitted)", func() bool {
 		return f.rdb.ZCard(ctx, "wr:{q:crash}:waiting").Val() <= 2500
 	})
 	f.srv.Stop() // SIGKILL mid-admission
@@ -316,7 +317,7 @@ func TestTokens(t *testing.T) {
 	stop := collect(t, f.rdb, "tok")
 	startInstance(t, f, "x", "tok")
 	var tokens map[string]string
-	waitFor(t, 3*time.Second, "both tokens to be issued", func() bool {
+	testwait.For(t, 3*time.Second, "both tokens to be issued", func() bool {
 		p0, _ := f.q.Status(ctx, tks[0])
 		p1, _ := f.q.Status(ctx, tks[1])
 		if p0.Token != "" && p1.Token != "" {
@@ -368,7 +369,7 @@ func TestTokens(t *testing.T) {
 	// own clock).
 	tb := tokens[b.ID]
 	f.rdb.PExpire(ctx, "wr:{q:tok}:token:"+tb, time.Millisecond)
-	waitFor(t, 20*time.Millisecond, "the token's key to expire", func() bool {
+	testwait.For(t, 20*time.Millisecond, "the token's key to expire", func() bool {
 		return f.rdb.Exists(ctx, "wr:{q:tok}:token:"+tb).Val() == 0
 	})
 	if v, _, _ := f.q.ClaimToken(ctx, b, tb, "r", false); v != queue.TokenExpired {
@@ -390,7 +391,7 @@ func TestLeaveAfterAdmission(t *testing.T) {
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "la"})
 	var p queue.Place
 	// Each tick admits by the Redis TIME elapsed since the last one.
-	waitFor(t, 3*time.Second, "the first user to be admitted", func() bool {
+	testwait.For(t, 3*time.Second, "the first user to be admitted", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +411,7 @@ func TestLeaveAfterAdmission(t *testing.T) {
 		t.Fatal("a left ticket's token still claims as live")
 	}
 	// max_active 1: the slot is free, so the second user is admitted next.
-	waitFor(t, 3*time.Second, "the freed slot to be reused (the second user admitted)", func() bool {
+	testwait.For(t, 3*time.Second, "the freed slot to be reused (the second user admitted)", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}

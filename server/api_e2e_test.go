@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -38,7 +39,7 @@ func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, to
 	}
 	wg.Wait()
 	for i := range n {
-		waitFor(t, 20*time.Second, "admission", func() bool {
+		testwait.For(t, 20*time.Second, "admission", func() bool {
 			var st joinResp
 			call(t, "GET", in.url+"/api/queues/"+queue+"/status", tickets[i], nil, &st)
 			tokens[i] = st.Token
@@ -305,7 +306,7 @@ func TestPostgresDown(t *testing.T) {
 	if err := pg.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "readyz", func() bool {
+	testwait.For(t, 10*time.Second, "readyz", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
 	})
 	if res, _, _ := order(t, in, tickets[0], tokens[0], "k1", map[string]any{"product_id": "p", "quantity": 1}); res.StatusCode != 201 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -93,7 +94,7 @@ func TestKillInstanceMidRun(t *testing.T) {
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20, "places_per_ip": 0})
 	// Find the leader (the admin view names it).
 	var leader string
-	waitFor(t, 10*time.Second, "a leader", func() bool {
+	testwait.For(t, 10*time.Second, "a leader", func() bool {
 		var st struct {
 			Queues []struct{ Name, Leader string } `json:"queues"`
 		}
@@ -127,7 +128,7 @@ func TestKillInstanceMidRun(t *testing.T) {
 	ins[victim].kill()
 	t.Logf("killed %s (the leader is %s)", ins[victim].id, leader)
 
-	waitFor(t, 30*time.Second, "every user admitted", func() bool {
+	testwait.For(t, 30*time.Second, "every user admitted", func() bool {
 		for _, f := range fs {
 			if len(f.admittedTokens()) == 0 {
 				return false

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -66,7 +67,7 @@ func TestKillLeader(t *testing.T) {
 	const rate = 20.0
 	first := startProcess(t, "k1", env)
 	admin(t, first, "PUT", "/admin/api/queues/lead", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0})
-	waitFor(t, 5*time.Second, "k1 leads", func() bool {
+	testwait.For(t, 5*time.Second, "k1 leads", func() bool {
 		return strings.HasPrefix(rs.Client().Get(context.Background(), "wr:{q:lead}:lease").Val(), "k1:")
 	})
 	second := startProcess(t, "k2", env)
@@ -132,7 +133,7 @@ func TestRedisRestart(t *testing.T) {
 	// Admit the first 50 before the crash.
 	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"paused": false})
 	var before joinResp
-	waitFor(t, 5*time.Second, "50 admitted", func() bool {
+	testwait.For(t, 5*time.Second, "50 admitted", func() bool {
 		var st joinResp
 		call(t, "GET", in.url+"/api/queues/rr/status", tickets[n-1], nil, &st)
 		return st.Position <= n-50
@@ -151,12 +152,12 @@ func TestRedisRestart(t *testing.T) {
 		streams = append(streams, st)
 		logs[i] = record(st)
 	}
-	waitFor(t, 10*time.Second, "streams connected", func() bool {
+	testwait.For(t, 10*time.Second, "streams connected", func() bool {
 		return all(logs, func(u *userLog) bool { return len(u.positions)+len(u.admitted) > 0 })
 	})
 
 	rs.Stop()
-	waitFor(t, 5*time.Second, "readyz 503", func() bool {
+	testwait.For(t, 5*time.Second, "readyz 503", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 503
 	})
 	res := call(t, "POST", in.url+"/api/queues/rr/join", "", nil, nil)
@@ -177,12 +178,12 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, 5*time.Second, "streams told reconnecting", func() bool { return told("reconnecting") == n })
+	testwait.For(t, 5*time.Second, "streams told reconnecting", func() bool { return told("reconnecting") == n })
 	rs.Start()
-	waitFor(t, 10*time.Second, "readyz 200", func() bool {
+	testwait.For(t, 10*time.Second, "readyz 200", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
 	})
-	waitFor(t, 10*time.Second, "streams told live", func() bool { return told("live") == n })
+	testwait.For(t, 10*time.Second, "streams told live", func() bool { return told("live") == n })
 	for _, s := range streams {
 		select {
 		case <-s.done:
@@ -199,7 +200,7 @@ func TestRedisRestart(t *testing.T) {
 	// Admit 100 more, pause, and check every waiting stream's last position is exact.
 	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"paused": false})
 	var head joinResp
-	waitFor(t, 10*time.Second, "100 more admitted", func() bool {
+	testwait.For(t, 10*time.Second, "100 more admitted", func() bool {
 		call(t, "GET", in.url+"/api/queues/rr/status", tickets[n-1], nil, &head)
 		return head.Position <= n-150
 	})
@@ -250,7 +251,7 @@ func TestPubSubKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 15*time.Second, "everyone admitted", func() bool { return all(logs, hasAdmitted) })
+	testwait.For(t, 15*time.Second, "everyone admitted", func() bool { return all(logs, hasAdmitted) })
 	checked := checkTruePositions(t, logs, admittedTicks(t, logs))
 	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
 	t.Logf("pub/sub killed 3 times; %d position events all exact; %s", checked, strings.ReplaceAll(grep(m, "stream_resyncs_total "), "\n", " "))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -340,7 +341,7 @@ func TestStalledRedisFailsFast(t *testing.T) {
 	// Recovery: every instance is ready again, joins work, and the orders that were made
 	// are exactly the stock that went (none lost, none doubled).
 	for _, in := range ins {
-		waitFor(t, 10*time.Second, "ready after the stall", func() bool {
+		testwait.For(t, 10*time.Second, "ready after the stall", func() bool {
 			return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
 		})
 		if res := call(t, "POST", in.url+"/api/queues/stall/join", "", nil, nil); res.StatusCode != 201 {

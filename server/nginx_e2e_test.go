@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/freeport"
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -122,7 +123,7 @@ func TestBehindNginx(t *testing.T) {
 		return out
 	}
 	var c map[string]int64
-	waitFor(t, 10*time.Second, "the six streams in the admin view", func() bool {
+	testwait.For(t, 10*time.Second, "the six streams in the admin view", func() bool {
 		c = counts(ins[0])
 		return c["n1"]+c["n2"] == n
 	})
@@ -173,7 +174,7 @@ func TestBehindNginx(t *testing.T) {
 		t.Fatalf("%d distinct tokens for %d buyers", len(tokens), n)
 	}
 	// The dead instance leaves the admin view by itself.
-	waitFor(t, 15*time.Second, "the dead instance to leave the admin view", func() bool {
+	testwait.For(t, 15*time.Second, "the dead instance to leave the admin view", func() bool {
 		_, present := counts(live)[ins[victim].id]
 		return !present
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -86,7 +87,7 @@ func TestDeadClientsAndInstanceCounts(t *testing.T) {
 		call(t, "GET", a.url+"/admin/api/stats", adminToken, nil, &st)
 		return st.Total, len(st.Instances)
 	}
-	waitFor(t, 5*time.Second, "3 streams counted", func() bool { n, k := total(); return n == 3 && k == 2 })
+	testwait.For(t, 5*time.Second, "3 streams counted", func() bool { n, k := total(); return n == 3 && k == 2 })
 
 	// A 4th stream from the same address is refused with scope ip.
 	var j joinResp
@@ -99,12 +100,12 @@ func TestDeadClientsAndInstanceCounts(t *testing.T) {
 
 	streams[0].close()
 	start := time.Now()
-	waitFor(t, 6*time.Second, "the closed stream noticed", func() bool { n, _ := total(); return n == 2 })
+	testwait.For(t, 6*time.Second, "the closed stream noticed", func() bool { n, _ := total(); return n == 2 })
 	t.Logf("closed stream dropped from the count after %v (heartbeat 1 s, count reported every 2 s)", time.Since(start).Round(100*time.Millisecond))
 
 	b.stop()
 	start = time.Now()
-	waitFor(t, 8*time.Second, "instance b gone", func() bool { n, k := total(); return n == 0 && k == 1 })
+	testwait.For(t, 8*time.Second, "instance b gone", func() bool { n, k := total(); return n == 0 && k == 1 })
 	t.Logf("stopped instance left the admin view after %v", time.Since(start).Round(100*time.Millisecond))
 	m := readAll(call(t, "GET", a.url+"/metrics", "", nil, nil))
 	if !strings.Contains(m, "sse_connections 0") {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -54,11 +55,11 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 		logs[i] = record(mustStream(t, in.url+"/api/queues/live/stream", j.Ticket))
 	}
 	// Everyone has the first position before admission starts.
-	waitFor(t, 10*time.Second, "first positions", func() bool {
+	testwait.For(t, 10*time.Second, "first positions", func() bool {
 		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })
 	})
 	admin(t, ins[1], "PUT", "/admin/api/queues/live", map[string]any{"paused": false})
-	waitFor(t, 30*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
+	testwait.For(t, 30*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
 	time.Sleep(1500 * time.Millisecond) // let any duplicate arrive
 
 	// The tick at which each user was admitted (admission order = join order).
@@ -92,7 +93,7 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 		} `json:"instances"`
 		Total int64 `json:"sse_connections_total"`
 	}
-	waitFor(t, 5*time.Second, "admin counts", func() bool {
+	testwait.For(t, 5*time.Second, "admin counts", func() bool {
 		call(t, "GET", ins[0].url+"/admin/api/stats", adminToken, nil, &st)
 		return st.Total == n && len(st.Instances) == 2
 	})

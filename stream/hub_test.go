@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/stream"
@@ -93,7 +94,7 @@ func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
 	if head[0] != "HTTP/1.1 200 OK" || !strings.Contains(strings.Join(head, "\n"), "event: position") {
 		t.Fatalf("handshake: %q", head)
 	}
-	waitFor(t, 3*time.Second, "the slow client to be dropped (1 stream left)", func() bool { return f.hub.Count() == 1 })
+	testwait.For(t, 3*time.Second, "the slow client to be dropped (1 stream left)", func() bool { return f.hub.Count() == 1 })
 	// The reading client keeps getting heartbeats (its shard is the slow one's too).
 	pings := 0
 	timeout := time.After(2 * time.Second)
@@ -180,7 +181,7 @@ func TestAdmissionDeliveryIsMeasured(t *testing.T) {
 	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
 	deadline := time.Now().Add(5 * time.Second) // for both waits below
 	// A tick admits by the Redis TIME elapsed since the last one.
-	waitFor(t, time.Until(deadline), "somebody to be admitted", func() bool {
+	testwait.For(t, time.Until(deadline), "somebody to be admitted", func() bool {
 		res, err := ad.TickOnce(ctx, "h")
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func TestAdmissionDeliveryIsMeasured(t *testing.T) {
 	waitLine(t, lines, "event: admitted")
 	// The write that delivered the event is observed right after it returns.
 	var delivery *dto.Histogram
-	waitFor(t, time.Until(deadline), "sse_admitted_delivery_seconds to be observed", func() bool {
+	testwait.For(t, time.Until(deadline), "sse_admitted_delivery_seconds to be observed", func() bool {
 		delivery = histogram(t, reg, "sse_admitted_delivery_seconds")
 		return delivery.GetSampleCount() > 0
 	})
