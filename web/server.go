@@ -106,6 +106,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
 		TrustedProxies:          cfg.TrustedProxies,
 		EnableIPValidation:      true, // with ProxyHeader: the first valid address of X-Forwarded-For
+		// Read a multipart body by its Content-Length like any other: fasthttp v1.51's
+		// pre-parse stops at the closing boundary and serves the rest as a request (a
+		// request hidden in a body would pass a proxy). Nothing here reads multipart forms.
+		DisablePreParseMultipartForm: true,
 		// A stream's connection is hijacked and then written by the hub's workers, so
 		// fasthttp must not close it when the hijack handler returns.
 	})
@@ -117,8 +121,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 // App exposes the Fiber app (tests use app.Test for plain requests).
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+// Serve serves on ln (a plain TCP listener) until Shutdown. Every connection goes through
+// the framing guard (framing.go), which refuses ambiguous HTTP framing with 400 and closes.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(guardFraming(ln)) }
 
 // Shutdown stops the server: admin streams end, then Fiber finishes in-flight requests
 // within ctx. Close the hub (the user streams) before calling it.
