@@ -17,6 +17,13 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// migrationLockPoll is how often an instance waiting for another's migration run tries the
+// lock again.
+const migrationLockPoll = 50 * time.Millisecond
+
+// noTransaction starts a migration file that must run outside a transaction.
+const noTransaction = "-- migrate: no transaction"
+
 // migrationLockKey is the pg_advisory_lock key held around a whole migration run, so
 // instances starting at once apply each migration exactly once ("waitroom" in ASCII).
 const migrationLockKey int64 = 0x77616974726f6f6d
@@ -43,8 +50,22 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 		}
 		conn.Release()
 	}()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
-		return 0, fmt.Errorf("orders: migrate: lock: %w", classify(err))
+	// Try the lock and sleep between tries rather than block in pg_advisory_lock: a session
+	// blocked there is an open transaction, which CREATE INDEX CONCURRENTLY (run by the
+	// holder) would wait for — a deadlock.
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
+			return 0, fmt.Errorf("orders: migrate: lock: %w", classify(err))
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("orders: migrate: lock: %w: %w", ErrUnavailable, ctx.Err())
+		case <-time.After(migrationLockPoll):
+		}
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -80,6 +101,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 		sql, err := migrationFiles.ReadFile(name)
 		if err != nil {
 			return applied, fmt.Errorf("orders: migration %s: %w", version, err)
+		}
+		if strings.HasPrefix(string(sql), noTransaction) {
+			// CREATE INDEX CONCURRENTLY cannot run in a transaction. Such a file holds one
+			// statement written so that running it again is harmless (IF NOT EXISTS), since
+			// a crash between it and the record repeats it.
+			if _, err := conn.Exec(ctx, string(sql)); err != nil {
+				return applied, fmt.Errorf("orders: migration %s: %w", version, classify(err))
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version); err != nil {
+				return applied, fmt.Errorf("orders: migration %s: %w", version, classify(err))
+			}
+			applied++
+			continue
 		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			// No arguments: sent with the simple protocol, so a file may hold several

@@ -63,5 +63,6 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
 		redis.IsLoadingError(err) || redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsReadOnlyError(err)
+		redis.IsTryAgainError(err) || redis.IsReadOnlyError(err) ||
+		redis.IsOOMError(err) || redis.IsMaxClientsError(err) || redis.HasErrorPrefix(err, "BUSY")
 }

@@ -44,7 +44,8 @@ if closed then return {-2} end
 -- The per-address cap. Places are admitted in sequence order, so every place of the address
 -- at or below the head has left the line (admitted, left or abandoned) and is dropped here;
 -- one that left ahead of the head still counts until the head passes it (stricter, never
--- looser). The key expires a day after the address last joined.
+-- looser). The key expires a day after the address last joined. Places taken while the
+-- cap was 0 are not counted when a cap is set later.
 local cap = tonumber(cf[4] or '100') or 100
 if ARGV[3] ~= '' and cap > 0 then
   local head = tonumber(redis.call('HGET', KEYS[6], 'head') or '0') or 0
@@ -52,7 +53,7 @@ if ARGV[3] ~= '' and cap > 0 then
   if redis.call('ZCARD', KEYS[7]) >= cap then return {-4} end
 end
 local seq = redis.call('INCR', KEYS[2])
-if ARGV[3] ~= '' then
+if ARGV[3] ~= '' and cap > 0 then -- with no cap nothing is counted (no key grows)
   redis.call('ZADD', KEYS[7], seq, ARGV[1])
   redis.call('PEXPIRE', KEYS[7], 86400000)
 end

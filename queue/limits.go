@@ -78,11 +78,12 @@ const (
 // loop to re-read Redis, so a change made on any instance is seen everywhere within about
 // a second of traffic, and an idle deployment spends no Redis command on it.
 type LiveLimits struct {
-	q      *Queue
-	every  time.Duration
-	cur    atomic.Pointer[Limits]
-	loaded atomic.Int64 // UnixNano of the last refresh attempt
-	want   chan struct{}
+	q       *Queue
+	initial Limits // the configuration: fields the stored JSON lacks keep these
+	every   time.Duration
+	cur     atomic.Pointer[Limits]
+	loaded  atomic.Int64 // UnixNano of the last refresh attempt
+	want    chan struct{}
 }
 
 // limitsRefresh is how stale a snapshot may be before a read asks for a new one.
@@ -91,7 +92,7 @@ const limitsRefresh = time.Second
 // LiveLimits returns the live-limits store, starting from initial (the configuration)
 // until Redis says otherwise. Call Run to keep it fresh.
 func (q *Queue) LiveLimits(initial Limits) *LiveLimits {
-	l := &LiveLimits{q: q, every: limitsRefresh, want: make(chan struct{}, 1)}
+	l := &LiveLimits{q: q, initial: initial, every: limitsRefresh, want: make(chan struct{}, 1)}
 	l.cur.Store(&initial)
 	return l
 }
@@ -134,7 +135,9 @@ func (l *LiveLimits) refresh(ctx context.Context) {
 	if err != nil {
 		return // not set yet (the configured limits hold) or Redis away: keep what we have
 	}
-	var v Limits
+	// Decoded over the configuration, so a field that the stored JSON lacks (written by an
+	// older release, before the field existed) keeps its configured value, not 0 ("off").
+	v := l.initial
 	if json.Unmarshal(b, &v) == nil {
 		l.cur.Store(&v)
 	}

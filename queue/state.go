@@ -16,9 +16,6 @@ const (
 	StateUsed     State = "used"     // its token bought something
 )
 
-// Final reports whether no position can follow this state (admitted, expired, used).
-func (s State) Final() bool { return s != StateWaiting && s != "" }
-
 // storedState is a ticket's value in the queue's tickets hash. The format is read and
 // written by this file and by the Lua scripts (join.lua, leave.lua, admit.lua,
 // token.lua), and by both versions during a rolling deploy, so it only ever gains fields

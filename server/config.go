@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/queue"
 )
 
 // config is every setting of the server, parsed and validated once from the environment.
@@ -47,6 +49,7 @@ type config struct {
 	JoinPerIP       float64
 	StatusPerTicket float64
 	RedisTimeout    time.Duration
+	UnboundQueue    string
 	FailOpen        bool
 	ProxyHeader     string
 	TrustedProxies  []string
@@ -172,6 +175,13 @@ var settings = []setting{
 	{"WR_ORDER_RATE_PER_TICKET", "5", "orders per second per ticket (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.OrderPerTicket }, 0, 1e6)},
 	{"WR_ORDER_RATE_GLOBAL", "100", "orders per second overall (0 = off)", floatSetting(func(c *config) *float64 { return &c.OrderGlobal }, 0, 1e6)},
 	{"WR_JOIN_RATE_PER_IP", "50", "joins per second per client address (0 = off)", floatSetting(func(c *config) *float64 { return &c.JoinPerIP }, 0, 1e6)},
+	{"WR_UNBOUND_PRODUCTS_QUEUE", "", "upgrade aid: products that name no queue are sold through this queue (empty: not on sale)", func(c *config, v string) error {
+		if v != "" && !queue.ValidName(v) {
+			return fmt.Errorf("must be a queue name (1-64 of A-Z a-z 0-9 _ -) or empty")
+		}
+		c.UnboundQueue = v
+		return nil
+	}},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},

@@ -52,6 +52,12 @@ func TestTokenBoundToItsQueue(t *testing.T) {
 	if code := errCode(res); res.StatusCode != 403 || code != "token_wrong_queue" {
 		t.Fatalf("cookie of the fast queue on the slow product: %d %s", res.StatusCode, code)
 	}
+	// …and with the fast queue's ticket put in the slow queue's cookie.
+	res = call(t, "POST", in.url+"/api/orders", "", map[string]any{"product_id": "p-slow", "quantity": 1}, nil,
+		"X-Admission-Token", tokens[0], "Cookie", "wr_ticket_slow="+tickets[0])
+	if code := errCode(res); res.StatusCode != 403 || code != "token_wrong_queue" {
+		t.Fatalf("fast ticket in the slow queue's cookie: %d %s", res.StatusCode, code)
+	}
 	if s := stockOf(t, in, "p-slow"); s != 10 {
 		t.Fatalf("the slow queue's stock moved: %d", s)
 	}

@@ -138,7 +138,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	a.limits = q.LiveLimits(lim)
 	a.srv, err = web.New(web.Config{
 		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
-		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		UnboundQueue: cfg.UnboundQueue,
+		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
@@ -285,13 +286,7 @@ func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Sto
 		Stock: cfg.DemoStock, Queue: "demo"}); err != nil {
 		return err
 	}
-	// A demo product made before products named their queue is put on sale by queue demo.
-	p, err := store.Product(ctx, "demo")
-	if err == nil && p.Queue == "" {
-		demo := "demo"
-		_, _, err = store.PutProduct(ctx, "demo", orders.ProductPatch{Queue: &demo})
-	}
-	return err
+	return nil
 }
 
 // generatedAdminToken makes a random admin token for a run without WR_ADMIN_TOKEN and

@@ -93,6 +93,11 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	c.shard.add(c)
 	c.shard.push(c, append(head, first...), framePriority)
 	qh.mu.Unlock()
+	if h.isClosed() {
+		// Closed after the check above: shutdownConns may have taken its list already.
+		h.drop(c, "shutdown")
+		return ErrClosed
+	}
 
 	open := h.count.Add(1)
 	h.m.conns.Set(float64(open))

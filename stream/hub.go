@@ -24,9 +24,10 @@
 // called with no lock held — code that finds a connection to drop while holding a lock
 // collects it and drops it after unlocking.
 //
-// Goroutines: Run starts every one of them (writers, subscription and its reader, fan-out,
-// ticket checkers, presence and report loops) in one errgroup and returns only when all
-// have stopped; no other code in this package starts a goroutine.
+// Goroutines: Run starts every one of them (writers, subscription, fan-out, ticket checkers,
+// presence and report loops) in one errgroup and returns only when all have stopped; the
+// only other goroutine, the subscription's feed reader, is started by subscribe and waited
+// for before it returns.
 package stream
 
 import (
@@ -150,8 +151,8 @@ type qhub struct {
 // Sizes of the hub's internal queues: a full one drops the request (it is repeated later).
 const (
 	subQueue   = 64   // queues waiting to be subscribed to
-	checkQueue = 1024 // tickets waiting for a check
-	checkers   = 4    // goroutines asking Redis about passed tickets
+	checkQueue = 8192 // tickets waiting for a check (a lost tick may pass thousands at once)
+	checkers   = 8    // goroutines asking Redis about passed tickets
 )
 
 // NewHub returns a hub; call Run to start it.
@@ -191,6 +192,11 @@ func (h *Hub) Run(ctx context.Context) error {
 	g.Go(func() error { h.reportLoop(gctx); return nil })
 	err := g.Wait()
 	h.shutdownConns()
+	// The streams closed at shutdown get their last sign of life now, so their grace starts
+	// here (their clients reconnect to another instance).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), touchTimeout)
+	h.flushGone(fctx)
+	cancel()
 	return err
 }
 

@@ -38,8 +38,12 @@ type body struct {
 	} `json:"error"`
 }
 
-// handleError is the one place where errors become HTTP responses. 5xx never carry
+// ErrorHandler is the one place where errors become HTTP responses, in the JSON error shape.
+// A shop that puts Guard on its own Fiber app sets it as that app's fiber.Config
+// ErrorHandler, so the guard's refusals keep their status and code. 5xx never carry
 // internals: they are logged with the request id and answered with a generic sentence.
+func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler { return handleError(log) }
+
 func handleError(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := mapError(err)

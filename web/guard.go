@@ -77,7 +77,7 @@ func Guard(cfg GuardConfig) fiber.Handler {
 				return err
 			}
 		}
-		t, err := guardTicket(c, cfg.Signer, queues)
+		tickets, err := guardTickets(c, cfg.Signer, queues)
 		if err != nil {
 			return err
 		}
@@ -89,8 +89,16 @@ func Guard(cfg GuardConfig) fiber.Handler {
 				Message: "Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 _ . -"}
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), guardTimeout)
-		v, _, err := cfg.Tokens.ClaimToken(ctx, t, token, key, idem)
-		if err == nil && v == queue.TokenUnknown && tokenOfOtherQueue(ctx, c, cfg, t, token) {
+		// The token belongs to one of the caller's tickets for the route's queues: try
+		// them in turn (an unknown verdict claims nothing).
+		var t queue.Ticket
+		var v queue.Verdict
+		for _, t = range tickets {
+			if v, _, err = cfg.Tokens.ClaimToken(ctx, t, token, key, idem); err != nil || v != queue.TokenUnknown {
+				break
+			}
+		}
+		if err == nil && v == queue.TokenUnknown && tokenOfOtherQueue(ctx, c, cfg, queues, token) {
 			v = tokenWrongQueue
 		}
 		cancel()
@@ -153,38 +161,53 @@ func verdictError(v queue.Verdict) error {
 	}
 }
 
-// guardTicket picks the caller's ticket for one of queues: an explicit ticket (Bearer) must
-// be of one of them; else the first of their cookies. A caller whose only tickets are of
-// other queues is answered 403 token_wrong_queue (its token cannot have come from here).
-func guardTicket(c *fiber.Ctx, signer *queue.Signer, queues []string) (queue.Ticket, error) {
+// guardTickets are the caller's tickets for the route's queues: an explicit ticket (Bearer)
+// must be of one of them; else each queue's cookie that holds a valid ticket of that queue.
+// A caller whose only tickets are of other queues is answered 403 token_wrong_queue (its
+// token cannot have come from here).
+func guardTickets(c *fiber.Ctx, signer *queue.Signer, queues []string) ([]queue.Ticket, error) {
 	if raw := explicitTicket(c); raw != "" {
 		t, err := signer.Parse(raw)
 		if err != nil {
-			return queue.Ticket{}, err
+			return nil, err
 		}
 		if !slices.Contains(queues, t.Queue) {
-			return queue.Ticket{}, errWrongQueue()
+			return nil, errWrongQueue()
 		}
-		return t, nil
+		return []queue.Ticket{t}, nil
 	}
+	var out []queue.Ticket
 	for _, q := range queues {
-		if raw, _ := presentedFor(c, signer, q); raw != "" {
-			return signer.Parse(raw)
+		raw, _ := presentedFor(c, signer, q)
+		if t, err := signer.Parse(raw); err == nil && t.Queue == q {
+			out = append(out, t)
 		}
+	}
+	if len(out) > 0 {
+		return out, nil
 	}
 	if len(cookieTickets(c, signer)) > 0 {
-		return queue.Ticket{}, errWrongQueue()
+		return nil, errWrongQueue()
 	}
-	return queue.Ticket{}, errorf(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
+	return nil, errorf(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
 }
 
-// tokenOfOtherQueue reports whether a token unknown in t's queue is live for another
-// ticket cookie of the caller (a token of queue A presented to a route of queue B by a
-// browser that waited in both). Only unknown tokens pay for this look.
-func tokenOfOtherQueue(ctx context.Context, c *fiber.Ctx, cfg GuardConfig, t queue.Ticket, token string) bool {
+// maxOtherChecks bounds the Redis calls an unknown token may cost: a Cookie header could
+// carry dozens of valid tickets.
+const maxOtherChecks = 4
+
+// tokenOfOtherQueue reports whether a token unknown in the route's queues is live for a
+// ticket cookie of another queue (a token of queue A presented to a route of queue B by a
+// browser that waited in both). Only unknown tokens pay for this look, and only for
+// cookies named after their ticket's queue, at most maxOtherChecks of them.
+func tokenOfOtherQueue(ctx context.Context, c *fiber.Ctx, cfg GuardConfig, queues []string, token string) bool {
+	checked := 0
 	for _, o := range cookieTickets(c, cfg.Signer) {
-		if o == t {
+		if slices.Contains(queues, o.Queue) || c.Cookies(TicketCookie(o.Queue)) == "" {
 			continue
+		}
+		if checked++; checked > maxOtherChecks {
+			return false
 		}
 		if v, _, err := cfg.Tokens.CheckToken(ctx, o, token); err == nil && v != queue.TokenUnknown {
 			return true

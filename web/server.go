@@ -41,7 +41,10 @@ type Config struct {
 	WriteTimeout   time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
 	IdleTimeout    time.Duration // keep-alive idle (60 s)
 	FailOpen       bool          // let orders through without a token while Redis is down
-	ReadyTimeout   time.Duration // per-dependency ping in /readyz (1 s)
+	// UnboundQueue, when set, sells the products that name no queue through this queue: an
+	// upgrade aid (products made before products named their queue), empty by default.
+	UnboundQueue string
+	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
 }
 
 // Deps are the parts the server is wired to.

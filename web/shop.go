@@ -106,6 +106,9 @@ func (s *Server) orderQueues(c *fiber.Ctx) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Queue == "" && s.cfg.UnboundQueue != "" {
+		return []string{s.cfg.UnboundQueue}, nil
+	}
 	if p.Queue == "" {
 		return nil, errorf(403, "product_not_on_sale", "This product is not on sale through the waiting room.")
 	}

@@ -116,8 +116,14 @@ func (s *Server) join(c *fiber.Ctx) error {
 }
 
 func (s *Server) setTicketCookie(c *fiber.Ctx, name, raw string) {
+	secure := s.scheme(c) == "https"
 	c.Cookie(&fiber.Cookie{Name: TicketCookie(name), Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
-		Secure: s.scheme(c) == "https", MaxAge: ticketCookieAge})
+		Secure: secure, MaxAge: ticketCookieAge})
+	// Rolling deploy: instances of the release before read only wr_ticket, so it is still
+	// set (the last queue joined, as before) for one release; this release reads it only for
+	// the queue its ticket belongs to.
+	c.Cookie(&fiber.Cookie{Name: LegacyTicketCookie, Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
+		Secure: secure, MaxAge: ticketCookieAge})
 }
 
 func (s *Server) status(c *fiber.Ctx) error {
@@ -158,6 +164,11 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// Opening a stream reads Redis and is a sign of life, like status: the same per-ticket
+	// limit (an EventSource reconnects every few seconds at most).
+	if err := s.statusLimit(c, t); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), streamSetupTimeout)
 	defer cancel()
 	p, err := s.d.Queue.TicketState(ctx, t)
@@ -175,7 +186,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		// The head of a stream without its body (EventSource never sends HEAD).
 		c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 		c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
-		return c.SendStatus(fiber.StatusOK)
+		c.Status(fiber.StatusOK)
+		return nil
 	}
 	ip := clientKey(c)
 	switch err := s.d.Hub.AcquireIP(ip); {

@@ -16,7 +16,7 @@
  *   room.leave();  // DELETE the ticket (give up the place), then close
  *   room.close();  // stop listening; the place is kept (for a grace period)
  *
- * What it does: POST /api/queues/{queue}/join (the HttpOnly `wr_ticket`
+ * What it does: POST /api/queues/{queue}/join (the HttpOnly `wr_ticket_<queue>`
  * cookie identifies the caller; 201 = new place, 200 = same place again),
  * then one EventSource on /api/queues/{queue}/stream. Only one tab per queue
  * holds that EventSource (a Web Lock, else an election over
