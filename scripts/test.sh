@@ -56,7 +56,10 @@ fi
 echo "test.sh: go vet"
 go vet ./...
 echo "test.sh: go test -race"
+WR_OPENAPI_REPORT=$(mktemp)
+export WR_OPENAPI_REPORT
 go test -race -count=1 -timeout 15m ./...
+cat "$WR_OPENAPI_REPORT"; rm -f "$WR_OPENAPI_REPORT"
 # Fuzz budgets are counts of executions, not durations: a duration (-fuzztime 5s) races the
 # fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context deadline
 # exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). A count has no deadline.

@@ -163,4 +163,14 @@ var messages = map[string][2]string{
 	"admin_error":             {"{msg} ({code})", "{msg} ({code})"},
 	"admin_network":           {"Network problem: {msg}", "네트워크 문제: {msg}"},
 	"admin_stream_retry":      {"Live data lost; reconnecting in {n} s.", "실시간 데이터가 끊겼습니다. {n}초 후 다시 연결합니다."},
+
+	// Admin: selling queue, per-buyer caps, places per address, field errors.
+	"admin_product_queue":       {"Sold through queue", "판매 대기열"},
+	"admin_not_on_sale":         {"Not on sale", "판매 안 함"},
+	"admin_queue_missing":       {"{name} (no such queue)", "{name} (없는 대기열)"},
+	"admin_max_per_order":       {"Max per order", "주문당 최대 수량"},
+	"admin_max_per_ticket":      {"Max per ticket", "티켓당 최대 수량"},
+	"admin_places_per_ip":       {"Places per address (0 = no limit)", "주소당 대기 자리 (0 = 제한 없음)"},
+	"admin_places_per_ip_short": {"Places per address", "주소당 대기 자리"},
+	"admin_not_saved_field":     {"Not saved: check “{field}”.", "저장하지 못했습니다. “{field}” 항목을 확인하세요."},
 }

@@ -161,7 +161,8 @@ var requiredIDs = map[string][]string{
 	"admin": {"login", "admin-login", "admin-token", "dashboard", "admin-conn", "admin-error", "admin-logout",
 		"sse-total", "waiting-total", "admitted-rate", "active-tokens", "tick-lag", "rl-user", "rl-ip", "rl-global",
 		"chart-sse", "chart-waiting", "chart-admitted", "chart-active", "chart-lag", "chart-rejected",
-		"instances", "queues", "products", "new-queue", "new-product", "tpl-queue", "tpl-product"},
+		"instances", "queues", "products", "new-queue", "new-product", "tpl-queue", "tpl-product",
+		"new-product-queue", "new-product-max-order", "new-product-max-ticket"},
 	"nothing": {"unavailable"},
 	"closed":  {"unavailable"},
 }
@@ -315,6 +316,46 @@ func TestTemplatesFitTheCSP(t *testing.T) {
 			if _, err := fs.Stat(static.Assets(), m[1]); err != nil {
 				t.Errorf("%s refers to /static/%s, which is not in assets/", name, m[1])
 			}
+		}
+	}
+}
+
+// The admin editors carry the hardening settings (a product's queue and per-buyer caps, a
+// queue's places_per_ip), each control with a slot for the server's 422 message next to it.
+func TestAdminEditsHardeningSettings(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := render(t, tmpl, "admin", pages("en")["admin"])
+	section := func(id string) string {
+		re := regexp.MustCompile(`(?s)<template id="` + id + `">(.*?)</template>`)
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no <template id=%q>", id)
+		}
+		return m[1]
+	}
+	for tpl, names := range map[string][]string{
+		"tpl-product": {"name", "price", "stock", "queue", "max_per_order", "max_per_ticket"},
+		"tpl-queue":   {"rate_per_second", "max_active", "token_ttl_seconds", "places_per_ip"},
+	} {
+		src := section(tpl)
+		for _, name := range names {
+			if !regexp.MustCompile(`<(input|select) name="` + name + `"`).MatchString(src) {
+				t.Errorf("%s: no control named %s", tpl, name)
+			}
+			if !strings.Contains(src, `data-error-for="`+name+`"`) {
+				t.Errorf("%s: no error slot for %s", tpl, name)
+			}
+		}
+	}
+	if !strings.Contains(section("tpl-product"), `<option value="">Not on sale</option>`) {
+		t.Error(`tpl-product: the queue select lacks the "Not on sale" option`)
+	}
+	for _, want := range []string{`name="max_per_order" type="number" min="1" max="1000"`, `name="places_per_ip" type="number" min="0" max="1000000"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("admin page lacks %s", want)
 		}
 	}
 }

@@ -3,7 +3,9 @@
  * sessionStorage, sent as Authorization: Bearer). EventSource cannot send
  * headers, so the live stats come from a streaming fetch of
  * /admin/api/stream, parsed as SSE here. Draws small canvas charts of the
- * last 5 minutes and offers the queue and product controls.
+ * last 5 minutes and offers the queue and product controls. A refused value
+ * (422 with error.field) is marked on its control (aria-invalid) with the
+ * server's message next to it.
  */
 (function () {
   'use strict';
@@ -33,6 +35,7 @@
     rlUser: $('rl-user'), rlIp: $('rl-ip'), rlGlobal: $('rl-global'),
     instances: $('instances'), queues: $('queues'), products: $('products'),
     newQueue: $('new-queue'), newProduct: $('new-product'), productsRefresh: $('products-refresh'),
+    newProductQueue: $('new-product-queue'),
     tplQueue: $('tpl-queue'), tplProduct: $('tpl-product'),
   };
   const charts = {
@@ -50,6 +53,9 @@
   let prev = null;               // last stats message, for rates from counters
   const queueCards = new Map();  // name -> {card, q}
   const productRows = new Map(); // id -> row
+  let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
+  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip'];
+  const PRODUCT_LIMITS = ['max_per_order', 'max_per_ticket'];
 
   // ---------- storage and auth ----------
 
@@ -108,9 +114,84 @@
       showLogin(t('admin_token_refused'));
       return { ok: false, err: await readError(res) };
     }
-    if (!res.ok) return { ok: false, status: res.status, err: await readError(res) };
+    if (!res.ok) return { ok: false, status: res.status, err: await readFieldError(res) };
     const data = res.status === 204 ? null : await res.json().catch(() => null);
     return { ok: true, status: res.status, body: data };
+  }
+
+  /** readError, plus the input a 422 names (error.field), which readError leaves out. */
+  async function readFieldError(res) {
+    const copy = res.clone();
+    const err = await readError(res);
+    try {
+      const b = await copy.json();
+      if (b && b.error && typeof b.error.field === 'string' && b.error.field) err.field = b.error.field;
+    } catch (_) { /* not JSON: no field */ }
+    return err;
+  }
+
+  // ---------- field errors ----------
+
+  /** The control named `name` in a form or a table row. */
+  function control(root, name) {
+    return root.querySelector('input[name="' + name + '"], select[name="' + name + '"]');
+  }
+
+  /** The element next to a control that shows its error (made on first use). */
+  function errorSlot(ctl) {
+    const root = ctl.closest('.field, td') || ctl.parentElement;
+    let slot = root.querySelector('.field-error[data-error-for="' + ctl.name + '"]');
+    if (!slot) {
+      slot = document.createElement('span');
+      slot.className = 'field-error';
+      slot.dataset.errorFor = ctl.name;
+      slot.hidden = true;
+      ctl.after(slot);
+    }
+    if (!slot.id && ctl.id) slot.id = ctl.id + '-error';
+    return slot;
+  }
+
+  function clearFieldError(ctl) {
+    if (ctl.getAttribute('aria-invalid') !== 'true') return;
+    ctl.removeAttribute('aria-invalid');
+    ctl.removeAttribute('aria-describedby');
+    const slot = errorSlot(ctl);
+    slot.hidden = true;
+    slot.textContent = '';
+  }
+
+  function clearFieldErrors(root) {
+    for (const ctl of root.querySelectorAll('[aria-invalid="true"]')) clearFieldError(ctl);
+  }
+
+  /**
+   * Shows a refusal: when err.field names a control in root, the control is marked
+   * invalid, the server's message is put next to it and it takes the focus, and msg says
+   * which field to check; otherwise msg carries the whole error as before.
+   */
+  function showError(root, msg, err) {
+    const ctl = err && err.field ? control(root, err.field) : null;
+    msg.dataset.state = 'error';
+    if (!ctl) {
+      msg.textContent = errorText(err);
+      return;
+    }
+    const slot = errorSlot(ctl);
+    slot.textContent = err.message || errorText(err);
+    slot.hidden = false;
+    ctl.setAttribute('aria-invalid', 'true');
+    if (slot.id) ctl.setAttribute('aria-describedby', slot.id);
+    const label = ctl.dataset.label || (ctl.labels && ctl.labels.length ? ctl.labels[0].textContent : '') || err.field;
+    msg.textContent = t('admin_not_saved_field', { field: label.trim() });
+    ctl.focus();
+  }
+
+  /** Typing into a refused control takes its mark off. */
+  function watchFieldErrors(root) {
+    const off = (e) => { if (e.target.name) clearFieldError(e.target); };
+    root.addEventListener('input', off);
+    root.addEventListener('change', off);
   }
 
   // ---------- the stats stream ----------
@@ -331,12 +412,14 @@
       input.id = 'q-' + name + '-' + label.dataset.for;
       label.htmlFor = input.id;
     }
+    form.querySelector('[data-testid="save-queue"]').id = 'q-' + name + '-save';
     const entry = { card, q: null, dirty: false };
     form.addEventListener('input', () => { entry.dirty = true; });
+    watchFieldErrors(form);
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       const body = {};
-      for (const k of ['rate_per_second', 'max_active', 'token_ttl_seconds']) {
+      for (const k of QUEUE_KNOBS) {
         const v = form.elements[k].value.trim();
         if (v !== '') body[k] = Number(v);
       }
@@ -355,14 +438,15 @@
     const msg = entry.card.querySelector('[data-testid="queue-msg"]');
     msg.dataset.state = 'pending';
     msg.textContent = t('admin_saving');
+    const form = entry.card.querySelector('form');
+    clearFieldErrors(form);
     const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(entry.card.dataset.queue), body);
-    msg.dataset.state = r.ok ? 'ok' : 'error';
-    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
-    if (r.ok) {
-      if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, true);
-      else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, true);
-      if (onOk) onOk();
-    }
+    if (!r.ok) { showError(form, msg, r.err); return; }
+    msg.dataset.state = 'ok';
+    msg.textContent = t('admin_saved');
+    if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, true);
+    else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, true);
+    if (onOk) onOk();
   }
 
   function updateQueueCard(entry, q, rate, force) {
@@ -382,6 +466,8 @@
       max: q.max_active ? num.format(q.max_active) : t('admin_no_cap'),
       ttl: q.token_ttl_seconds == null ? '–' : num.format(q.token_ttl_seconds),
     });
+    field(c, 'places_per_ip').textContent = typeof q.places_per_ip !== 'number' ? '–'
+      : q.places_per_ip === 0 ? t('admin_no_cap') : num.format(q.places_per_ip);
     const pause = c.querySelector('[data-testid="toggle-pause"]');
     pause.textContent = q.paused ? t('admin_resume') : t('admin_pause');
     pause.setAttribute('aria-pressed', q.paused ? 'true' : 'false');
@@ -392,7 +478,7 @@
     // Keep what the admin is typing; otherwise mirror the live settings.
     const form = c.querySelector('form');
     if (force || (!entry.dirty && !form.contains(document.activeElement))) {
-      for (const k of ['rate_per_second', 'max_active', 'token_ttl_seconds']) {
+      for (const k of QUEUE_KNOBS) {
         if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
       }
       if (force) entry.dirty = false;
@@ -422,6 +508,11 @@
     } else if (queueCards.size && empty) {
       empty.remove();
     }
+    const names = [...seen].sort();
+    if (!knownQueues || names.join('\n') !== knownQueues.join('\n')) {
+      knownQueues = names;
+      refreshQueueSelects();
+    }
   }
 
   el.newQueue.addEventListener('submit', async (e) => {
@@ -434,36 +525,91 @@
     const body = {};
     if (f.elements.rate_per_second.value !== '') body.rate_per_second = Number(f.elements.rate_per_second.value);
     msg.textContent = t('admin_saving');
+    clearFieldErrors(f);
     const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(name), body);
-    msg.dataset.state = r.ok ? 'ok' : 'error';
-    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
-    if (r.ok) f.elements.name.value = '';
+    if (!r.ok) { showError(f, msg, r.err); return; }
+    msg.dataset.state = 'ok';
+    msg.textContent = t('admin_saved');
+    f.elements.name.value = '';
   });
+  watchFieldErrors(el.newQueue);
 
   // ---------- products ----------
+
+  /**
+   * Fills a queue <select> with "not on sale" and the known queues, keeping `want`
+   * selected (listed even when no such queue exists, so saving does not change it).
+   */
+  function fillQueueSelect(sel, want) {
+    const names = (knownQueues || []).slice();
+    const missing = want && !names.includes(want);
+    if (missing) names.push(want);
+    const opts = [new Option(t('admin_not_on_sale'), '')];
+    for (const name of names) {
+      const text = missing && name === want && knownQueues ? t('admin_queue_missing', { name }) : name;
+      opts.push(new Option(text, name));
+    }
+    const same = sel.options.length === opts.length &&
+      opts.every((o, i) => sel.options[i].value === o.value && sel.options[i].text === o.text);
+    if (!same) sel.replaceChildren(...opts);
+    sel.value = want || '';
+  }
+
+  function refreshQueueSelects() {
+    for (const tr of productRows.values()) {
+      const sel = control(tr, 'queue');
+      fillQueueSelect(sel, sel.value);
+    }
+    fillQueueSelect(el.newProductQueue, el.newProductQueue.value);
+  }
+
+  /** The PUT body of a product row or of the new-product form: limits left empty are kept. */
+  function productBody(root) {
+    const body = {
+      name: control(root, 'name').value.trim(),
+      price: Number(control(root, 'price').value),
+      stock: Number(control(root, 'stock').value),
+      queue: control(root, 'queue').value,
+    };
+    for (const k of PRODUCT_LIMITS) {
+      const v = control(root, k).value.trim();
+      if (v !== '') body[k] = Number(v);
+    }
+    return body;
+  }
 
   function makeProductRow(id) {
     const tr = el.tplProduct.content.firstElementChild.cloneNode(true);
     tr.dataset.product = id;
     field(tr, 'id').textContent = id;
-    const labels = { name: t('admin_product_name'), price: t('admin_product_price'), stock: t('admin_product_stock_set') };
+    const labels = {
+      name: t('admin_product_name'), price: t('admin_product_price'), stock: t('admin_product_stock_set'),
+      queue: t('admin_product_queue'), max_per_order: t('admin_max_per_order'), max_per_ticket: t('admin_max_per_ticket'),
+    };
     for (const k of Object.keys(labels)) {
-      const input = tr.querySelector('input[name="' + k + '"]');
-      input.setAttribute('aria-label', labels[k] + ' — ' + id);
-      input.addEventListener('input', () => { tr.dataset.dirty = '1'; });
+      const ctl = control(tr, k);
+      ctl.id = 'p-' + id + '-' + k;
+      ctl.setAttribute('aria-label', labels[k] + ' — ' + id);
+      ctl.dataset.label = labels[k];
     }
-    tr.querySelector('[data-testid="save-product"]').addEventListener('click', async () => {
-      const body = {
-        name: tr.querySelector('input[name="name"]').value.trim(),
-        price: Number(tr.querySelector('input[name="price"]').value),
-        stock: Number(tr.querySelector('input[name="stock"]').value),
-      };
+    const dirty = () => { tr.dataset.dirty = '1'; };
+    tr.addEventListener('input', dirty);
+    tr.addEventListener('change', dirty);
+    watchFieldErrors(tr);
+    const save = tr.querySelector('[data-testid="save-product"]');
+    save.id = 'p-' + id + '-save';
+    save.addEventListener('click', async () => {
+      const body = productBody(tr);
       const msg = tr.querySelector('[data-testid="product-msg"]');
+      msg.dataset.state = 'pending';
       msg.textContent = t('admin_saving');
+      clearFieldErrors(tr);
       const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
-      msg.dataset.state = r.ok ? 'ok' : 'error';
-      msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
-      if (r.ok) { delete tr.dataset.dirty; loadProducts(); }
+      if (!r.ok) { showError(tr, msg, r.err); return; }
+      msg.dataset.state = 'ok';
+      msg.textContent = t('admin_saved');
+      delete tr.dataset.dirty;
+      loadProducts();
     });
     return tr;
   }
@@ -481,9 +627,11 @@
       }
       field(tr, 'stock').textContent = num.format(n(p.stock));
       if (!tr.dataset.dirty && !tr.contains(document.activeElement)) {
-        tr.querySelector('input[name="name"]').value = p.name || '';
-        tr.querySelector('input[name="price"]').value = String(n(p.price));
-        tr.querySelector('input[name="stock"]').value = String(n(p.stock));
+        control(tr, 'name').value = p.name || '';
+        control(tr, 'price').value = String(n(p.price));
+        control(tr, 'stock').value = String(n(p.stock));
+        fillQueueSelect(control(tr, 'queue'), typeof p.queue === 'string' ? p.queue : '');
+        for (const k of PRODUCT_LIMITS) control(tr, k).value = typeof p[k] === 'number' ? String(p[k]) : '';
       }
     }
     for (const [id, tr] of productRows) {
@@ -494,7 +642,7 @@
       const tr = document.createElement('tr');
       tr.className = 'empty';
       const td = cell('td', t('admin_no_products'), 'muted');
-      td.colSpan = 6;
+      td.colSpan = el.products.closest('table').querySelectorAll('thead th').length;
       tr.append(td);
       el.products.append(tr);
     } else if (productRows.size && empty) {
@@ -524,13 +672,18 @@
     const id = f.elements.id.value.trim();
     if (!NAME_RE.test(id)) { f.elements.id.setAttribute('aria-invalid', 'true'); f.elements.id.focus(); return; }
     f.elements.id.removeAttribute('aria-invalid');
-    const body = { name: f.elements.name.value.trim(), price: Number(f.elements.price.value), stock: Number(f.elements.stock.value) };
+    const body = productBody(f);
     msg.textContent = t('admin_saving');
+    clearFieldErrors(f);
     const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
-    msg.dataset.state = r.ok ? 'ok' : 'error';
-    msg.textContent = r.ok ? t('admin_saved') : errorText(r.err);
-    if (r.ok) { f.elements.id.value = ''; f.elements.name.value = ''; loadProducts(); }
+    if (!r.ok) { showError(f, msg, r.err); return; }
+    msg.dataset.state = 'ok';
+    msg.textContent = t('admin_saved');
+    f.elements.id.value = '';
+    f.elements.name.value = '';
+    loadProducts();
   });
+  watchFieldErrors(el.newProduct);
 
   // ---------- charts ----------
 

@@ -54,17 +54,21 @@
   async function readError(res) {
     let code = 'http_' + res.status;
     let message = res.statusText || 'HTTP ' + res.status;
+    let field;
     try {
       const body = await res.json();
       if (body && body.error) {
         code = body.error.code || code;
         message = body.error.message || message;
+        field = body.error.field;
       }
     } catch (_) { /* not JSON: keep the status */ }
     return {
       status: res.status,
       code,
       message,
+      field, // the input a 422 is about, when it is one
+
       retryAfter: parseRetryAfter(res.headers.get('Retry-After')),
       scope: res.headers.get('X-RateLimit-Scope') || undefined,
     };

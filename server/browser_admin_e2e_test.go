@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// TestBrowserAdminEditsSaleSettings drives the admin dashboard in headless Chromium:
+//   - product shoe, not on sale, is put on sale through queue drop (picked in the row's
+//     queue select) with max_per_order 2, and drop's places_per_ip is set to 7 in its
+//     queue card; GET /api/products/shoe and GET /admin/api/stats read the values back;
+//   - max_per_order 0 is refused (422, error.field max_per_order): the dashboard marks that
+//     input aria-invalid, shows the server's message next to it (its aria-describedby) and
+//     names the field in the row's status; the stored value stays 2; typing clears the mark;
+//   - the "Add a product" form creates product cap sold through queue later.
+//
+// The screenshot goes to $WR_SCREENSHOTS, else screenshots/ at the repo root.
+func TestBrowserAdminEditsSaleSettings(t *testing.T) {
+	if _, err := os.Stat(chromiumBin); err != nil {
+		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs := redistest.Start(t)
+	in := startInProcess(t, "admin-ui", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	for _, q := range []string{"drop", "later"} {
+		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
+	}
+	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Trail shoe", "price": 12900, "stock": 5})
+	if p := adminUIProduct(t, in, "shoe"); p.Queue != nil || p.MaxPerOrder != 4 || p.MaxPerTicket != 4 {
+		t.Fatalf("new product shoe: queue %v, max_per_order %d, max_per_ticket %d; want null, 4, 4",
+			p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+	}
+	if got := adminUIPlacesPerIP(t, in, "drop"); got != 100 {
+		t.Fatalf("drop's places_per_ip before: %d, want the default 100", got)
+	}
+
+	b := startBrowser(t, ctx)
+	adm := b.open(t, "admin")
+	adm.navigate(in.url + "/admin")
+	adm.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	adm.sendKeys("admin-token", adminToken)
+	adm.click("admin-login-submit")
+	// The row shows the stored settings, and its queue select lists the known queues.
+	adm.waitJS("shoe's row and drop's card", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		const sel = $('p-shoe-queue');
+		return !$('dashboard').hidden && $('admin-conn').dataset.state === 'live' &&
+			sel !== null && sel.value === '' && [...sel.options].map((o) => o.value).join() === ',drop,later' &&
+			$('p-shoe-max_per_order').value === '4' && $('p-shoe-max_per_ticket').value === '4' &&
+			$('q-drop-places_per_ip') !== null && $('q-drop-places_per_ip').value === '100';
+	})()`)
+
+	// 1. Put shoe on sale through drop, at most 2 per order.
+	adm.sendKeys("p-shoe-queue", "drop") // type-ahead picks the option, as a keyboard user would
+	if v := adm.eval(`document.getElementById('p-shoe-queue').value`); v != "drop" {
+		t.Fatalf("queue select after typing drop: %q", v)
+	}
+	adminUIRetype(adm, "p-shoe-max_per_order", "2")
+	adm.click("p-shoe-save")
+	adm.waitJS("shoe saved", 10*time.Second, adminUIRowMsg("ok"))
+	p := adminUIProduct(t, in, "shoe")
+	if p.Queue == nil || *p.Queue != "drop" || p.MaxPerOrder != 2 || p.MaxPerTicket != 4 {
+		t.Fatalf("GET /api/products/shoe after the save: queue %v, max_per_order %d, max_per_ticket %d; want drop, 2, 4",
+			p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+	}
+	t.Logf("dashboard saved shoe: queue %s, max_per_order %d, max_per_ticket %d", *p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+
+	// 2. drop's places per address.
+	adminUIRetype(adm, "q-drop-places_per_ip", "7")
+	adm.click("q-drop-save")
+	adm.waitJS("drop saved", 10*time.Second, `(() => {
+		const card = document.querySelector('[data-testid=queue-card][data-queue=drop]');
+		return card.querySelector('[data-testid=queue-msg]').dataset.state === 'ok' &&
+			card.querySelector('[data-field=places_per_ip]').textContent.trim() === '7';
+	})()`)
+	if got := adminUIPlacesPerIP(t, in, "drop"); got != 7 {
+		t.Fatalf("GET /admin/api/stats: drop's places_per_ip %d, want 7", got)
+	}
+	if got := adminUIPlacesPerIP(t, in, "later"); got != 100 {
+		t.Fatalf("GET /admin/api/stats: later's places_per_ip %d, want 100 (unchanged)", got)
+	}
+	t.Log("dashboard saved drop's places_per_ip 7")
+
+	// 3. max_per_order 0: the server's 422 names the field, the dashboard marks it.
+	adminUIRetype(adm, "p-shoe-max_per_order", "0")
+	adm.click("p-shoe-save")
+	adm.waitJS("the field error on max_per_order", 10*time.Second, adminUIRowMsg("error")+` && (() => {
+		const input = document.getElementById('p-shoe-max_per_order');
+		const slot = document.getElementById(input.getAttribute('aria-describedby') || 'none');
+		return input.getAttribute('aria-invalid') === 'true' && slot !== null && !slot.hidden &&
+			slot.closest('td') === input.closest('td') && document.activeElement === input &&
+			slot.textContent.includes('max_per_order must be between 1 and 1000');
+	})()`)
+	status := adm.eval(`document.querySelector('tr[data-product=shoe] [data-testid=product-msg]').textContent`)
+	fieldErr := adm.eval(`document.getElementById('p-shoe-max_per_order-error').textContent`)
+	t.Logf("refused max_per_order 0: next to the field %q, row status %q", fieldErr, status)
+	if others := adm.eval(`String(document.querySelectorAll('[aria-invalid=true]').length)`); others != "1" {
+		t.Errorf("%s controls marked invalid, want only max_per_order", others)
+	}
+	adm.screenshot(screenshotDir(t), "7-admin-field-error")
+	if p := adminUIProduct(t, in, "shoe"); p.MaxPerOrder != 2 {
+		t.Fatalf("max_per_order after the refused save: %d, want 2", p.MaxPerOrder)
+	}
+	// Typing a new value takes the mark off.
+	adminUIRetype(adm, "p-shoe-max_per_order", "3")
+	adm.waitJS("the mark cleared", 5*time.Second, `(() => {
+		const input = document.getElementById('p-shoe-max_per_order');
+		return !input.hasAttribute('aria-invalid') && document.getElementById('p-shoe-max_per_order-error').hidden;
+	})()`)
+
+	// 4. A new product, sold through later.
+	adm.sendKeys("new-product-id", "cap")
+	adm.sendKeys("new-product-name", "Cap")
+	adm.sendKeys("new-product-queue", "later")
+	adminUIRetype(adm, "new-product-max-ticket", "6")
+	adm.do("click Create", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+	adm.waitJS("cap's row", 10*time.Second, `(() => {
+		const sel = document.getElementById('p-cap-queue');
+		return document.querySelector('#new-product [data-testid=form-msg]').dataset.state === 'ok' &&
+			sel !== null && sel.value === 'later' && document.getElementById('p-cap-max_per_ticket').value === '6';
+	})()`)
+	if p := adminUIProduct(t, in, "cap"); p.Queue == nil || *p.Queue != "later" || p.MaxPerOrder != 4 || p.MaxPerTicket != 6 {
+		t.Fatalf("GET /api/products/cap: queue %v, max_per_order %d, max_per_ticket %d; want later, 4, 6", p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+	}
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	logServerErrors(t, in)
+}
+
+type adminUIProductView struct {
+	Queue        *string `json:"queue"`
+	MaxPerOrder  int64   `json:"max_per_order"`
+	MaxPerTicket int64   `json:"max_per_ticket"`
+}
+
+func adminUIProduct(t *testing.T, in *instance, id string) adminUIProductView {
+	t.Helper()
+	var p adminUIProductView
+	if res := call(t, "GET", in.url+"/api/products/"+id, "", nil, &p); res.StatusCode != 200 {
+		t.Fatalf("GET /api/products/%s: %d", id, res.StatusCode)
+	}
+	return p
+}
+
+func adminUIPlacesPerIP(t *testing.T, in *instance, queue string) int64 {
+	t.Helper()
+	var st struct {
+		Queues []struct {
+			Name        string `json:"name"`
+			PlacesPerIP *int64 `json:"places_per_ip"`
+		} `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, q := range st.Queues {
+		if q.Name == queue {
+			if q.PlacesPerIP == nil {
+				t.Fatalf("GET /admin/api/stats: queue %s has no places_per_ip", queue)
+			}
+			return *q.PlacesPerIP
+		}
+	}
+	t.Fatalf("GET /admin/api/stats: no queue %s", queue)
+	return 0
+}
+
+// adminUIRowMsg is a JS condition: shoe's row status is in the given state.
+func adminUIRowMsg(state string) string {
+	return `document.querySelector('tr[data-product=shoe] [data-testid=product-msg]').dataset.state === ` + strconv.Quote(state)
+}
+
+// adminUIRetype replaces what the input #id holds by typing text over its selected contents.
+func adminUIRetype(p *browserPage, id, text string) {
+	p.t.Helper()
+	p.eval(fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.focus(); e.select(); return ''; })()`, id))
+	p.sendKeys(id, text)
+	if v := p.eval(fmt.Sprintf(`document.getElementById(%q).value`, id)); v != text {
+		p.t.Fatalf("%s: #%s holds %q after typing %q", p.name, id, v, text)
+	}
+}
