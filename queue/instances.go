@@ -17,6 +17,9 @@ import (
 type Instance struct {
 	ID             string    `json:"id"`
 	SSEConnections int64     `json:"sse_connections"`
+	MaxStreams     int64     `json:"max_streams"`     // stream budget (0 = none, or an older release)
+	Connections    int64     `json:"connections"`     // open client connections, streams included
+	MaxConnections int64     `json:"max_connections"` // connection budget (0 = none)
 	StartedAt      time.Time `json:"started_at"`
 	LastSeen       time.Time `json:"last_seen"`
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +140,134 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 		p.checkConsole()
 	}
 	logServerErrors(t, in)
+}
+
+// TestBrowserAdminShowsStreamBudget starts an instance with a stream budget of 2
+// (WR_MAX_STREAMS=2) and follows its row in the dashboard's Instances table:
+//   - with no stream open the row shows streams "0 / 2" and no Full badge, and connections
+//     against the budget derived from the open-file limit;
+//   - with 2 streams open through the API it shows "2 / 2", "100% used" and the Full badge
+//     (text in the row header, not colour only);
+//   - a third stream is shed: 200, text/event-stream, a body that starts with "retry: "
+//     (2–10 s, jittered) and ends; joins answer 503 instance_full and /readyz 503 "full";
+//   - once a stream closes the row shows "1 / 2" and the badge goes.
+func TestBrowserAdminShowsStreamBudget(t *testing.T) {
+	if _, err := os.Stat(chromiumBin); err != nil {
+		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs := redistest.Start(t)
+	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1s"}))
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": true})
+	// Three places first: at the budget the instance refuses joins too.
+	var tickets []string
+	for i := range 3 {
+		var j joinResp
+		if res := call(t, "POST", in.url+"/api/queues/drop/join", "", nil, &j); res.StatusCode != 201 {
+			t.Fatalf("join %d: %d", i, res.StatusCode)
+		}
+		tickets = append(tickets, j.Ticket)
+	}
+	streamURL := in.url + "/api/queues/drop/stream"
+
+	b := startBrowser(t, ctx)
+	adm := b.open(t, "admin")
+	adm.navigate(in.url + "/admin")
+	adm.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	adm.sendKeys("admin-token", adminToken)
+	adm.click("admin-login-submit")
+	adm.waitJS("streams 0 / 2, not full", 10*time.Second, adminUIBudgetRow("0 / 2", false)+` && (() => {
+		const v = document.querySelector('tr[data-instance=budget] [data-testid=instance-conns-value]').textContent;
+		return /^\d[\d,]* \/ \d[\d,]*$/.test(v) && !v.endsWith(' / 0');
+	})()`)
+	t.Logf("no stream open: streams %q, connections %q", adminUIRowCell(adm, "instance-streams"), adminUIRowCell(adm, "instance-conns"))
+
+	// 1. Two streams fill the budget: the row says so in text and with the badge.
+	var open []*sseStream
+	for i, tk := range tickets[:2] {
+		s := mustStream(t, streamURL, tk)
+		if _, ok := s.next(t, 5*time.Second, "position"); !ok {
+			t.Fatalf("stream %d: no position event", i+1)
+		}
+		open = append(open, s)
+	}
+	adm.waitJS("streams 2 / 2 and the Full badge", 10*time.Second, adminUIBudgetRow("2 / 2", true)+` && (() => {
+		const tr = document.querySelector('tr[data-instance=budget]');
+		return tr.classList.contains('is-full') && tr.querySelector('th[scope=row]').textContent.includes('Full') &&
+			tr.querySelector('[data-testid=instance-streams]').textContent.includes('100% used') &&
+			tr.querySelector('[data-testid=instance-streams] meter').value === 2;
+	})()`)
+	t.Logf("2 streams open: streams %q, connections %q, row header %q", adminUIRowCell(adm, "instance-streams"),
+		adminUIRowCell(adm, "instance-conns"), adm.eval(`document.querySelector('tr[data-instance=budget] th').textContent`))
+	adm.screenshot(screenshotDir(t), "8-admin-stream-budget")
+
+	// 2. The API agrees: a third stream is shed with a retry and ends.
+	rctx, rcancel := context.WithTimeout(testContext(t), 5*time.Second)
+	defer rcancel()
+	req, _ := http.NewRequestWithContext(rctx, "GET", streamURL, nil)
+	req.Header.Set("Authorization", "Bearer "+tickets[2])
+	req.Header.Set("Accept", "text/event-stream")
+	started := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("third stream: %v", err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatalf("third stream: the body did not end: %v (read %q)", err, body)
+	}
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") || !strings.HasPrefix(string(body), "retry: ") {
+		t.Fatalf("third stream: %d %q %q; want 200, text/event-stream and a body starting with \"retry: \"",
+			res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	retry, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(strings.TrimPrefix(string(body), "retry: "), "\n", 2)[0]))
+	if err != nil || retry < 2000 || retry > 10000 {
+		t.Fatalf("third stream: retry %q, want 2000–10000 ms", body)
+	}
+	t.Logf("third stream shed in %v: 200 %s, body %q", time.Since(started).Round(time.Millisecond), res.Header.Get("Content-Type"), body)
+	var e errResp
+	if res := call(t, "POST", in.url+"/api/queues/drop/join", "", nil, &e); res.StatusCode != 503 || e.Error.Code != "instance_full" {
+		t.Fatalf("join at the budget: %d %q, want 503 instance_full", res.StatusCode, e.Error.Code)
+	}
+	var ready struct {
+		Status string `json:"status"`
+	}
+	if res := call(t, "GET", in.url+"/readyz", "", nil, &ready); res.StatusCode != 503 || ready.Status != "full" {
+		t.Fatalf("/readyz at the budget: %d %q, want 503 full", res.StatusCode, ready.Status)
+	}
+	if got := adminUIRowCell(adm, "instance-streams-value"); got != "2 / 2" {
+		t.Fatalf("after the shed stream the dashboard shows streams %q, want 2 / 2", got)
+	}
+
+	// 3. A stream closes: below the budget again, the badge goes.
+	open[0].close()
+	adm.waitJS("streams 1 / 2, not full", 10*time.Second, adminUIBudgetRow("1 / 2", false))
+	t.Logf("one stream closed: streams %q", adminUIRowCell(adm, "instance-streams"))
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	logServerErrors(t, in)
+}
+
+// adminUIBudgetRow is a JS condition: instance budget's row shows streams as want, with
+// the Full badge or without it.
+func adminUIBudgetRow(want string, full bool) string {
+	return fmt.Sprintf(`(() => {
+		const tr = document.querySelector('tr[data-testid=instance-row][data-instance=budget]');
+		if (!tr || document.getElementById('admin-conn').dataset.state !== 'live') return false;
+		const v = tr.querySelector('[data-testid=instance-streams-value]');
+		const badge = tr.querySelector('[data-testid=instance-full]');
+		return v !== null && v.textContent === %q && (badge !== null && badge.textContent === 'Full') === %t;
+	})()`, want, full)
+}
+
+// adminUIRowCell is the text of the cell (or part) with the test id in instance budget's row.
+func adminUIRowCell(p *browserPage, testid string) string {
+	p.t.Helper()
+	return p.eval(fmt.Sprintf(`document.querySelector('tr[data-instance=budget] [data-testid=%s]').textContent`, testid))
 }
 
 type adminUIProductView struct {

@@ -50,6 +50,8 @@ type config struct {
 	StatusPerTicket float64
 	RedisTimeout    time.Duration
 	UnboundQueue    string
+	MaxConns        int
+	MaxStreams      int
 	FailOpen        bool
 	ProxyHeader     string
 	TrustedProxies  []string
@@ -182,6 +184,8 @@ var settings = []setting{
 		c.UnboundQueue = v
 		return nil
 	}},
+	{"WR_MAX_CONNS", "0", "most open client connections, streams included; past it a new connection is closed at accept (0 = the open-file limit minus a reserve for the Redis and PostgreSQL pools and files: 19,807 at 20,000)", intSetting(func(c *config) *int { return &c.MaxConns }, 0, 10_000_000)},
+	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},

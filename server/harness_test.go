@@ -161,9 +161,16 @@ func binary(t *testing.T) string {
 // startProcess runs the built binary as a child process.
 func startProcess(t *testing.T, id string, env map[string]string) *instance {
 	t.Helper()
+	return startCommand(t, id, env, binary(t))
+}
+
+// startCommand runs argv (the built binary, perhaps behind a wrapper such as prlimit) as a
+// child process.
+func startCommand(t *testing.T, id string, env map[string]string, argv ...string) *instance {
+	t.Helper()
 	env = copyEnv(env)
 	env["WR_INSTANCE_ID"] = id
-	cmd := exec.Command(binary(t))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -125,7 +125,10 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}
 
+	maxConns, maxStreams := budgets(cfg, log)
+	var srv *web.Server // set below, before anything runs
 	a.hub = stream.NewHub(q, stream.Config{
+		MaxStreams: maxStreams, MaxConns: maxConns, Connections: func() int64 { return srv.Connections() },
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
@@ -136,7 +139,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
 	a.limits = q.LiveLimits(lim)
-	a.srv, err = web.New(web.Config{
+	srv, err = web.New(web.Config{
+		MaxConns: maxConns, MaxStreams: maxStreams,
 		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue,
 		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
@@ -144,6 +148,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
 	})
+	a.srv = srv
 	return a, closeAll, err
 }
 

@@ -173,4 +173,12 @@ var messages = map[string][2]string{
 	"admin_places_per_ip":       {"Places per address (0 = no limit)", "주소당 대기 자리 (0 = 제한 없음)"},
 	"admin_places_per_ip_short": {"Places per address", "주소당 대기 자리"},
 	"admin_not_saved_field":     {"Not saved: check “{field}”.", "저장하지 못했습니다. “{field}” 항목을 확인하세요."},
+
+	// Admin: per-instance stream and connection budgets.
+	"admin_instance_streams": {"Streams / budget", "스트림 / 한도"},
+	"admin_instance_conns":   {"Connections / budget", "연결 / 한도"},
+	"admin_no_budget":        {"no budget", "한도 없음"},
+	"admin_budget_used":      {"{pct} used", "{pct} 사용"},
+	"admin_full":             {"Full", "가득 참"},
+	"admin_full_note":        {"at or within 1 % of its stream budget. At the budget the instance sheds new streams (they retry later), refuses joins, and /readyz answers “full”.", "스트림 한도에 도달했거나 1 % 이내로 근접했습니다. 한도에 도달하면 인스턴스는 새 스트림을 돌려보내고(나중에 다시 시도), 줄 서기를 거절하며, /readyz는 “full”을 응답합니다."},
 }

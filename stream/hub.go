@@ -25,7 +25,7 @@
 // collects it and drops it after unlocking.
 //
 // Goroutines: Run starts every one of them (writers, subscription, fan-out, ticket checkers,
-// presence and report loops) in one errgroup and returns only when all have stopped; the
+// presence, report and sweep loops) in one errgroup and returns only when all have stopped; the
 // only other goroutine, the subscription's feed reader, is started by subscribe and waited
 // for before it returns.
 package stream
@@ -72,6 +72,9 @@ type Config struct {
 	PresenceEvery  time.Duration // sign-of-life refresh of open streams' tickets (20 s)
 	CountEvery     time.Duration // report this instance's stream count (2 s)
 	CountTTL       time.Duration // a silent instance drops out of the admin view after this (6 s)
+	MaxStreams     int64         // the stream budget, reported with the count (0 = none)
+	MaxConns       int64         // the connection budget, reported likewise
+	Connections    func() int64  // open client connections, reported likewise (nil = not known)
 	Log            zerolog.Logger
 }
 
@@ -136,6 +139,7 @@ type Hub struct {
 	done   chan struct{}
 	sub    chan string   // queues to subscribe to
 	checks chan checkReq // tickets the line has passed, for the checkers to ask Redis about
+	sweeps chan struct{} // asks for a sweep of streams whose peer has gone (capacity needed)
 }
 
 // qhub is one queue's local state and streams.
@@ -160,7 +164,8 @@ func NewHub(src Source, cfg Config, reg prometheus.Registerer) *Hub {
 	cfg = cfg.withDefaults()
 	h := &Hub{src: src, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
-		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue)}
+		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue),
+		sweeps: make(chan struct{}, 1)}
 	for range cfg.Shards {
 		h.shards = append(h.shards, newShard(h))
 	}
@@ -190,6 +195,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	g.Go(func() error { h.fanoutLoop(gctx); return nil })
 	g.Go(func() error { h.presenceLoop(gctx); return nil })
 	g.Go(func() error { h.reportLoop(gctx); return nil })
+	g.Go(func() error { h.sweepLoop(gctx); return nil })
 	err := g.Wait()
 	h.shutdownConns()
 	// The streams closed at shutdown get their last sign of life now, so their grace starts

@@ -19,6 +19,8 @@ type metrics struct {
 	fanout        prometheus.Histogram
 	tickDelay     prometheus.Histogram
 	admitDelivery prometheus.Histogram
+	sweeps        prometheus.Counter
+	swept         prometheus.Counter
 }
 
 // latencyBuckets resolve the admission path's milliseconds (the target is a p99 of 25 ms
@@ -47,8 +49,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From the admission in Redis (its TIME) to the admitted event written to the client's socket, for streams open when the tick message arrived (not reconnects or the missed-message fallback; includes clock skew between hosts).",
 			Buckets: latencyBuckets}),
 	}
+	m.sweeps = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_sweeps_total", Help: "Looks at every stream for a gone peer, made because the instance was at its stream budget."})
+	m.swept = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_swept_total", Help: "Streams dropped by those looks (their peer had gone)."})
 	if reg != nil {
-		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout, m.tickDelay, m.admitDelivery)
+		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout, m.tickDelay, m.admitDelivery, m.sweeps, m.swept)
 	}
 	return m
 }

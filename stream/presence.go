@@ -97,7 +97,11 @@ func (h *Hub) reportLoop(ctx context.Context) {
 func (h *Hub) report(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
-	in := queue.Instance{ID: h.cfg.Instance, SSEConnections: h.Count(), StartedAt: h.startedAt.UTC(), LastSeen: time.Now().UTC()}
+	in := queue.Instance{ID: h.cfg.Instance, SSEConnections: h.Count(), MaxStreams: h.cfg.MaxStreams,
+		MaxConnections: h.cfg.MaxConns, StartedAt: h.startedAt.UTC(), LastSeen: time.Now().UTC()}
+	if h.cfg.Connections != nil {
+		in.Connections = h.cfg.Connections()
+	}
 	if err := h.src.ReportInstance(ctx, in, h.cfg.CountTTL); err != nil && ctx.Err() == nil {
 		h.log.Debug().Err(err).Msg("stream: report instance")
 	}

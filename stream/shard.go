@@ -265,3 +265,51 @@ func (s *shard) write(c *conn, b []byte) bool {
 	s.h.m.bytes.Add(float64(len(b)))
 	return true
 }
+
+// sweepEvery bounds how often a full instance looks for streams whose peer has gone.
+const sweepEvery = time.Second
+
+// RequestSweep asks for a look, now, at every stream for a peer that has gone (a closed
+// socket the heartbeats have not reached yet), so that capacity held by stale sockets is
+// free when a reconnect storm needs it. It never blocks; sweeps run at most once per
+// sweepEvery. An instance at its stream budget calls it.
+func (h *Hub) RequestSweep() {
+	select {
+	case h.sweeps <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) sweepLoop(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.sweeps:
+		}
+		if wait := sweepEvery - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		dropped := 0
+		for _, s := range h.shards {
+			for _, c := range s.all() {
+				// A peek, no write: it cannot block, and a stream whose head is not out yet
+				// is left to its writer.
+				if s.isReady(c) && peerClosed(c.nc) {
+					h.drop(c, "client_closed")
+					dropped++
+				}
+			}
+		}
+		h.m.sweeps.Inc()
+		h.m.swept.Add(float64(dropped))
+	}
+}

@@ -47,7 +47,10 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler { return handleError(lo
 func handleError(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := mapError(err)
-		if e.Status >= 500 {
+		switch {
+		case e.Status >= 500 && e.Code == "instance_full":
+			// Shedding at the stream budget is the instance working as meant; /metrics counts it.
+		case e.Status >= 500:
 			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", c.Path()).Int("status", e.Status).Msg("request failed")
 		}
 		if e.RetryAfter > 0 {

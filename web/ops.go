@@ -14,11 +14,16 @@ import (
 )
 
 type metrics struct {
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	rejected  *prometheus.CounterVec
-	failOpen  prometheus.Counter
-	streamErr *prometheus.CounterVec
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	rejected      *prometheus.CounterVec
+	failOpen      prometheus.Counter
+	streamErr     *prometheus.CounterVec
+	acceptErrors  *prometheus.CounterVec
+	connsShed     prometheus.Counter
+	conns         prometheus.Gauge
+	connsBudget   prometheus.Gauge
+	streamsBudget prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,10 +33,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"route"}),
 		rejected:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_rejected_total", Help: "Requests refused by a rate limit, by scope and path."}, []string{"scope", "path"}),
 		failOpen:  prometheus.NewCounter(prometheus.CounterOpts{Name: "failopen_orders_total", Help: "Orders let through without a token check while Redis was down (fail-open mode)."}),
-		streamErr: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sse_refused_total", Help: "Stream requests refused, by reason."}, []string{"reason"}),
+		streamErr: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sse_refused_total", Help: "Stream requests refused, by reason (full: shed with a retry at the stream budget)."}, []string{"reason"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_accept_errors_total",
+			Help: "Failed accepts, by reason; each is retried after a back-off (the server never stops on one)."}, []string{"reason"}),
+		connsShed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "http_connections_shed_total", Help: "Connections closed at accept because the connection budget was full."}),
+		conns:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections", Help: "Open client connections (streams included)."}),
+		connsBudget:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections_budget", Help: "Most open client connections (WR_MAX_CONNS; 0 = none)."}),
+		streamsBudget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sse_streams_budget", Help: "Most open streams (WR_MAX_STREAMS; 0 = none)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr)
+		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr, m.acceptErrors, m.connsShed,
+			m.conns, m.connsBudget, m.streamsBudget)
 	}
 	return m
 }
@@ -114,6 +126,13 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	if res["redis"] != "ok" || res["postgres"] != "ok" {
 		c.Set(fiber.HeaderRetryAfter, "2")
 		res["status"] = "unavailable"
+		return c.Status(fiber.StatusServiceUnavailable).JSON(res)
+	}
+	if s.full() {
+		// At the stream budget: a load balancer steers new users to other instances; the
+		// streams held here go on.
+		c.Set(fiber.HeaderRetryAfter, "2")
+		res["status"] = "full"
 		return c.Status(fiber.StatusServiceUnavailable).JSON(res)
 	}
 	res["status"] = "ok"

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -45,6 +46,12 @@ type Config struct {
 	// upgrade aid (products made before products named their queue), empty by default.
 	UnboundQueue string
 	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
+	// MaxConns is the most client connections open at once (streams included); past it a
+	// new connection is closed at accept. 0 = no budget.
+	MaxConns int64
+	// MaxStreams is the most streams open at once; past it a stream answers 200 with a
+	// jittered retry and ends, joins answer 503, /readyz says "full". 0 = no budget.
+	MaxStreams int64
 }
 
 // Deps are the parts the server is wired to.
@@ -73,6 +80,7 @@ type Server struct {
 
 	closing   chan struct{}
 	closeOnce sync.Once
+	conns     atomic.Int64 // open client connections (the listener's count)
 }
 
 // New builds the server and its routes.
@@ -126,7 +134,17 @@ func (s *Server) App() *fiber.App { return s.app }
 
 // Serve serves on ln (a plain TCP listener) until Shutdown. Every connection goes through
 // the framing guard (framing.go), which refuses ambiguous HTTP framing with 400 and closes.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(guardFraming(ln)) }
+func (s *Server) Serve(ln net.Listener) error {
+	s.m.connsBudget.Set(float64(s.cfg.MaxConns))
+	s.m.streamsBudget.Set(float64(s.cfg.MaxStreams))
+	return s.app.Listener(guardFraming(budgetListener(ln, s.cfg.MaxConns, &s.conns, s.m, s.log)))
+}
+
+// Connections is the number of open client connections (for the instance report).
+func (s *Server) Connections() int64 { return s.conns.Load() }
+
+// full reports whether the instance holds its stream budget.
+func (s *Server) full() bool { return s.cfg.MaxStreams > 0 && s.d.Hub.Count() >= s.cfg.MaxStreams }
 
 // Shutdown stops the server: admin streams end, then Fiber finishes in-flight requests
 // within ctx. Close the hub (the user streams) before calling it.

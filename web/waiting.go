@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
@@ -78,6 +79,12 @@ func (s *Server) join(c *fiber.Ctx) error {
 	name, err := queueParam(c)
 	if err != nil {
 		return err
+	}
+	if s.full() {
+		// This instance holds all the streams it may: the client retries (a load balancer
+		// that reads /readyz sends it elsewhere), spread over a few seconds.
+		return &Error{Status: 503, Code: "instance_full", RetryAfter: 1 + rand.IntN(4),
+			Message: "This server is full right now; retrying in a moment."}
 	}
 	if err := s.joinLimit(c); err != nil {
 		return err
@@ -189,6 +196,9 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		c.Status(fiber.StatusOK)
 		return nil
 	}
+	if s.full() {
+		return s.shedStream(c)
+	}
 	ip := clientKey(c)
 	switch err := s.d.Hub.AcquireIP(ip); {
 	case errors.Is(err, stream.ErrTooMany):
@@ -223,6 +233,25 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	})
 	return nil
 }
+
+// shedStream answers a stream over the stream budget: 200 with a jittered retry and an
+// immediate end, so the browser's EventSource comes back later (a 503 would make it give up
+// for good) — spread over [shedRetryMin, shedRetryMax] so a reconnect storm is not repeated.
+func (s *Server) shedStream(c *fiber.Ctx) error {
+	s.m.streamErr.WithLabelValues("full").Inc()
+	s.d.Hub.RequestSweep() // stale sockets may be holding the capacity
+	retry := shedRetryMin + time.Duration(rand.Int64N(int64(shedRetryMax-shedRetryMin)))
+	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
+	c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
+	c.Set(fiber.HeaderConnection, "close")
+	return c.SendString("retry: " + strconv.FormatInt(retry.Milliseconds(), 10) + "\n\n")
+}
+
+// The retry a shed stream is told.
+const (
+	shedRetryMin = 2 * time.Second
+	shedRetryMax = 10 * time.Second
+)
 
 // ticketCookieAge is the lifetime of a ticket cookie: a place is kept at most a day.
 const ticketCookieAge = 24 * 3600

@@ -19,10 +19,12 @@
   const STALE_MS = 15000;        // no byte for this long: the stream is dead
   const PRODUCTS_POLL_MS = 5000;
   const NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+  const FULL_MARGIN = 0.01;      // an instance within 1 % of its stream budget counts as full
 
   const lang = document.documentElement.lang || 'en';
   const num = new Intl.NumberFormat(lang);
   const num1 = new Intl.NumberFormat(lang, { maximumFractionDigits: 1 });
+  const pct = new Intl.NumberFormat(lang, { style: 'percent', maximumFractionDigits: 1 });
   const rel = typeof Intl.RelativeTimeFormat === 'function' ? new Intl.RelativeTimeFormat(lang, { numeric: 'auto' }) : null;
 
   const $ = (id) => document.getElementById(id);
@@ -375,15 +377,64 @@
     return c;
   }
 
+  /**
+   * A cell with a count against its budget: "812 / 19,295", a meter and "4.2% used"; "no
+   * budget" when the budget is 0 (none, or an instance of an older release). A count the
+   * instance did not report (an older release) shows "–".
+   */
+  function budgetCell(value, budget, testid) {
+    const td = document.createElement('td');
+    td.className = 'budget';
+    td.dataset.testid = testid;
+    const has = typeof value === 'number' && Number.isFinite(value);
+    const max = n(budget);
+    const text = cell('span', !has ? '–' : max > 0 ? num.format(value) + ' / ' + num.format(max) : num.format(value), 'budget-value');
+    text.dataset.testid = testid + '-value';
+    td.append(text);
+    if (max <= 0) {
+      td.append(' ', cell('span', t('admin_no_budget'), 'budget-note muted small'));
+      return td;
+    }
+    const used = has ? Math.max(0, value) / max : 0;
+    td.append(' ', cell('span', t('admin_budget_used', { pct: pct.format(used) }), 'budget-note muted small'));
+    // The meter repeats the text for the eye; screen readers get the text only.
+    const m = document.createElement('meter');
+    m.min = 0;
+    m.max = max;
+    m.value = has ? Math.min(Math.max(0, value), max) : 0;
+    m.low = max * 0.75;
+    m.high = max * (1 - FULL_MARGIN);
+    m.optimum = 0;
+    m.setAttribute('aria-hidden', 'true');
+    td.append(m);
+    return td;
+  }
+
+  /** An instance is full at or within FULL_MARGIN of its stream budget. */
+  function isFull(i) {
+    const max = n(i.max_streams);
+    return max > 0 && n(i.sse_connections) >= max * (1 - FULL_MARGIN);
+  }
+
   function renderInstances(list, now) {
     const rows = [];
     for (const i of list) {
       const tr = document.createElement('tr');
       tr.dataset.instance = i.id;
       tr.dataset.testid = 'instance-row';
+      const full = isFull(i);
+      tr.classList.toggle('is-full', full);
       const th = cell('th', i.id);
       th.scope = 'row';
-      tr.append(th, cell('td', num.format(n(i.sse_connections)), 'num'),
+      if (full) {
+        const badge = cell('span', t('admin_full'), 'badge badge-full');
+        badge.dataset.testid = 'instance-full';
+        badge.title = t('admin_full') + ': ' + t('admin_full_note');
+        th.append(' ', badge);
+      }
+      tr.append(th,
+        budgetCell(typeof i.sse_connections === 'number' ? i.sse_connections : 0, i.max_streams, 'instance-streams'),
+        budgetCell(i.connections, i.max_connections, 'instance-conns'),
         cell('td', Number.isFinite(Date.parse(i.started_at)) ? new Date(i.started_at).toLocaleString(lang) : '–'),
         cell('td', ago(i.last_seen, now)));
       rows.push(tr);
@@ -391,7 +442,7 @@
     if (!rows.length) {
       const tr = document.createElement('tr');
       const td = cell('td', t('admin_no_instances'), 'muted');
-      td.colSpan = 4;
+      td.colSpan = 5;
       tr.append(td);
       rows.push(tr);
     }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// An instance with 1,024 open files takes 1,100 idle TCP connections (no request sent in
+// full). The first release exited ("accept4: too many open files" ended fasthttp's Serve);
+// now it sheds what is over its connection budget, stays up, and answers health checks and
+// new streams as soon as the flood ends.
+func TestDescriptorFloodIsShed(t *testing.T) {
+	rs := redistest.Start(t)
+	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	in := startCommand(t, "fd", env, "prlimit", "--nofile=1024:1024", "--", binary(t))
+	admin(t, in, "PUT", "/admin/api/queues/fd", map[string]any{"paused": true})
+	addr := strings.TrimPrefix(in.url, "http://")
+
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			_ = c.Close()
+		}
+	}()
+	for range 1100 {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", len(flood), err)
+		}
+		_, _ = c.Write([]byte("GET /healthz HTTP/1.1\r\n")) // a request that never ends
+		flood = append(flood, c)
+	}
+	time.Sleep(time.Second) // let the instance accept (and shed) the flood
+	select {
+	case err := <-in.done:
+		t.Fatalf("the instance exited under the flood: %v\n%s", err, in.logs.String())
+	default:
+	}
+	for _, c := range flood {
+		_ = c.Close()
+	}
+	flood = nil
+	ended := time.Now()
+
+	var healthy, streaming time.Duration
+	deadline := ended.Add(time.Second)
+	for healthy == 0 && time.Now().Before(deadline) {
+		if ok, _ := tryGet(in.url + "/healthz"); ok {
+			healthy = time.Since(ended)
+		}
+	}
+	if healthy == 0 {
+		t.Fatalf("/healthz did not answer within 1 s of the flood's end\n%s", tail(in.logs.String(), 3000))
+	}
+	var j joinResp
+	if res := call(t, "POST", in.url+"/api/queues/fd/join", "", nil, &j); res.StatusCode != 201 {
+		t.Fatalf("join after the flood: %d", res.StatusCode)
+	}
+	s, res := openStream(t, in.url+"/api/queues/fd/stream", j.Ticket, "")
+	if s == nil || res.StatusCode != 200 {
+		t.Fatalf("stream after the flood: %v", res)
+	}
+	if _, ok := s.next(t, time.Second, "position"); !ok {
+		t.Fatal("no position event on the stream after the flood")
+	}
+	streaming = time.Since(ended)
+	s.close()
+	if streaming > time.Second {
+		t.Fatalf("a new stream took %v after the flood, want ≤ 1 s", streaming)
+	}
+	shed := metricLine(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "http_connections_shed_total")
+	if shed == "" || strings.HasSuffix(shed, " 0") {
+		t.Fatalf("no connection was shed: %q", shed)
+	}
+	t.Logf("1,100 idle connections against 1,024 files: alive; %s; /healthz %v and a new stream %v after the flood",
+		shed, healthy.Round(time.Millisecond), streaming.Round(time.Millisecond))
+}
+
+// tryGet is one GET that reports whether it got a 200 (a shed connection is just false).
+func tryGet(url string) (bool, error) {
+	c := &http.Client{Timeout: 200 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Get(url)
+	if err != nil {
+		return false, err
+	}
+	res.Body.Close()
+	return res.StatusCode == 200, nil
+}
+
+// metricLine is the sample line of an unlabelled metric in a Prometheus text page.
+func metricLine(page, name string) string {
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("…%s", s[len(s)-n:])
+}
+
+// At its stream budget an instance sheds without dying: a new stream gets 200 with a
+// jittered retry and ends (a 503 would make EventSource give up for good), a join gets 503
+// instance_full with Retry-After, /readyz says "full" so a load balancer steers new users
+// away; a stream whose client has gone is swept at once, so the capacity it held is
+// there for the next one.
+func TestStreamBudgetSheds(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2"}))
+	admin(t, in, "PUT", "/admin/api/queues/bq", map[string]any{"paused": true})
+	var tickets []string
+	for range 3 {
+		var j joinResp
+		call(t, "POST", in.url+"/api/queues/bq/join", "", nil, &j)
+		tickets = append(tickets, j.Ticket)
+	}
+	first := mustStream(t, in.url+"/api/queues/bq/stream", tickets[0])
+	second := mustStream(t, in.url+"/api/queues/bq/stream", tickets[1])
+	defer second.close()
+
+	shed := func() (bool, string) {
+		req, _ := http.NewRequest("GET", in.url+"/api/queues/bq/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+tickets[2])
+		res, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body := readAll(res)
+		return res.StatusCode == 200 && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") &&
+			strings.HasPrefix(body, "retry: ") && !strings.Contains(body, "event:"), body
+	}
+	if ok, body := shed(); !ok {
+		t.Fatalf("third stream at a budget of 2: %q, want 200 with only a retry", body)
+	}
+	res := call(t, "POST", in.url+"/api/queues/bq/join", "", nil, nil)
+	if res.StatusCode != 503 || errCode(res) != "instance_full" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("join while full: %d %s Retry-After %q", res.StatusCode, errCode(res), res.Header.Get("Retry-After"))
+	}
+	var ready map[string]any
+	if res := call(t, "GET", in.url+"/readyz", "", nil, &ready); res.StatusCode != 503 || ready["status"] != "full" {
+		t.Fatalf("/readyz while full: %d %v", res.StatusCode, ready)
+	}
+	// The first client goes away without a word; the next shed sweeps its socket.
+	first.close()
+	testwait.For(t, 5*time.Second, "the gone client's slot to be free", func() bool {
+		var r map[string]any
+		if call(t, "GET", in.url+"/readyz", "", nil, &r); r["status"] == "ok" {
+			return true
+		}
+		shed() // a shed stream asks for the sweep
+		return false
+	})
+	third := mustStream(t, in.url+"/api/queues/bq/stream", tickets[2])
+	if _, ok := third.next(t, time.Second, "position"); !ok {
+		t.Fatal("no position on the stream that took the freed slot")
+	}
+	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
+	for _, want := range []string{`sse_refused_total{reason="full"}`, "stream_swept_total 1", "sse_streams_budget 2"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "sse_"))
+		}
+	}
+}
