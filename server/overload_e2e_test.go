@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -173,5 +174,34 @@ func TestStreamBudgetSheds(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grep(m, "sse_"))
 		}
+	}
+}
+
+// A connection that never completes a request is closed after WR_READ_TIMEOUT, so idle
+// sockets cost a bounded time.
+func TestIncompleteRequestsAreClosed(t *testing.T) {
+	rs := redistest.Start(t)
+	in := startInProcess(t, "idle", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s"}))
+	addr := strings.TrimPrefix(in.url, "http://")
+	for _, start := range []string{"", "GET /healthz HTTP/1.1\r\nHost: x\r\n"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte(start))
+		began := time.Now()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 512)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatalf("%q: still open after 5 s with WR_READ_TIMEOUT=1s", start)
+				}
+				break
+			}
+		}
+		t.Logf("%q: closed after %v", start, time.Since(began).Round(10*time.Millisecond))
+		c.Close()
 	}
 }
