@@ -103,14 +103,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 			return applied, fmt.Errorf("orders: migration %s: %w", version, err)
 		}
 		if strings.HasPrefix(string(sql), noTransaction) {
-			// CREATE INDEX CONCURRENTLY cannot run in a transaction. Such a file holds one
-			// statement written so that running it again is harmless (IF NOT EXISTS), since
-			// a crash between it and the record repeats it.
-			if _, err := conn.Exec(ctx, string(sql)); err != nil {
-				return applied, fmt.Errorf("orders: migration %s: %w", version, classify(err))
-			}
-			if _, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version); err != nil {
-				return applied, fmt.Errorf("orders: migration %s: %w", version, classify(err))
+			if err := migrateConcurrently(ctx, conn, version, string(sql)); err != nil {
+				return applied, err
 			}
 			applied++
 			continue
@@ -130,4 +124,56 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 		applied++
 	}
 	return applied, nil
+}
+
+// migrateConcurrently runs a no-transaction migration: CREATE INDEX CONCURRENTLY, which
+// cannot run in a transaction. A build that fails or is cut off (a crash, a deadline) leaves
+// an INVALID index behind that IF NOT EXISTS would then skip, so invalid indexes are dropped
+// before the build, and the version is recorded only when no index is left invalid. The
+// build does not inherit the start-up deadline: on a large orders table it may take
+// minutes, and cancelling it half-way would only leave work for the next start.
+func migrateConcurrently(ctx context.Context, conn *pgxpool.Conn, version, sql string) error {
+	fail := func(err error) error { return fmt.Errorf("orders: migration %s: %w", version, classify(err)) }
+	bctx := context.WithoutCancel(ctx)
+	if err := dropInvalidIndexes(bctx, conn); err != nil {
+		return fail(err)
+	}
+	if _, err := conn.Exec(bctx, sql); err != nil {
+		return fail(err)
+	}
+	if bad, err := invalidIndexes(bctx, conn); err != nil || len(bad) > 0 {
+		if err == nil {
+			err = fmt.Errorf("index build left invalid indexes %v", bad)
+		}
+		return fail(err)
+	}
+	if _, err := conn.Exec(bctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// invalidIndexes lists the indexes of this schema that a cut-off concurrent build left
+// invalid.
+func invalidIndexes(ctx context.Context, conn *pgxpool.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE NOT i.indisvalid AND n.nspname = current_schema()`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func dropInvalidIndexes(ctx context.Context, conn *pgxpool.Conn) error {
+	bad, err := invalidIndexes(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, name := range bad {
+		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -290,4 +291,42 @@ func TestQueryTimeoutOnALockedRow(t *testing.T) {
 	}
 	t.Logf("row locked elsewhere: ErrUnavailable after %v (QueryTimeout %v), nothing written; the retry with the same key succeeded",
 		took.Round(time.Millisecond), timeout)
+}
+
+// A concurrent index build that was cut off leaves an INVALID index; the next start drops it
+// and builds it again instead of recording the migration over a useless index.
+func TestInvalidIndexIsRebuilt(t *testing.T) {
+	s, dsn := mustOpen(t, orders.Config{})
+	mustProduct(t, s, "p", 10)
+	ctx := ctxT(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{
+		"INSERT INTO orders (id, product_id, ticket, quantity, request_hash) VALUES (gen_random_uuid(), 'p', 't', 1, 'a'), (gen_random_uuid(), 'p', 't', 1, 'b')",
+		"DROP INDEX orders_ticket_product_idx",
+		"DELETE FROM schema_migrations WHERE version = '004_orders_ticket_index'",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// A unique build over duplicate rows fails half-way and leaves the index INVALID, as a
+	// build cut off by a deadline or a crash does.
+	if _, err := conn.Exec(ctx, "CREATE UNIQUE INDEX CONCURRENTLY orders_ticket_product_idx ON orders (ticket, product_id)"); err == nil {
+		t.Fatal("the unique build over duplicates succeeded")
+	}
+	if n := query[int](t, dsn, "SELECT count(*)::int FROM pg_index WHERE NOT indisvalid"); n != 1 {
+		t.Fatalf("%d invalid indexes, want 1 to start from", n)
+	}
+	if applied, err := orders.Migrate(ctx, dsn); err != nil || applied != 1 {
+		t.Fatalf("migrate again: applied %d, %v", applied, err)
+	}
+	valid := query[bool](t, dsn, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE c.relname = 'orders_ticket_product_idx'`)
+	if !valid {
+		t.Fatal("the index is still invalid after the migration was recorded")
+	}
 }
