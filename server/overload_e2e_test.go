@@ -120,7 +120,8 @@ func tail(s string, n int) string {
 // there for the next one.
 func TestStreamBudgetSheds(t *testing.T) {
 	rs := redistest.Start(t)
-	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2"}))
+	// Heartbeats far apart: the sweep, not a heartbeat, must be what finds the gone client.
+	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1h"}))
 	admin(t, in, "PUT", "/admin/api/queues/bq", map[string]any{"paused": true})
 	var tickets []string
 	for range 3 {
@@ -155,22 +156,20 @@ func TestStreamBudgetSheds(t *testing.T) {
 	if res := call(t, "GET", in.url+"/readyz", "", nil, &ready); res.StatusCode != 503 || ready["status"] != "full" {
 		t.Fatalf("/readyz while full: %d %v", res.StatusCode, ready)
 	}
-	// The first client goes away without a word; the next shed sweeps its socket.
+	// The first client goes away without a word; /readyz (which a load balancer polls while
+	// the instance is full) asks for the sweep that finds its socket.
 	first.close()
 	testwait.For(t, 5*time.Second, "the gone client's slot to be free", func() bool {
 		var r map[string]any
-		if call(t, "GET", in.url+"/readyz", "", nil, &r); r["status"] == "ok" {
-			return true
-		}
-		shed() // a shed stream asks for the sweep
-		return false
+		call(t, "GET", in.url+"/readyz", "", nil, &r)
+		return r["status"] == "ok"
 	})
 	third := mustStream(t, in.url+"/api/queues/bq/stream", tickets[2])
 	if _, ok := third.next(t, time.Second, "position"); !ok {
 		t.Fatal("no position on the stream that took the freed slot")
 	}
 	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
-	for _, want := range []string{`sse_refused_total{reason="full"}`, "stream_swept_total 1", "sse_streams_budget 2"} {
+	for _, want := range []string{`sse_refused_total{reason="full"}`, "stream_swept_total 1", "sse_streams_budget 2", "sse_connections 2"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grep(m, "sse_"))
 		}

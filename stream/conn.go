@@ -50,19 +50,43 @@ type Waiter struct {
 	IP          string
 	LastEventID int64
 	Place       queue.Place
+	Reserved    bool // the caller holds a slot from Reserve (else Attach takes one)
 }
+
+// Reserve takes a stream slot when fewer than max streams are open (max 0: no budget) and
+// reports whether it did, so the budget holds however many requests race for the last
+// slot. A true must be matched by Attach (with Waiter.Reserved) or Unreserve.
+func (h *Hub) Reserve(max int64) bool {
+	for {
+		n := h.count.Load()
+		if max > 0 && n >= max {
+			return false
+		}
+		if h.count.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Unreserve gives back a slot taken by Reserve that no stream will use.
+func (h *Hub) Unreserve() { h.m.conns.Set(float64(h.count.Add(-1))) }
 
 // Attach takes over nc (a hijacked connection whose HTTP request has been read), writes
 // the response head, retry and the current state, and keeps it until the client goes
 // away or the hub closes. The IP slot taken by AcquireIP is released when it ends.
 func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
+	if !w.Reserved {
+		h.Reserve(0)
+	}
 	qh, err := h.queueFor(ctx, w.Queue)
 	if err != nil {
 		h.ReleaseIP(w.IP)
+		h.Unreserve()
 		return err
 	}
 	if h.isClosed() {
 		h.ReleaseIP(w.IP)
+		h.Unreserve()
 		return ErrClosed
 	}
 	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
@@ -99,8 +123,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		return ErrClosed
 	}
 
-	open := h.count.Add(1)
-	h.m.conns.Set(float64(open))
+	h.m.conns.Set(float64(h.count.Load())) // the slot was counted by Reserve
 	h.m.connects.Inc()
 	return nil
 }

@@ -21,7 +21,11 @@ type Error struct {
 	RetryAfter int    // seconds; sets Retry-After when > 0
 	Scope      string // X-RateLimit-Scope on 429
 	Field      string // the input a 422 is about ("" when not one field)
+	Close      bool   // answer with Connection: close (the client should come back on a new connection)
 }
+
+// localShed marks a request answered by shedding load (logged at debug, not as a failure).
+const localShed = "wr_shed"
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
@@ -50,6 +54,7 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 		switch {
 		case e.Status >= 500 && e.Code == "instance_full":
 			// Shedding at the stream budget is the instance working as meant; /metrics counts it.
+			c.Locals(localShed, true)
 		case e.Status >= 500:
 			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", c.Path()).Int("status", e.Status).Msg("request failed")
 		}
@@ -58,6 +63,9 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 		}
 		if e.Scope != "" {
 			c.Set("X-RateLimit-Scope", e.Scope)
+		}
+		if e.Close {
+			c.Set(fiber.HeaderConnection, "close")
 		}
 		var b body
 		b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field

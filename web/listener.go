@@ -66,7 +66,6 @@ func (l *connListener) Accept() (net.Conn, error) {
 			continue
 		}
 		l.open.Add(1)
-		l.m.conns.Set(float64(l.open.Load()))
 		if _, ok := nc.(syscall.Conn); ok {
 			c := &countedSysConn{}
 			c.Conn, c.l = nc, l
@@ -97,9 +96,17 @@ type countedConn struct {
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.m.conns.Set(float64(c.l.open.Add(-1)))
+		c.l.open.Add(-1)
 	}
 	return c.Conn.Close()
+}
+
+// CloseWrite passes the half-close through (the framing guard's refusal sends FIN with it).
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // ReadFrom passes sendfile through, as the bare conn would.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -77,7 +78,8 @@ func TestAcceptErrorsAreRetriedNotFatal(t *testing.T) {
 		done <- c
 	}()
 	buf := make([]byte, 1)
-	if _, err := over.Read(buf); err == nil {
+	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := over.Read(buf); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("the connection over the budget was not closed")
 	}
 	if got := counterValue(m.connsShed); got != 1 {

@@ -21,7 +21,6 @@ type metrics struct {
 	streamErr     *prometheus.CounterVec
 	acceptErrors  *prometheus.CounterVec
 	connsShed     prometheus.Counter
-	conns         prometheus.Gauge
 	connsBudget   prometheus.Gauge
 	streamsBudget prometheus.Gauge
 }
@@ -37,13 +36,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_accept_errors_total",
 			Help: "Failed accepts, by reason; each is retried after a back-off (the server never stops on one)."}, []string{"reason"}),
 		connsShed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "http_connections_shed_total", Help: "Connections closed at accept because the connection budget was full."}),
-		conns:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections", Help: "Open client connections (streams included)."}),
 		connsBudget:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections_budget", Help: "Most open client connections (WR_MAX_CONNS; 0 = none)."}),
 		streamsBudget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sse_streams_budget", Help: "Most open streams (WR_MAX_STREAMS; 0 = none)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr, m.acceptErrors, m.connsShed,
-			m.conns, m.connsBudget, m.streamsBudget)
+			m.connsBudget, m.streamsBudget)
 	}
 	return m
 }
@@ -88,7 +86,7 @@ func (s *Server) requestLog(c *fiber.Ctx) error {
 	s.m.requests.WithLabelValues(route, itoa(status)).Inc()
 	s.m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	ev := s.log.Debug()
-	if status >= 500 {
+	if shed, _ := c.Locals(localShed).(bool); status >= 500 && !shed {
 		ev = s.log.Warn()
 	}
 	ev.Str("request_id", id).Str("method", c.Method()).Str("path", c.Path()).Int("status", status).
@@ -130,8 +128,12 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	}
 	if s.full() {
 		// At the stream budget: a load balancer steers new users to other instances; the
-		// streams held here go on.
+		// streams held here go on. The balancer stops sending streams, so the look for
+		// stale sockets is asked for here too.
+		s.d.Hub.RequestSweep()
+		c.Locals(localShed, true)
 		c.Set(fiber.HeaderRetryAfter, "2")
+		c.Set(fiber.HeaderConnection, "close")
 		res["status"] = "full"
 		return c.Status(fiber.StatusServiceUnavailable).JSON(res)
 	}

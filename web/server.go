@@ -102,6 +102,10 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
+	if d.Registry != nil {
+		d.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "http_connections",
+			Help: "Open client connections (streams included)."}, func() float64 { return float64(s.conns.Load()) }))
+	}
 	s.lim = d.Limits
 	s.app = fiber.New(fiber.Config{
 		AppName:                 "waitroom",

@@ -82,8 +82,10 @@ func (s *Server) join(c *fiber.Ctx) error {
 	}
 	if s.full() {
 		// This instance holds all the streams it may: the client retries (a load balancer
-		// that reads /readyz sends it elsewhere), spread over a few seconds.
-		return &Error{Status: 503, Code: "instance_full", RetryAfter: 1 + rand.IntN(4),
+		// that reads /readyz sends it elsewhere), spread over a few seconds, on a new
+		// connection; stale sockets are looked for meanwhile.
+		s.d.Hub.RequestSweep()
+		return &Error{Status: 503, Code: "instance_full", RetryAfter: 1 + rand.IntN(4), Close: true,
 			Message: "This server is full right now; retrying in a moment."}
 	}
 	if err := s.joinLimit(c); err != nil {
@@ -196,11 +198,15 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		c.Status(fiber.StatusOK)
 		return nil
 	}
-	if s.full() {
+	if !s.d.Hub.Reserve(s.cfg.MaxStreams) {
 		return s.shedStream(c)
 	}
 	ip := clientKey(c)
-	switch err := s.d.Hub.AcquireIP(ip); {
+	err = s.d.Hub.AcquireIP(ip)
+	if err != nil {
+		s.d.Hub.Unreserve()
+	}
+	switch {
 	case errors.Is(err, stream.ErrTooMany):
 		s.m.streamErr.WithLabelValues("ip_cap").Inc()
 		s.m.rejected.WithLabelValues("ip", "/api/queues/stream").Inc()
@@ -210,7 +216,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		return &Error{Status: 503, Code: "shutting_down", Message: "This instance is shutting down; reconnect.", RetryAfter: 1}
 	}
 	last, _ := stream.ParseLastEventID(c.Get("Last-Event-ID"))
-	w := stream.Waiter{Queue: name, Ticket: t.ID, IP: ip, LastEventID: last, Place: p}
+	w := stream.Waiter{Queue: name, Ticket: t.ID, IP: ip, LastEventID: last, Place: p, Reserved: true}
 	hub, log := s.d.Hub, s.log
 	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
 	c.Context().HijackSetNoResponse(true)
