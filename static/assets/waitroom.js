@@ -451,14 +451,21 @@
       if (this.closed || this.ended) return;
       const es = new global.EventSource(this._url('/stream'), { withCredentials: this.crossOrigin });
       this.es = es;
-      es.onopen = () => {
+      // Live from the first event, not from the open: an instance at its budget answers a
+      // stream with only a retry and ends it, which opens and closes without an event.
+      let heard = false;
+      const live = () => {
+        if (heard) return;
+        heard = true;
         this.streamFailures = 0;
         this._setState('live');
       };
       es.onerror = () => {
         if (this.es !== es) return;
         if (es.readyState === global.EventSource.CONNECTING) {
-          // The browser reconnects by itself (after the server's retry:).
+          // The browser reconnects by itself (after the server's retry:); live again at the
+          // first event of the new connection.
+          heard = false;
           this._setState('reconnecting');
           return;
         }
@@ -475,12 +482,14 @@
       // The server says when it lost Redis (updates paused) and when it is back.
       es.addEventListener('state', (e) => {
         if (this.es !== es) return;
+        heard = true; // the server says itself whether it is live
         const d = parseJSON(e.data) || {};
         if (d.state === 'reconnecting' || d.state === 'live') this._setState(d.state);
       });
       for (const name of ['position', 'admitted', 'expired']) {
         es.addEventListener(name, (e) => {
           if (this.es !== es) return;
+          live();
           this._handle(name, parseJSON(e.data) || {}, true);
         });
       }
