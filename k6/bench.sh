@@ -13,6 +13,14 @@
 #   BENCH_SIZE=env       only start the backend and instance(s), print their addresses and
 #                        keep them for BENCH_HOLD (default 30m) or until Ctrl-C
 #   BENCH_ONLY="swarm500 compare idle10k joingo joinrate knee spike"   run a subset (default size)
+#   BENCH_ONLY=fdflood   overload: one instance at its open-file limit (20,000) against 20,000
+#                        idle connections that never finish a request; does it live, shed, and
+#                        answer /healthz and a new stream once the flood ends? With
+#                        BENCH_OLD_BIN=/path/to/older/wr the same against that binary too.
+#   BENCH_ONLY=storm     overload: 3 instances under prlimit --nofile=STORM_NOFILE (2000), ~70 %
+#                        full of streams, admitting 20/s; the admission leader gets SIGKILL and
+#                        its users reconnect to the others; STORM_RUNS (3) times.
+#                        (fdflood and storm are not in the default suite.)
 #   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
 #   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
 #   BENCH_SERVER_ENV="WR_UPDATE_INTERVAL=3s …"   extra server settings (no spaces inside values)
@@ -155,21 +163,27 @@ start_pg() {
 }
 
 # start_servers COUNT: identical instances sharing Redis, PostgreSQL and the secret.
+# SERVER_BIN (default: the build) and SERVER_NOFILE (an open-file limit set with prlimit,
+# which execs the server, so the PID is the server's) change how they start; SERVER_LOG
+# names their logs (server-<i>.log by default).
 start_servers() {
-	local count=$1 i port
+	local count=$1 i port wrap=()
 	TARGETS=
+	INSTANCE_IDS=
+	[ -n "${SERVER_NOFILE:-}" ] && wrap=(prlimit --nofile="$SERVER_NOFILE:$SERVER_NOFILE")
 	for ((i = 1; i <= count; i++)); do
 		port=$(free_port)
 		env WR_ADDR=127.0.0.1:$port REDIS_URL=redis://$REDIS_ADDR/0 DATABASE_URL="$DATABASE_URL" \
 			WR_SECRET="$SECRET" WR_ADMIN_TOKEN="$ADMIN_TOKEN" WR_INSTANCE_ID=bench-$i \
 			WR_STREAMS_PER_IP=100000 WR_JOIN_RATE_PER_IP=0 WR_STATUS_RATE_PER_TICKET=0 WR_ORDER_RATE_PER_TICKET=0 WR_ORDER_RATE_GLOBAL=0 \
-			WR_DEMO=false WR_LOG_LEVEL=warn WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} \
-			"$WORK/wr" >>"$OUT/server-$i.log" 2>&1 &
+			WR_DEMO=false WR_LOG_LEVEL=${SERVER_LOG_LEVEL:-warn} WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} \
+			"${wrap[@]}" "${SERVER_BIN:-$WORK/wr}" >>"$OUT/${SERVER_LOG:-server}-$i.log" 2>&1 &
 		SERVER_PIDS+=($!)
 		TARGETS+="${TARGETS:+,}http://127.0.0.1:$port"
+		INSTANCE_IDS+="${INSTANCE_IDS:+,}bench-$i"
 		wait_http "http://127.0.0.1:$port/readyz" 60
 	done
-	log "$count instance(s): $TARGETS (pids ${SERVER_PIDS[*]})"
+	log "$count instance(s): $TARGETS (pids ${SERVER_PIDS[*]})${SERVER_NOFILE:+, open-file limit $SERVER_NOFILE}"
 }
 
 # fresh: new server processes on an empty Redis, so one measurement does not inherit
@@ -223,6 +237,84 @@ k6run() { # k6run NAME script [env…]: the k6 run, then how the two cores were 
 
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 
+# running PID: the process exists and is not a zombie (exited, not yet waited for).
+running() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	[[ $st != Z* ]]
+}
+
+# reap PID: REAPED = the exit status of a process of ours that has ended (not in a subshell:
+# only this shell can wait for it).
+reap() {
+	REAPED=0
+	wait "$1" 2>/dev/null || REAPED=$?
+}
+
+# server_lines NAME: what the instances logged that matters under overload (budgets, accept
+# errors, panics, fatal lines), from $OUT/NAME-*.log.
+server_lines() {
+	grep -h -e 'connection budgets' -e 'accept' -e 'panic' -e '"level":"fatal"' -e '"level":"error"' \
+		-e 'too many open files' "$OUT/$1"-*.log 2>/dev/null | cut -c1-400 | sort | uniq -c | sort -rn | head -20 || true
+}
+
+# fdflood: one instance at the machine's open-file limit, FLOOD_N idle connections that send
+# a request line and never finish it (4 processes, 4 source addresses), held FLOOD_HOLD; then
+# how soon /healthz and a new stream answer. With BENCH_OLD_BIN, the same against that binary.
+fdflood() {
+	local nofile=${FLOOD_NOFILE:-$(ulimit -Hn)} bin name
+	for bin in "$WORK/wr" ${BENCH_OLD_BIN:-}; do
+		name=fdflood
+		[ "$bin" != "$WORK/wr" ] && name=fdflood-old
+		stop_servers
+		redis-cli -p "${REDIS_ADDR#*:}" flushall >/dev/null
+		SERVER_BIN=$bin SERVER_NOFILE=$nofile SERVER_LOG=$name-server SERVER_LOG_LEVEL=info start_servers 1
+		log "flood $name: ${FLOOD_N:-20000} idle connections against $TARGETS (pid ${SERVER_PIDS[0]}, $bin, open files $nofile)"
+		"$WORK/swarm" -mode flood -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -out "$OUT/$name.json" -label "$name" \
+			-n "${FLOOD_N:-20000}" -procs 4 -src-count 4 -connect-rate "${FLOOD_RATE:-4000}" -duration "${FLOOD_HOLD:-60s}" \
+			-server-pid "${SERVER_PIDS[0]}" | tee "$OUT/$name.txt" || true
+		if running "${SERVER_PIDS[0]}"; then
+			echo "instance after the flood: alive (pid ${SERVER_PIDS[0]})" | tee -a "$OUT/$name.txt"
+		else
+			reap "${SERVER_PIDS[0]}"
+			echo "instance after the flood: EXITED with status $REAPED" | tee -a "$OUT/$name.txt"
+		fi
+		echo "server log lines (count, line):" | tee -a "$OUT/$name.txt"
+		server_lines "$name-server" | tee -a "$OUT/$name.txt"
+	done
+}
+
+# storm: STORM_INSTANCES (3) instances under prlimit --nofile=STORM_NOFILE, STORM_FILL (0.7)
+# of their stream budgets filled, admitting STORM_RATE (20/s); the admission leader gets
+# SIGKILL (STORM_KILL: leader or a number) and its users reconnect; STORM_RUNS (3) runs, each on
+# new instances and an emptied Redis.
+storm() {
+	local runs=${STORM_RUNS:-3} nofile=${STORM_NOFILE:-2000} count=${STORM_INSTANCES:-3} i budget n pid
+	for ((i = 1; i <= runs; i++)); do
+		stop_servers
+		redis-cli -p "${REDIS_ADDR#*:}" flushall >/dev/null
+		SERVER_NOFILE=$nofile SERVER_LOG=storm-$i-server SERVER_LOG_LEVEL=info start_servers "$count"
+		budget=$(curl -fsS "${TARGETS%%,*}/metrics" | awk '/^sse_streams_budget /{print int($2)}')
+		# Full to STORM_FILL at the kill: the users admitted (and gone) before it are added.
+		n=$(echo "($budget * $count * ${STORM_FILL:-0.7} + ${STORM_RATE:-20} * ${STORM_BEFORE:-10}) / 1" | bc)
+		log "storm run $i/$runs: stream budget $budget per instance, $n users (${STORM_FILL:-0.7} of $count × $budget at the kill, + ${STORM_RATE:-20}/s × ${STORM_BEFORE:-10} s admitted before it)"
+		swarm "storm-$i" -mode storm -n "$n" -connect-rate "${STORM_CONNECT_RATE:-500}" -rate "${STORM_RATE:-20}" \
+			-before "${STORM_BEFORE:-10}s" -duration "${STORM_MAX:-90s}" -hold "${STORM_HOLD:-10s}" -drain 3s \
+			-arrivals "${STORM_ARRIVALS:-5}" -arrivals-for "${STORM_ARRIVALS_FOR:-10s}" \
+			-kill "${STORM_KILL:-leader}" -pids "$(IFS=,; echo "${SERVER_PIDS[*]}")" -instance-ids "$INSTANCE_IDS" || true
+		for pid in "${SERVER_PIDS[@]}"; do
+			if running "$pid"; then
+				echo "pid $pid: alive" | tee -a "$OUT/storm-$i.txt"
+			else
+				reap "$pid"
+				echo "pid $pid: exited, status $REAPED" | tee -a "$OUT/storm-$i.txt"
+			fi
+		done
+		echo "server log lines (count, line):" | tee -a "$OUT/storm-$i.txt"
+		server_lines "storm-$i-server" | tee -a "$OUT/storm-$i.txt"
+	done
+}
+
 machine() {
 	{
 		echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -242,7 +334,15 @@ start_redis
 case $SIZE in
 default)
 	start_pg
-	start_servers 1
+	if want fdflood; then
+		fdflood
+	fi
+	if want storm; then
+		storm
+	fi
+	if want swarm500 || want compare || want idle10k || want joingo; then
+		fresh 1
+	fi
 	if want swarm500; then
 		swarm push-500 -mode stream -n 500 -idle 10s -duration 20s -rate 10
 	fi
@@ -258,7 +358,7 @@ default)
 		fresh 1
 		swarm joins-go -mode joins -connect-rate "${JOIN_RATE:-4000}" -duration "${JOIN_DURATION:-20s}"
 	fi
-	if [ "${BENCH_K6:-1}" != 0 ]; then
+	if [ "${BENCH_K6:-1}" != 0 ] && { want joinrate || want knee || want spike; }; then
 		find_k6
 		if want joinrate; then
 			fresh 1

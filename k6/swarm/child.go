@@ -29,6 +29,18 @@ type childConfig struct {
 	Front     int64         `json:"front"`
 	Conc      int           `json:"conc"` // most connects in flight
 	Deadline  time.Time     `json:"deadline"`
+
+	// -mode storm: streams reconnect like a browser's, admitted users leave, and on
+	// "arrive" new users join at ArrivalRate for ArrivalFor.
+	Reconnect     bool          `json:"reconnect,omitempty"`
+	LeaveAdmitted bool          `json:"leave_admitted,omitempty"`
+	ArrivalRate   float64       `json:"arrival_rate,omitempty"`
+	ArrivalFor    time.Duration `json:"arrival_for,omitempty"`
+
+	// -mode flood: N idle connections that send Partial and never finish it; one closed by
+	// the server is opened again after Redial (0 = not).
+	Partial string        `json:"partial,omitempty"`
+	Redial  time.Duration `json:"redial,omitempty"`
 }
 
 // child runs one process's share of the waiters and answers the parent's commands on
@@ -44,6 +56,140 @@ type child struct {
 	active    atomic.Bool
 	out       *bufio.Writer
 	outMu     sync.Mutex
+
+	wmu       sync.Mutex // guards waiters (storm arrivals append while others read)
+	quit      chan struct{}
+	quitOnce  sync.Once
+	spawners  sync.WaitGroup
+	lastUp    atomic.Int64   // unix ns: the latest waiter to get a stream (back)
+	pending   atomic.Int64   // storm arrivals not started yet
+	downUntil []atomic.Int64 // per target: unix ns until which it is taken for dead
+}
+
+// all is a copy of the waiter list.
+func (c *child) all() []*waiter {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return append([]*waiter(nil), c.waiters...)
+}
+
+func (c *child) addWaiter(w *waiter) {
+	c.wmu.Lock()
+	c.waiters = append(c.waiters, w)
+	c.wmu.Unlock()
+}
+
+// markDown takes target t for dead for a few seconds (a refused connection), as a load
+// balancer's health check would.
+func (c *child) markDown(t int) {
+	c.downUntil[t].Store(time.Now().Add(5 * time.Second).UnixNano())
+}
+
+// pickTarget chooses the instance a reconnect goes to: at random among the others that
+// are not taken for dead; failing that any other; with one target, that one.
+func (c *child) pickTarget(cur int) int {
+	now := time.Now().UnixNano()
+	var live, other []int
+	for t := range c.hostports {
+		if t == cur {
+			continue
+		}
+		other = append(other, t)
+		if c.downUntil[t].Load() < now {
+			live = append(live, t)
+		}
+	}
+	switch {
+	case len(live) > 0:
+		return live[rand.IntN(len(live))]
+	case len(other) > 0:
+		return other[rand.IntN(len(other))]
+	}
+	return cur
+}
+
+// sleep waits d unless the run ends first; false if it did.
+func (c *child) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.quit:
+	}
+	return false
+}
+
+// statusMsg is a storm process's count of its waiters by state.
+type statusMsg struct {
+	Index   int   `json:"index"`
+	At      int64 `json:"at_ns"`
+	Total   int   `json:"total"`
+	New     int   `json:"new"`
+	Down    int   `json:"down"`
+	Live    int   `json:"live"`
+	Done    int   `json:"done"`
+	Lost    int   `json:"lost"`
+	LastUp  int64 `json:"last_up_ns"`
+	Drops   int64 `json:"drops"`   // streams that ended after events, so far
+	Pending int   `json:"pending"` // arrivals not started yet
+}
+
+func (c *child) status() statusMsg {
+	m := statusMsg{Index: c.cfg.Index, LastUp: c.lastUp.Load(), Drops: c.st.drops.Load(), Pending: int(c.pending.Load())}
+	for _, w := range c.all() {
+		m.Total++
+		switch w.state.Load() {
+		case wsNew:
+			m.New++
+		case wsDown:
+			m.Down++
+		case wsLive:
+			m.Live++
+		case wsDone:
+			m.Done++
+		case wsLost:
+			m.Lost++
+		}
+	}
+	m.At = time.Now().UnixNano()
+	return m
+}
+
+// reportStatus sends the counts every 100 ms until the run stops.
+func (c *child) reportStatus() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		c.emit("status", c.status())
+		select {
+		case <-t.C:
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// arrivals adds new users at the configured rate (storm), spread over the targets.
+func (c *child) arrivals(ctx context.Context, streams *sync.WaitGroup, offset int) {
+	defer c.spawners.Done()
+	cfg := c.cfg
+	n := int(cfg.ArrivalRate * cfg.ArrivalFor.Seconds())
+	t0 := time.Now()
+	defer c.pending.Store(0)
+	for i := 0; i < n; i++ {
+		c.pending.Store(int64(n - i))
+		due := t0.Add(time.Duration(float64(i) / cfg.ArrivalRate * float64(time.Second)))
+		if !c.sleep(ctx, time.Until(due)) {
+			return
+		}
+		g := offset + i
+		w := &waiter{c: c, index: g, target: g % len(cfg.Targets)}
+		c.addWaiter(w)
+		streams.Add(1)
+		go func() { defer streams.Done(); w.arrive(ctx) }()
+	}
 }
 
 func (c *child) emit(tag string, v any) {
@@ -75,6 +221,23 @@ type childResult struct {
 	JoinWrong     int64               `json:"join_order_wrong"`
 	JoinSkipped   int64               `json:"join_order_skipped"`
 	HealthyAtStop int                 `json:"healthy_at_stop"`
+	// -mode storm
+	Tokens  []tokenOut     `json:"tokens,omitempty"`
+	Reconns []reconnRecord `json:"reconns,omitempty"`
+	Final   *statusMsg     `json:"final,omitempty"`
+	Arrived int            `json:"arrived,omitempty"`
+	// -mode flood
+	Flood *floodResult `json:"flood,omitempty"`
+}
+
+// tokenOut is what one storm user ended with.
+type tokenOut struct {
+	Ticket  string `json:"ticket"` // the id part of the signed ticket
+	Token   string `json:"token,omitempty"`
+	Issued  int64  `json:"issued_ms,omitempty"`
+	Changed bool   `json:"changed,omitempty"`
+	State   int32  `json:"state"`
+	Reconn  int    `json:"reconnects,omitempty"`
 }
 
 type groupOut struct {
@@ -95,7 +258,8 @@ func runChild(raw string) error {
 		fmt.Fprintf(os.Stderr, "swarm child %d: hard deadline reached, exiting\n", cfg.Index)
 		os.Exit(4)
 	})
-	c := &child{cfg: cfg, start: time.Now(), st: newClientStats(), out: bufio.NewWriter(os.Stdout)}
+	c := &child{cfg: cfg, start: time.Now(), st: newClientStats(), out: bufio.NewWriter(os.Stdout),
+		quit: make(chan struct{}), downUntil: make([]atomic.Int64, len(cfg.Targets))}
 	if cfg.Src != "" {
 		c.src = net.ParseIP(cfg.Src)
 	}
@@ -114,10 +278,22 @@ func runChild(raw string) error {
 		close(cmds)
 	}()
 
+	if cfg.Mode == "flood" {
+		return c.flood(ctx, cmds)
+	}
 	var streams, polls sync.WaitGroup
 	c.connect(ctx, &streams, &polls)
 	for cmd := range cmds {
 		switch cmd {
+		case "storm":
+			c.spawners.Add(1)
+			go func() { defer c.spawners.Done(); c.reportStatus() }()
+		case "arrive":
+			if cfg.ArrivalRate > 0 && cfg.ArrivalFor > 0 {
+				c.pending.Store(int64(cfg.ArrivalRate * cfg.ArrivalFor.Seconds()))
+				c.spawners.Add(1)
+				go c.arrivals(ctx, &streams, 1<<30+cfg.Index<<20)
+			}
 		case "idle":
 			c.active.Store(false)
 			c.epoch.Add(1)
@@ -159,7 +335,7 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 		sem <- struct{}{}
 		g := cfg.Offset + i
 		w := &waiter{c: c, index: g, target: g % len(cfg.Targets)}
-		c.waiters = append(c.waiters, w)
+		c.addWaiter(w)
 		done.Add(1)
 		report := func(good bool) {
 			if good {
@@ -191,7 +367,7 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 				report(false)
 				return
 			}
-			w.runStream(ctx, rc, dialStart, report)
+			w.streamLoop(ctx, rc, dialStart, report)
 		}()
 	}
 	done.Wait()
@@ -204,7 +380,7 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 
 // switchToPoll closes every stream and has the same tickets poll instead.
 func (c *child) switchToPoll(ctx context.Context, streams, polls *sync.WaitGroup) {
-	for _, w := range c.waiters {
+	for _, w := range c.all() {
 		w.shut()
 	}
 	streams.Wait()
@@ -212,7 +388,7 @@ func (c *child) switchToPoll(ctx context.Context, streams, polls *sync.WaitGroup
 }
 
 func (c *child) startPolls(ctx context.Context, polls *sync.WaitGroup, reset bool) {
-	for _, w := range c.waiters {
+	for _, w := range c.all() {
 		if w.ticket == "" || w.admitted {
 			continue
 		}
@@ -232,7 +408,9 @@ func (c *child) startPolls(ctx context.Context, polls *sync.WaitGroup, reset boo
 }
 
 func (c *child) stopAll(streams, polls *sync.WaitGroup) {
-	for _, w := range c.waiters {
+	c.quitOnce.Do(func() { close(c.quit) })
+	c.spawners.Wait()
+	for _, w := range c.all() {
 		w.shut()
 	}
 	streams.Wait()
@@ -246,7 +424,8 @@ func (c *child) result() childResult {
 		"join": &st.joinLat, "connect": &st.connectLat, "position": &st.posLat, "admitted": &st.admLat,
 		"admitted_from_issue": &st.admIssueLat, "expired": &st.expLat, "ping_gap": &st.pingGap,
 		"position_gap_front": &st.gapFront, "position_gap_all": &st.gapAll, "poll": &st.pollLat,
-		"poll_admitted_from_issue": &st.pollIssueLat,
+		"poll_admitted_from_issue": &st.pollIssueLat, "reconnect": &st.reconnectLat, "arrival_join": &st.arrivalJoinLat,
+		"admitted_from_issue_reconnected": &st.admIssueLatReconnect,
 	} {
 		r.Hist[name] = h.snapshot()
 	}
@@ -255,7 +434,9 @@ func (c *child) result() childResult {
 		"other": &st.other, "position_after_admitted": &st.posAfterAdmitted,
 		"position_increase": &st.monoViolations, "join_to_stream_increase": &st.joinToStreamUp,
 		"admitted_twice": &st.dupAdmitted, "polls": &st.polls, "poll_admitted": &st.pollAdmitted,
-		"poll_position_increase": &st.pollMonoViolations,
+		"poll_position_increase": &st.pollMonoViolations, "stream_drops": &st.drops, "stream_sheds": &st.sheds,
+		"stream_conn_failures": &st.connFails, "places_lost": &st.lost, "reconnects": &st.reconnects,
+		"join_503": &st.join503, "token_changed": &st.tokenChanged, "admitted_resent": &st.admittedResent,
 	} {
 		r.Counts[name] = v.Load()
 	}
@@ -268,8 +449,29 @@ func (c *child) result() childResult {
 			FirstServer: g.FirstServer.UnixMicro(), LastParsed: g.LastParsed.UnixMicro(), N: g.N})
 	}
 	st.mu.Unlock()
+	if c.cfg.Reconnect {
+		f := c.status()
+		r.Final = &f
+	}
 	var recs []joinRec
-	for _, w := range c.waiters {
+	for _, w := range c.all() {
+		if c.cfg.Reconnect {
+			if w.index >= 1<<30 {
+				r.Arrived++
+			}
+			if w.ticket != "" {
+				id := w.ticket
+				if parts := strings.Split(w.ticket, "."); len(parts) == 3 {
+					id = parts[1]
+				}
+				r.Tokens = append(r.Tokens, tokenOut{Ticket: id, Token: w.token, Issued: w.tokenIssued,
+					Changed: w.tokenChanged, State: w.state.Load(), Reconn: w.reconnects})
+			}
+			for _, rr := range w.reconns {
+				rr.Adm = w.admTick
+				r.Reconns = append(r.Reconns, rr)
+			}
+		}
 		if w.ticket == "" {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,6 +52,20 @@ type options struct {
 	MemWait     time.Duration
 	ConnectConc int
 	Probe       int
+
+	// -mode storm
+	LeaveAdmitted bool
+	Arrivals      float64
+	ArrivalsFor   time.Duration
+	Before        time.Duration
+	Hold          time.Duration
+	Kill          string
+	PIDs          []int
+	InstanceIDs   []string
+	// -mode flood
+	Partial   string
+	Redial    time.Duration
+	ServerPID int
 }
 
 func main() {
@@ -70,8 +85,13 @@ func main() {
 		os.Exit(2)
 	}
 	run := runParent
-	if o.Mode == "joins" {
+	switch o.Mode {
+	case "joins":
 		run = runJoinRate
+	case "storm":
+		run = runStorm
+	case "flood":
+		run = runFlood
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "swarm:", err)
@@ -93,7 +113,18 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
 	fs.IntVar(&o.ConnectConc, "connect-conc", 200, "most joins+stream handshakes in flight, all processes together (the pace slows when the server does)")
 	fs.IntVar(&o.Probe, "probe", 0, "put the first N waiters in a process of their own that connects first (front of the line): its admission latency is reported apart as probe_* (the server's delay, without the load tool's own queueing)")
-	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), or joins (open-loop joins at -connect-rate for -duration)")
+	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), joins (open-loop joins at -connect-rate for -duration), storm (reconnect storm: streams over every -targets, one instance SIGKILLed, streams reconnect like browsers) or flood (descriptor flood: -n idle connections with a request never finished)")
+	fs.BoolVar(&o.LeaveAdmitted, "leave-admitted", true, "storm: an admitted user closes its stream (it leaves for the order page)")
+	fs.Float64Var(&o.Arrivals, "arrivals", 0, "storm: new users per second joining from the kill on (they meet the full instances' 503s)")
+	fs.DurationVar(&o.ArrivalsFor, "arrivals-for", 10*time.Second, "storm: how long new users keep arriving")
+	fs.DurationVar(&o.Before, "before", 10*time.Second, "storm: admission at -rate before the kill")
+	fs.DurationVar(&o.Hold, "hold", 10*time.Second, "storm: admission goes on this long after every user streams again (or -duration after the kill at most)")
+	fs.StringVar(&o.Kill, "kill", "leader", "storm: the instance to SIGKILL: leader (the queue's admission leader, read from Redis), or a target number 1…")
+	pids := fs.String("pids", "", "storm: process ids of the -targets instances, in the same order (the one chosen by -kill gets SIGKILL)")
+	ids := fs.String("instance-ids", "", "storm: WR_INSTANCE_ID of the -targets instances, in the same order (for -kill leader)")
+	fs.StringVar(&o.Partial, "partial", "GET /healthz HTTP/1.", "flood: what each connection sends and never finishes: by default a request line cut short (\\r and \\n are read as escapes)")
+	fs.DurationVar(&o.Redial, "redial", time.Second, "flood: a connection the server closed is opened again after this (jittered ×0.5–1.5; 0 = not)")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "flood: process id of the instance, watched: the report says whether and when it exited")
 	fs.IntVar(&o.JoinConns, "join-conns", 512, "joins mode: most joins in flight (kept-alive connections); an arrival finding none free is dropped")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "idle window (queue paused: heartbeats only) after connecting; 0 skips it")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured window with admission running (per mode in compare)")
@@ -113,6 +144,22 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	o.Partial = strings.NewReplacer(`\r`, "\r", `\n`, "\n").Replace(o.Partial)
+	for _, f := range strings.Split(*pids, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 1 {
+			return o, fmt.Errorf("-pids: bad process id %q", f)
+		}
+		o.PIDs = append(o.PIDs, pid)
+	}
+	for _, f := range strings.Split(*ids, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			o.InstanceIDs = append(o.InstanceIDs, f)
+		}
 	}
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimRight(strings.TrimSpace(t), "/")
@@ -144,8 +191,28 @@ func parseFlags(args []string) (options, error) {
 	}
 	switch o.Mode {
 	case "stream", "poll", "compare", "joins":
+	case "storm":
+		if len(o.Targets) < 2 {
+			return o, errors.New("-mode storm needs at least two -targets")
+		}
+		if o.Kill != "none" && len(o.PIDs) != len(o.Targets) {
+			return o, errors.New("-mode storm: -pids must name the process of every target, in order")
+		}
+		if o.Kill == "leader" && (len(o.InstanceIDs) != len(o.Targets) || o.Redis == "") {
+			return o, errors.New("-kill leader needs -instance-ids (every target's, in order) and -redis")
+		}
+		if k, err := strconv.Atoi(o.Kill); o.Kill != "leader" && o.Kill != "none" && (err != nil || k < 1 || k > len(o.Targets)) {
+			return o, fmt.Errorf("-kill %q: want leader, none or a target number 1…%d", o.Kill, len(o.Targets))
+		}
+		if o.Probe > 0 {
+			return o, errors.New("-probe is not for -mode storm")
+		}
+	case "flood":
+		if o.Partial == "" || strings.Contains(o.Partial, "\r\n\r\n") {
+			return o, errors.New("-partial must be a request that is not finished")
+		}
 	default:
-		return o, fmt.Errorf("-mode %q: want stream, poll, compare or joins", o.Mode)
+		return o, fmt.Errorf("-mode %q: want stream, poll, compare, joins, storm or flood", o.Mode)
 	}
 	if o.N < 1 || o.N > 200000 {
 		return o, errors.New("-n must be 1…200000")

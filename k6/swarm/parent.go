@@ -23,6 +23,7 @@ type proc struct {
 	connected chan connectedMsg
 	ack       chan struct{}
 	result    chan childResult
+	status    chan statusMsg // storm and flood: the process's counts, every 100–500 ms
 }
 
 func (p *proc) send(cmd string) {
@@ -43,6 +44,14 @@ func (p *proc) read(r io.Reader) {
 			}
 		case "@ack":
 			p.ack <- struct{}{}
+		case "@status":
+			var m statusMsg
+			if json.Unmarshal(body, &m) == nil {
+				select {
+				case p.status <- m:
+				default: // nobody reads them: drop
+				}
+			}
 		case "@result":
 			var res childResult
 			if err := json.Unmarshal(body, &res); err != nil {
@@ -222,8 +231,14 @@ func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, s
 	cfg := childConfig{Index: index, Targets: o.Targets, Offset: offset, N: n, Rate: rate,
 		Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
 		Conc: max(1, o.ConnectConc/o.Procs), Src: src}
-	if o.Mode == "poll" {
+	switch o.Mode {
+	case "poll":
 		cfg.Mode = "poll"
+	case "storm":
+		cfg.Reconnect, cfg.LeaveAdmitted = true, o.LeaveAdmitted
+		cfg.ArrivalRate, cfg.ArrivalFor = o.Arrivals/float64(o.Procs), o.ArrivalsFor
+	case "flood":
+		cfg.Mode, cfg.Partial, cfg.Redial = "flood", o.Partial, o.Redial
 	}
 	b, _ := json.Marshal(cfg)
 	cmd := exec.Command(exe)
@@ -241,7 +256,8 @@ func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, s
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start child %d: %w", index, err)
 	}
-	p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1)}
+	p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1),
+		status: make(chan statusMsg, 64)}
 	go p.read(stdout)
 	r.procs = append(r.procs, p)
 	return p, nil
@@ -293,10 +309,21 @@ func (r *run) collect() []childResult {
 	return out
 }
 
-// putQueue updates the run's queue through the admin API of the first target.
+// putQueue updates the run's queue through the admin API of the first target that answers
+// (in a storm, the first may be the instance that was killed).
 func (r *run) putQueue(body map[string]any) error {
+	var err error
+	for _, t := range r.o.Targets {
+		if err = r.putQueueAt(t, body); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func (r *run) putQueueAt(target string, body map[string]any) error {
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("PUT", r.o.Targets[0]+"/admin/api/queues/"+r.o.Queue, bytes.NewReader(b))
+	req, _ := http.NewRequest("PUT", target+"/admin/api/queues/"+r.o.Queue, bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+r.o.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpc.Do(req)

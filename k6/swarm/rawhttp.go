@@ -22,6 +22,8 @@ type rawConn struct {
 	nc   net.Conn
 	br   *bufio.Reader
 	host string
+	// retryAfter is the Retry-After header (seconds) of the last answer read, -1 if none.
+	retryAfter int
 }
 
 // errStatus0 marks a request that got no HTTP response (connection-level failure).
@@ -44,9 +46,10 @@ func (c *rawConn) close() { _ = c.nc.Close() }
 
 // response is what the swarm keeps of an answer.
 type response struct {
-	status    int
-	body      []byte
-	keepAlive bool
+	status     int
+	body       []byte
+	keepAlive  bool
+	retryAfter int // Retry-After in seconds, -1 if none
 }
 
 func (c *rawConn) writeRequest(method, path, bearer string, timeout time.Duration) error {
@@ -93,6 +96,7 @@ func (c *rawConn) readHead() (status int, length int, keepAlive bool, err error)
 		return 0, 0, false, fmt.Errorf("%w: bad status %q", errStatus0, f[1])
 	}
 	length, keepAlive = -1, true
+	c.retryAfter = -1
 	for {
 		line, err = c.br.ReadSlice('\n')
 		if err != nil {
@@ -113,6 +117,10 @@ func (c *rawConn) readHead() (status int, length int, keepAlive bool, err error)
 		case bytes.EqualFold(k, []byte("Connection")):
 			if bytes.EqualFold(v, []byte("close")) {
 				keepAlive = false
+			}
+		case bytes.EqualFold(k, []byte("Retry-After")):
+			if n, err := strconv.Atoi(string(v)); err == nil && n >= 0 {
+				c.retryAfter = n
 			}
 		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
 			return 0, 0, false, fmt.Errorf("%w: chunked responses are not supported by the swarm", errStatus0)
@@ -138,7 +146,7 @@ func (c *rawConn) do(method, path, bearer string, timeout time.Duration) (respon
 	if _, err := io.ReadFull(c.br, body); err != nil {
 		return response{}, fmt.Errorf("%w: read body: %v", errStatus0, err)
 	}
-	return response{status: status, body: body, keepAlive: ka}, nil
+	return response{status: status, body: body, keepAlive: ka, retryAfter: c.retryAfter}, nil
 }
 
 // openStream sends the stream request; on 200 the reader is left at the event stream.
@@ -160,7 +168,7 @@ func (c *rawConn) openStream(path, bearer string, timeout time.Duration) (respon
 		body = make([]byte, length)
 		_, _ = io.ReadFull(c.br, body)
 	}
-	return response{status: status, body: body}, nil
+	return response{status: status, body: body, retryAfter: c.retryAfter}, nil
 }
 
 // errorKind names a failed request by class: status0 (no HTTP answer), 4xx or 5xx, with

@@ -242,22 +242,33 @@ type serverQuantiles struct {
 // instance whose scrape failed at either end, or whose buckets went down (it restarted), is
 // left out rather than counted with its whole history or a negative delta.
 func histQuantiles(a, b sample, name string) serverQuantiles {
+	return labelQuantiles(a.m, b.m, name, "")
+}
+
+// labelQuantiles is histQuantiles over the series of histogram name whose labels include
+// sel (e.g. `route="/api/queues/:queue/join"`; "" = a histogram without labels), with the
+// instances' scrapes a (before) and b (after) in the same order.
+func labelQuantiles(am, bm []metricsSample, name, sel string) serverQuantiles {
 	counts := map[float64]float64{} // le → observations in the window
-	prefix := name + `_bucket{le="`
+	prefix := name + "_bucket{"
 	buckets := func(m metricsSample) map[float64]float64 {
 		out := map[float64]float64{}
 		for k, v := range m {
-			if !strings.HasPrefix(k, prefix) {
+			if !strings.HasPrefix(k, prefix) || (sel != "" && !strings.Contains(k, sel)) {
 				continue
 			}
-			if le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64); err == nil {
-				out[le] = v
+			i := strings.Index(k, `le="`)
+			if i < 0 || (sel == "" && i != len(prefix)) {
+				continue
+			}
+			if le, err := strconv.ParseFloat(strings.TrimSuffix(k[i+4:], `"}`), 64); err == nil {
+				out[le] += v
 			}
 		}
 		return out
 	}
-	for i := 0; i < len(a.m) && i < len(b.m); i++ {
-		before, after := buckets(a.m[i]), buckets(b.m[i])
+	for i := 0; i < len(am) && i < len(bm); i++ {
+		before, after := buckets(am[i]), buckets(bm[i])
 		if len(before) == 0 || len(before) != len(after) {
 			continue
 		}

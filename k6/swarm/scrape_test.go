@@ -45,3 +45,18 @@ func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
 		t.Fatalf("failed first scrape: n = %v, want 49", got.N)
 	}
 }
+
+func TestLabelQuantilesPicksOneRoute(t *testing.T) {
+	b := func(route, le string) string {
+		return `d_seconds_bucket{route="` + route + `",le="` + le + `"}`
+	}
+	a := []metricsSample{{b("/join", "0.01"): 5, b("/join", "+Inf"): 5, b("/stream", "0.01"): 0, b("/stream", "+Inf"): 0}}
+	z := []metricsSample{{b("/join", "0.01"): 15, b("/join", "+Inf"): 25, b("/stream", "0.01"): 7, b("/stream", "+Inf"): 7}}
+	join := labelQuantiles(a, z, "d_seconds", `route="/join"`)
+	if join.N != 20 || join.P50MS != 10 {
+		t.Fatalf("join: %+v, want n 20, p50 10 ms (10 of 20 under 10 ms)", join)
+	}
+	if st := labelQuantiles(a, z, "d_seconds", `route="/stream"`); st.N != 7 {
+		t.Fatalf("stream: %+v, want n 7", st)
+	}
+}

@@ -23,16 +23,68 @@ type clientStats struct {
 	pollLat      hist // /status round trip
 	pollIssueLat hist // admission seen by polling: now − issuance
 
+	// Reconnecting streams (-mode storm).
+	reconnectLat         hist // stream ended → first event of a new stream
+	arrivalJoinLat       hist // a storm arrival's first join attempt → its join answered
+	admIssueLatReconnect hist // admitted event first seen on a reconnected stream: now − issuance
+
 	positions, admitted, expired, pings, other    atomic.Int64
 	posAfterAdmitted, monoViolations, dupAdmitted atomic.Int64
 	joinToStreamUp                                atomic.Int64
 	polls, pollAdmitted, pollMonoViolations       atomic.Int64
+	drops, sheds, connFails, lost, reconnects     atomic.Int64
+	join503, tokenChanged, admittedResent         atomic.Int64
 
 	mu        sync.Mutex
 	errs      map[string]int64
 	groups    map[groupKey]*group
 	admCounts map[int64]int64 // admission tick → admitted events seen
 	admRecs   []admRecord
+}
+
+// reconnRecord is a stream's last position before it ended and the first one on the
+// stream that replaced it. With no departures from the line, the new position is exactly
+// the old one minus the admissions at ticks (PrevTick, Tick].
+type reconnRecord struct {
+	PrevTick int64 `json:"pt"`
+	PrevPos  int64 `json:"pp"`
+	Tick     int64 `json:"t"`
+	Pos      int64 `json:"p"`
+	Adm      int64 `json:"a,omitempty"` // the ticket's admission tick (0 = not admitted)
+}
+
+// reconnPositionErrors counts reconnected streams whose first position is not the exact one
+// (counts: admissions by tick, all of them). A stream whose ticket was admitted by its new
+// tick is left out: the server says position 1 while the admission message is on its way.
+func reconnPositionErrors(recs []reconnRecord, counts map[int64]int64) (wrong int64, checked int64) {
+	ticks := make([]int64, 0, len(counts))
+	for t := range counts {
+		ticks = append(ticks, t)
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
+	cum := make([]int64, len(ticks))
+	var run int64
+	for i, t := range ticks {
+		run += counts[t]
+		cum[i] = run
+	}
+	upTo := func(t int64) int64 {
+		i := sort.Search(len(ticks), func(i int) bool { return ticks[i] > t })
+		if i == 0 {
+			return 0
+		}
+		return cum[i-1]
+	}
+	for _, r := range recs {
+		if r.Adm > 0 && r.Adm <= r.Tick {
+			continue
+		}
+		checked++
+		if want := r.PrevPos - (upTo(r.Tick) - upTo(r.PrevTick)); r.Pos != want {
+			wrong++
+		}
+	}
+	return wrong, checked
 }
 
 func newClientStats() *clientStats {
