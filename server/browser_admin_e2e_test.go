@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/waitroom/waitroom/orders/pgtest"
-	"github.com/waitroom/waitroom/queue/redistest"
 )
 
 // TestBrowserAdminEditsSaleSettings drives the admin dashboard in headless Chromium:
@@ -28,13 +24,7 @@ import (
 //
 // The screenshot goes to $WR_SCREENSHOTS, else screenshots/ at the repo root.
 func TestBrowserAdminEditsSaleSettings(t *testing.T) {
-	if _, err := os.Stat(chromiumBin); err != nil {
-		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rs := redistest.Start(t)
-	in := startInProcess(t, "admin-ui", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	ctx, in := browserInstance(t, "admin-ui", 60*time.Second, nil)
 	for _, q := range []string{"drop", "later"} {
 		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
 	}
@@ -152,13 +142,7 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 //     (2–10 s, jittered) and ends; joins answer 503 instance_full and /readyz 503 "full";
 //   - once a stream closes the row shows "1 / 2" and the badge goes.
 func TestBrowserAdminShowsStreamBudget(t *testing.T) {
-	if _, err := os.Stat(chromiumBin); err != nil {
-		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rs := redistest.Start(t)
-	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1s"}))
+	ctx, in := browserInstance(t, "budget", 60*time.Second, map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1s"})
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": true})
 	// Three places first: at the budget the instance refuses joins too.
 	var tickets []string

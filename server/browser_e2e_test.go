@@ -253,6 +253,20 @@ type browser struct {
 	pages []*browserPage
 }
 
+// browserInstance is the set-up of a browser test: Chromium must be there (the test command
+// installs it), a deadline for the whole test, a private Redis and one instance.
+func browserInstance(t *testing.T, id string, timeout time.Duration, extra map[string]string) (context.Context, *instance) {
+	t.Helper()
+	if _, err := os.Stat(chromiumBin); err != nil {
+		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh, which installs "+
+			"Debian's chromium, or: sudo apt-get install -y chromium", chromiumBin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	rs := redistest.Start(t)
+	return ctx, startInProcess(t, id, baseEnv(rs.URL(), pgtest.MustDB(t), extra))
+}
+
 // startBrowser starts Chromium with a fresh profile and only the flags the issue names
 // (no chromedp defaults: they would leave some network features on).
 func startBrowser(t *testing.T, parent context.Context) *browser {

@@ -1,26 +1,15 @@
 package main
 
 import (
-	"context"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/waitroom/waitroom/orders/pgtest"
-	"github.com/waitroom/waitroom/queue/redistest"
 )
 
 // TestBrowserKeepsAPlaceInEveryQueue: one browser waits in two queues. Before per-queue
 // cookies, joining the second queue overwrote the first one's ticket, and going back to the
 // first queue's page took a new place at the back of the line.
 func TestBrowserKeepsAPlaceInEveryQueue(t *testing.T) {
-	if _, err := os.Stat(chromiumBin); err != nil {
-		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rs := redistest.Start(t)
-	in := startInProcess(t, "two-queues", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	ctx, in := browserInstance(t, "two-queues", 60*time.Second, nil)
 	for _, q := range []string{"qa", "qb"} {
 		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
 	}
