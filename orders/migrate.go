@@ -41,39 +41,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("orders: migrate: %w", classify(err))
 	}
-	// A session-level advisory lock lives on this connection. If unlocking fails the
-	// connection is closed instead of going back to the pool still holding the lock.
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			_ = conn.Conn().Close(context.Background())
-		}
+	unlock, err := lockMigrations(ctx, conn)
+	if err != nil {
 		conn.Release()
-	}()
-	// Try the lock and sleep between tries rather than block in pg_advisory_lock: a session
-	// blocked there is an open transaction, which CREATE INDEX CONCURRENTLY (run by the
-	// holder) would wait for — a deadlock.
-	for {
-		var got bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
-			return 0, fmt.Errorf("orders: migrate: lock: %w", classify(err))
-		}
-		if got {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("orders: migrate: lock: %w: %w", ErrUnavailable, ctx.Err())
-		case <-time.After(migrationLockPoll):
-		}
+		return 0, err
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrationLockKey); uerr == nil {
-			unlocked = true
-		}
-	}()
+	defer unlock()
 
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    text PRIMARY KEY,
@@ -176,4 +149,34 @@ func dropInvalidIndexes(ctx context.Context, conn *pgxpool.Conn) error {
 		}
 	}
 	return nil
+}
+
+// lockMigrations takes the migration lock on conn, a session-level advisory lock, and returns
+// what releases it and the connection. If unlocking fails the connection is closed instead of
+// going back to the pool still holding the lock. It tries the lock and sleeps between tries
+// rather than block in pg_advisory_lock: a session blocked there is an open transaction,
+// which CREATE INDEX CONCURRENTLY (run by the holder) would wait for — a deadlock.
+func lockMigrations(ctx context.Context, conn *pgxpool.Conn) (unlock func(), err error) {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
+			return nil, fmt.Errorf("orders: migrate: lock: %w", classify(err))
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("orders: migrate: lock: %w: %w", ErrUnavailable, ctx.Err())
+		case <-time.After(migrationLockPoll):
+		}
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", migrationLockKey); err != nil {
+			_ = conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+	}, nil
 }
