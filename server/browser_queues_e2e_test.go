@@ -42,3 +42,19 @@ func TestBrowserKeepsAPlaceInEveryQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserTooManyPlacesIsFinal: the address already holds the queue's places_per_ip places;
+// the page shows the final notice (waitroom.js reports the error as fatal and closes the room
+// instead of scheduling another join; a retried 429 would show the "retrying" state).
+func TestBrowserTooManyPlacesIsFinal(t *testing.T) {
+	ctx, in := browserInstance(t, "hoard-page", 60*time.Second, nil)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/hp", map[string]any{"paused": true, "places_per_ip": 1})
+	call(t, "POST", in.url+"/api/queues/hp/join", "", nil, nil) // the address's one place
+	b := startBrowser(t, ctx)
+	p := b.open(t, "buyer")
+	p.navigate(in.url + "/q/hp")
+	p.waitJS("the too-many-places notice", 10*time.Second, `!document.getElementById('join-error').hidden &&
+		document.getElementById('join-error').dataset.reason === 'too_many_places' &&
+		document.getElementById('joining').hidden`)
+	t.Logf("notice: %q", p.eval(`document.getElementById('join-error-title').textContent`))
+}
