@@ -226,10 +226,10 @@ func TestFramingRefusesAmbiguousRequests(t *testing.T) {
 	}
 	for _, tc := range framingRefusals {
 		for _, m := range modes {
+			if m.name == "in pieces" && len(tc.req) > 1000 {
+				continue // a head near the size limit sent 7 bytes at a time adds nothing but time
+			}
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
-				if m.name == "in pieces" && len(tc.req) > 1000 {
-					t.Skip("long")
-				}
 				status, code := tc.status, tc.code
 				if status == 0 {
 					status, code = 400, "bad_request"

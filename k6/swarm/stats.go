@@ -57,24 +57,7 @@ type reconnRecord struct {
 // (counts: admissions by tick, all of them). A stream whose ticket was admitted by its new
 // tick is left out: the server says position 1 while the admission message is on its way.
 func reconnPositionErrors(recs []reconnRecord, counts map[int64]int64) (wrong int64, checked int64) {
-	ticks := make([]int64, 0, len(counts))
-	for t := range counts {
-		ticks = append(ticks, t)
-	}
-	sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
-	cum := make([]int64, len(ticks))
-	var run int64
-	for i, t := range ticks {
-		run += counts[t]
-		cum[i] = run
-	}
-	upTo := func(t int64) int64 {
-		i := sort.Search(len(ticks), func(i int) bool { return ticks[i] > t })
-		if i == 0 {
-			return 0
-		}
-		return cum[i-1]
-	}
+	upTo := admittedUpTo(counts)
 	for _, r := range recs {
 		if r.Adm > 0 && r.Adm <= r.Tick {
 			continue
@@ -147,25 +130,7 @@ func (s *clientStats) admission(tick int64, rec *admRecord) {
 
 // fifoViolations counts records not admitted at the tick their position implies.
 func fifoViolations(recs []admRecord, counts map[int64]int64) int64 {
-	ticks := make([]int64, 0, len(counts))
-	for t := range counts {
-		ticks = append(ticks, t)
-	}
-	sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
-	cum := make([]int64, len(ticks))
-	var run int64
-	for i, t := range ticks {
-		run += counts[t]
-		cum[i] = run
-	}
-	// upTo(t) = admissions at ticks ≤ t.
-	upTo := func(t int64) int64 {
-		i := sort.Search(len(ticks), func(i int) bool { return ticks[i] > t })
-		if i == 0 {
-			return 0
-		}
-		return cum[i-1]
-	}
+	upTo := admittedUpTo(counts)
 	var bad int64
 	for _, r := range recs {
 		before := upTo(r.AdmTick-1) - upTo(r.PosTick)
@@ -219,4 +184,26 @@ func joinOrderViolations(recs []joinRec) (wrongOrder, skipped int64) {
 		}
 	}
 	return wrongOrder, skipped
+}
+
+// admittedUpTo returns upTo(t) = the admissions at ticks ≤ t, from the admissions per tick.
+func admittedUpTo(counts map[int64]int64) func(t int64) int64 {
+	ticks := make([]int64, 0, len(counts))
+	for t := range counts {
+		ticks = append(ticks, t)
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i] < ticks[j] })
+	cum := make([]int64, len(ticks))
+	var run int64
+	for i, t := range ticks {
+		run += counts[t]
+		cum[i] = run
+	}
+	return func(t int64) int64 {
+		i := sort.Search(len(ticks), func(i int) bool { return ticks[i] > t })
+		if i == 0 {
+			return 0
+		}
+		return cum[i-1]
+	}
 }
