@@ -110,12 +110,12 @@ if n > 0 then
     local token = ARGV[7 + k]
     local exp = now + ttl
     redis.call('SET', KEYS[14 + k], tk, 'PX', ttl)
-    redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick)
+    redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick .. ':' .. now)
     redis.call('ZADD', KEYS[6], exp, tk)
     redis.call('ZREM', KEYS[4], tk)
     redis.call('ZADD', KEYS[14], exp + RETAIN, tk)
     head = tonumber(s)
-    adm[#adm + 1] = {t = tk, k = token, x = exp, s = head}
+    adm[#adm + 1] = {t = tk, k = token, x = exp, s = head, i = now}
   end
   n = #adm
 end

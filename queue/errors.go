@@ -19,6 +19,12 @@ var (
 	ErrNoPlace       = errors.New("ticket has no place in this queue")
 	// ErrTooManyPlaces: the caller's address holds the queue's places_per_ip live places.
 	ErrTooManyPlaces = errors.New("too many places from this address")
+	// ErrPowInvalid: the proof of work presented at join is wrong, expired or was used
+	// already (each challenge makes one place at most).
+	ErrPowInvalid = errors.New("proof of work invalid")
+	// ErrPowRequired: a new place in this queue needs a proof of work (or a proof for a
+	// higher difficulty). Errors wrapping it are *PowRequiredError.
+	ErrPowRequired = errors.New("proof of work required")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")
@@ -40,6 +46,15 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string        { return "invalid " + e.Field + ": " + e.Message }
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// PowRequiredError says a join needs a proof of work of Difficulty bits (the queue's
+// setting when the join was refused). It matches ErrPowRequired with errors.Is.
+type PowRequiredError struct{ Difficulty int }
+
+func (e *PowRequiredError) Error() string {
+	return fmt.Sprintf("proof of work of %d bits required", e.Difficulty)
+}
+func (e *PowRequiredError) Is(target error) bool { return target == ErrPowRequired }
 
 func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}

@@ -34,6 +34,10 @@ func (k keys) retire() string        { return k.p + "retire" }
 func (k keys) ev() string            { return k.p + "ev" }
 func (k keys) token(t string) string { return k.p + "token:" + t }
 func (k keys) claim(t string) string { return k.p + "claim:" + t }
+
+// pow is the single-use record of a proof-of-work challenge (id "" when none is presented:
+// the script must still be given a key of the queue's slot).
+func (k keys) pow(id string) string { return k.p + "pow:" + id }
 func (k keys) places(client string) string {
 	return k.p + "places:" + client
 }

@@ -110,8 +110,11 @@ func (q *Queue) Ping(ctx context.Context) error {
 
 // Place is where a ticket stands in its queue.
 type Place struct {
-	Queue          string
-	State          State
+	Queue string
+	State State
+	// Lane is the line the ticket waits (or waited) in: LaneNormal, LanePriority or
+	// LaneBypass (invites).
+	Lane           Lane
 	Seq            int64
 	Position       int64 // 1 = next to be admitted; 0 when not waiting
 	Waiting        int64
@@ -120,7 +123,10 @@ type Place struct {
 	Paused         bool
 	Token          string
 	TokenExpiresAt time.Time
-	Tick           int64 // the admission tick, for an admitted ticket read by TicketState
+	// TokenIssuedAt is when the token was issued (the admission); zero for a token issued
+	// by a leader of the release before signed tokens (see IssuedAt).
+	TokenIssuedAt time.Time
+	Tick          int64 // the admission tick, for an admitted ticket read by TicketState
 }
 
 // ETA estimates the wait from the measured admit rate; -1 when no estimate exists
@@ -148,17 +154,51 @@ func ETA(position int64, measured, configured float64) float64 {
 	return math.Ceil(float64(position) / r)
 }
 
+// Lane is one of a queue's lines. Invites put their holders in the priority or bypass
+// line; everyone else waits in the normal line.
+type Lane string
+
+// Lanes.
+const (
+	LaneNormal   Lane = "normal"
+	LanePriority Lane = "priority"
+	LaneBypass   Lane = "bypass"
+)
+
 // Join gives ticket t a place in its queue or returns the place it already has; created
 // reports a new place. It applies no per-address cap (JoinFrom does).
 func (q *Queue) Join(ctx context.Context, t Ticket) (Place, bool, error) {
-	return q.JoinFrom(ctx, t, "")
+	return q.JoinWith(ctx, t, JoinOptions{})
 }
 
 // JoinFrom is Join for a caller at client (an address key, e.g. an IPv4 address or an
 // IPv6 /64): a new place is refused with ErrTooManyPlaces while client holds the queue's
 // places_per_ip live places.
 func (q *Queue) JoinFrom(ctx context.Context, t Ticket, client string) (Place, bool, error) {
-	p, code, err := q.place(ctx, t, true, client)
+	return q.JoinWith(ctx, t, JoinOptions{Client: client})
+}
+
+// JoinOptions are what a join request brings besides its ticket.
+type JoinOptions struct {
+	// Client is the caller's address key ("" = no per-address cap).
+	Client string
+	// Pow is a verified proof of work (see VerifyPow); the zero value is none. A queue with
+	// pow_difficulty > 0 refuses a new place without one (ErrPowRequired), and each
+	// challenge makes one place at most (ErrPowInvalid).
+	Pow PowProof
+}
+
+// PowProof is a proof of work the caller verified: the challenge's id (its single-use
+// record), its difficulty and when it expires.
+type PowProof struct {
+	ID         string
+	Difficulty int
+	Expires    time.Time
+}
+
+// JoinWith is Join with the request's options.
+func (q *Queue) JoinWith(ctx context.Context, t Ticket, o JoinOptions) (Place, bool, error) {
+	p, code, err := q.place(ctx, t, true, o)
 	if err == nil && code == 0 {
 		q.m.enter.WithLabelValues(t.Queue).Inc()
 	}
@@ -168,11 +208,11 @@ func (q *Queue) JoinFrom(ctx context.Context, t Ticket, client string) (Place, b
 // Status returns the place of ticket t (ErrNoPlace when it has none). It also counts as a
 // sign of life, so a client that polls keeps its place.
 func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
-	p, _, err := q.place(ctx, t, false, "")
+	p, _, err := q.place(ctx, t, false, JoinOptions{})
 	return p, err
 }
 
-func (q *Queue) place(ctx context.Context, t Ticket, join bool, client string) (Place, int64, error) {
+func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (Place, int64, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	k := keysFor(t.Queue)
@@ -180,9 +220,14 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, client string) (
 	if join {
 		mode = "1"
 	}
+	powDiff, powTTL := "", int64(1)
+	if o.Pow.ID != "" {
+		powDiff = strconv.Itoa(o.Pow.Difficulty)
+		powTTL = max(1, time.Until(o.Pow.Expires).Milliseconds())
+	}
 	res, err := joinScript.Run(ctx, q.rdb,
-		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(client)},
-		t.ID, mode, client).Slice()
+		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID)},
+		t.ID, mode, o.Client, powDiff, powTTL).Slice()
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
 	}
@@ -196,6 +241,10 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, client string) (
 		return Place{}, code, ErrNoPlace
 	case -4:
 		return Place{}, code, ErrTooManyPlaces
+	case -5, -6:
+		return Place{}, code, &PowRequiredError{Difficulty: int(toInt(res[1]))}
+	case -7:
+		return Place{}, code, ErrPowInvalid
 	}
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
@@ -204,6 +253,11 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, client string) (
 	}
 	if exp := toInt(res[6]); exp > 0 {
 		p.TokenExpiresAt = time.UnixMilli(exp)
+		if len(res) > 10 {
+			if iat := toInt(res[10]); iat > 0 {
+				p.TokenIssuedAt = time.UnixMilli(iat)
+			}
+		}
 	}
 	return p, code, nil
 }
@@ -304,8 +358,11 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 	if p.State == StateAdmitted {
 		p.Token, p.TokenExpiresAt = st.token, time.UnixMilli(st.exp)
 		p.Tick, _ = strconv.ParseInt(st.extra, 10, 64)
+		if st.iat > 0 {
+			p.TokenIssuedAt = time.UnixMilli(st.iat)
+		}
 		if !p.TokenExpiresAt.After(time.Now()) {
-			p.State, p.Token, p.TokenExpiresAt = StateExpired, "", time.Time{}
+			p.State, p.Token, p.TokenExpiresAt, p.TokenIssuedAt = StateExpired, "", time.Time{}, time.Time{}
 		}
 	}
 	return p, nil

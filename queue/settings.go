@@ -17,6 +17,12 @@ type Settings struct {
 	Paused        bool          `json:"paused"`
 	Closed        bool          `json:"closed"`
 	PlacesPerIP   int64         `json:"places_per_ip"` // live places one client address may hold; 0 = no limit
+	// PowDifficulty is the proof-of-work a new place costs: leading zero bits of
+	// SHA-256(challenge ":" nonce); 0 = none.
+	PowDifficulty int `json:"pow_difficulty"`
+	// PriorityShare is the share (0..1) of every tick's admissions that goes to the
+	// priority line (invites of lane "priority").
+	PriorityShare float64 `json:"priority_share"`
 }
 
 // SettingsPatch is a partial update; nil fields keep their value (or the default when
@@ -28,6 +34,8 @@ type SettingsPatch struct {
 	Paused        *bool
 	Closed        *bool
 	PlacesPerIP   *int64
+	PowDifficulty *int
+	PriorityShare *float64
 }
 
 // Limits of the settings accepted by Put.
@@ -38,13 +46,18 @@ const (
 	// DefaultPlacesPerIP is generous enough that a carrier's NAT (many buyers behind one
 	// address) is not punished, and small enough that one script cannot hold a line.
 	DefaultPlacesPerIP = 100
-	MinTokenTTL        = 10 * time.Second
-	MaxTokenTTL        = 24 * time.Hour
+	// MaxPowDifficulty is far beyond any sane setting (2^32 hashes is minutes of a
+	// desktop's time); it only bounds the input.
+	MaxPowDifficulty     = 32
+	DefaultPriorityShare = 0.5
+	MinTokenTTL          = 10 * time.Second
+	MaxTokenTTL          = 24 * time.Hour
 )
 
 // DefaultSettings are used for fields left out when a queue is created.
 func DefaultSettings(name string) Settings {
-	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP}
+	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP,
+		PriorityShare: DefaultPriorityShare}
 }
 
 // Validate refuses a setting out of range with an *InvalidError naming the field.
@@ -56,6 +69,10 @@ func (s Settings) Validate() error {
 		return invalid("max_active", "max_active must be between 0 (no cap) and %d.", MaxMaxActive)
 	case s.PlacesPerIP < 0 || s.PlacesPerIP > MaxPlacesPerIP:
 		return invalid("places_per_ip", "places_per_ip must be between 0 (no limit) and %d.", MaxPlacesPerIP)
+	case s.PowDifficulty < 0 || s.PowDifficulty > MaxPowDifficulty:
+		return invalid("pow_difficulty", "pow_difficulty must be between 0 (off) and %d bits.", MaxPowDifficulty)
+	case !(s.PriorityShare >= 0 && s.PriorityShare <= 1):
+		return invalid("priority_share", "priority_share must be between 0 and 1.")
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
@@ -82,6 +99,12 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	}
 	if p.PlacesPerIP != nil {
 		s.PlacesPerIP = *p.PlacesPerIP
+	}
+	if p.PowDifficulty != nil {
+		s.PowDifficulty = *p.PowDifficulty
+	}
+	if p.PriorityShare != nil {
+		s.PriorityShare = *p.PriorityShare
 	}
 	return s
 }
@@ -128,6 +151,12 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.PlacesPerIP != nil {
 		fields = append(fields, "places_per_ip", cur.PlacesPerIP)
 	}
+	if created || p.PowDifficulty != nil {
+		fields = append(fields, "pow_difficulty", cur.PowDifficulty)
+	}
+	if created || p.PriorityShare != nil {
+		fields = append(fields, "priority_share", strconv.FormatFloat(cur.PriorityShare, 'f', -1, 64))
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -149,6 +178,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
 		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
+		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare,
 	})
 	return err
 }
@@ -178,10 +208,16 @@ func parseSettings(name string, m map[string]string) Settings {
 	if v, ok := m["places_per_ip"]; ok {
 		places, _ = strconv.ParseInt(v, 10, 64)
 	}
+	pow, _ := strconv.Atoi(m["pow_difficulty"])
+	share := DefaultPriorityShare // queues made before the setting existed
+	if v, ok := m["priority_share"]; ok {
+		share, _ = strconv.ParseFloat(v, 64)
+	}
 	return Settings{
 		Name: name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
 		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
+		PowDifficulty: pow, PriorityShare: share,
 	}
 }
 

@@ -21,16 +21,19 @@ const (
 // token.lua), and by both versions during a rolling deploy, so it only ever gains fields
 // at the end:
 //
-//	"<code>:<seq>[:<token>:<exp_ms>:<extra>]"
+//	"<code>:<seq>[:<token>:<exp_ms>:<extra>[:<iat_ms>]]"
 //
-// code w (waiting), a (admitted; extra = the admission tick), e (expired unused), u (used
-// by an order; extra = the request key that used it).
+// code w (waiting), a (admitted; extra = the admission tick, iat_ms = the admission time,
+// written since signed tokens), e (expired unused; as a), u (used by an order; extra = the
+// request key that used it). A reader of the release before signed tokens splits at most
+// five fields, so it sees "tick:iat" as extra and falls back to the line's tick.
 type storedState struct {
 	code  byte
 	seq   int64
 	token string
 	exp   int64
 	extra string
+	iat   int64
 }
 
 // Codes of storedState.
@@ -42,7 +45,7 @@ const (
 )
 
 func parseState(s string) storedState {
-	f := strings.SplitN(s, ":", 5)
+	f := strings.SplitN(s, ":", 6)
 	var st storedState
 	if len(f[0]) == 1 {
 		st.code = f[0][0]
@@ -58,6 +61,9 @@ func parseState(s string) storedState {
 	}
 	if len(f) > 4 {
 		st.extra = f[4]
+	}
+	if len(f) > 5 {
+		st.iat, _ = strconv.ParseInt(f[5], 10, 64)
 	}
 	return st
 }

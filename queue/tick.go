@@ -38,6 +38,9 @@ type Admission struct {
 	Token  string `json:"k"`
 	Exp    int64  `json:"x"` // token expiry, Unix ms
 	Seq    int64  `json:"s"`
+	// IssuedAt is the admission time, Unix ms (the token's iat); 0 from a leader of the
+	// release before signed tokens (see IssuedAt).
+	IssuedAt int64 `json:"i"`
 }
 
 // DecodeTick parses a tick message of any version (newer versions only add fields, which

@@ -100,7 +100,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	switch w.Place.State {
 	case queue.StateAdmitted:
 		c.admitted = true
-		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, w.Place.Token, w.Place.TokenExpiresAt)
+		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, h.placeToken(w.Queue, w.Ticket, w.Place), w.Place.TokenExpiresAt)
 	case queue.StateExpired, queue.StateUsed:
 		c.admitted, c.expired = true, true
 		first = expiredFrame(qh.line.ev, qh.line.tick)

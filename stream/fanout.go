@@ -138,7 +138,7 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	case p.State == queue.StateAdmitted:
 		if !c.admitted {
 			c.admitted = true
-			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, p.Token, p.TokenExpiresAt), frameFinal)
+			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, h.placeToken(qh.name, c.ticket, p), p.TokenExpiresAt), frameFinal)
 			h.m.admittedSent.Inc()
 		}
 	case p.State == queue.StateExpired, p.State == queue.StateUsed:

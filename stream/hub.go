@@ -75,7 +75,11 @@ type Config struct {
 	MaxStreams     int64         // the stream budget, reported with the count (0 = none)
 	MaxConns       int64         // the connection budget, reported likewise
 	Connections    func() int64  // open client connections, reported likewise (nil = not known)
-	Log            zerolog.Logger
+	// HandOut renders the admission token a waiter is given: jti is the token Redis
+	// stores, iat and exp the admission and expiry (Unix ms; iat 0 when the leader did not
+	// say). Nil hands out jti itself.
+	HandOut func(queueName, ticket, jti string, iatMs, expMs int64) string
+	Log     zerolog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -302,4 +306,21 @@ func (h *Hub) queueList() []*qhub {
 func jitterDur(d time.Duration, frac float64) time.Duration {
 	j := (rand.Float64()*2 - 1) * frac
 	return time.Duration(float64(d) * (1 + j))
+}
+
+// handOut is the token handed to a waiter (see Config.HandOut).
+func (h *Hub) handOut(queueName, ticket, jti string, iatMs, expMs int64) string {
+	if h.cfg.HandOut == nil {
+		return jti
+	}
+	return h.cfg.HandOut(queueName, ticket, jti, iatMs, expMs)
+}
+
+// placeToken is handOut for a place read from Redis.
+func (h *Hub) placeToken(queueName, ticket string, p queue.Place) string {
+	var iat int64
+	if !p.TokenIssuedAt.IsZero() {
+		iat = p.TokenIssuedAt.UnixMilli()
+	}
+	return h.handOut(queueName, ticket, p.Token, iat, p.TokenExpiresAt.UnixMilli())
 }

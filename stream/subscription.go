@@ -179,22 +179,44 @@ func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 		}
 		qh.mu.Lock()
 	}
-	defer qh.mu.Unlock()
 	// A message the snapshot already covers is not applied again, but its admissions and
 	// expiries are still delivered (both are idempotent per connection).
 	if qh.line.synced && m.Ev == qh.line.ev+1 {
 		qh.line.apply(m)
 	}
+	// The tokens are signed after the lock is released (a signature costs tens of
+	// microseconds; a big tick must not hold the writers that long).
+	var out []handout
 	for _, a := range m.Adm {
 		for _, c := range qh.byTicket[a.Ticket] {
 			if c.admitted {
 				continue
 			}
 			c.admitted = true
-			c.shard.pushAt(c, admittedFrame(m.Ev, m.Tick, name, a.Token, time.UnixMilli(a.Exp)), frameFinal, admitAt)
-			h.m.admittedSent.Inc()
+			out = append(out, handout{c: c, a: a})
 		}
 	}
+	h.expire(qh, m)
+	qh.mu.Unlock()
+	var signed queue.Admission
+	var token string
+	for _, o := range out {
+		if o.a != signed || token == "" {
+			signed, token = o.a, h.handOut(name, o.a.Ticket, o.a.Token, o.a.IssuedAt, o.a.Exp)
+		}
+		o.c.shard.pushAt(o.c, admittedFrame(m.Ev, m.Tick, name, token, time.UnixMilli(o.a.Exp)), frameFinal, admitAt)
+		h.m.admittedSent.Inc()
+	}
+}
+
+// handout is an admitted connection waiting for its token.
+type handout struct {
+	c *conn
+	a queue.Admission
+}
+
+// expire delivers a tick's expiries; the caller holds qh.mu.
+func (h *Hub) expire(qh *qhub, m queue.Tick) {
 	for _, t := range m.Exp {
 		for _, c := range qh.byTicket[t] {
 			if c.expired {

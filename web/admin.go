@@ -48,6 +48,8 @@ type queueStatsJSON struct {
 	Closed          bool    `json:"closed"`
 	TokenTTLSeconds int64   `json:"token_ttl_seconds"`
 	PlacesPerIP     int64   `json:"places_per_ip"`
+	PowDifficulty   int     `json:"pow_difficulty"`
+	PriorityShare   float64 `json:"priority_share"`
 	AdmitRate       float64 `json:"admit_rate"`
 	TickLagMs       float64 `json:"tick_lag_ms"`
 	Leader          string  `json:"leader"`
@@ -92,7 +94,8 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 		out.Queues = append(out.Queues, queueStatsJSON{
 			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP, AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
+			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -157,6 +160,8 @@ type queueBody struct {
 	Paused          *bool    `json:"paused"`
 	Closed          *bool    `json:"closed"`
 	PlacesPerIP     *int64   `json:"places_per_ip"`
+	PowDifficulty   *int     `json:"pow_difficulty"`
+	PriorityShare   *float64 `json:"priority_share"`
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -179,7 +184,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	return c.Status(status).JSON(fiber.Map{
 		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
 		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
-		"places_per_ip": st.PlacesPerIP,
+		"places_per_ip": st.PlacesPerIP, "pow_difficulty": st.PowDifficulty, "priority_share": st.PriorityShare,
 	})
 }
 
@@ -189,7 +194,8 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 	if err := decodeBody(body, &b); err != nil {
 		return queue.SettingsPatch{}, err
 	}
-	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP}
+	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
+		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
 			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",

@@ -14,33 +14,6 @@ import (
 	"github.com/waitroom/waitroom/stream"
 )
 
-// placeJSON is the body of join and status (API.md).
-type placeJSON struct {
-	Ticket         string      `json:"ticket"`
-	Queue          string      `json:"queue"`
-	State          queue.State `json:"state"`
-	Position       int64       `json:"position"`
-	Waiting        int64       `json:"waiting"`
-	ETASeconds     *float64    `json:"eta_seconds"`
-	AdmitRate      float64     `json:"admit_rate"`
-	Stream         string      `json:"stream"`
-	Token          string      `json:"token,omitempty"`
-	TokenExpiresAt string      `json:"token_expires_at,omitempty"`
-}
-
-func (s *Server) placeBody(raw string, p queue.Place) placeJSON {
-	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Position: p.Position, Waiting: p.Waiting,
-		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream"}
-	if eta := p.ETA(); eta >= 0 {
-		out.ETASeconds = &eta
-	}
-	if p.State == queue.StateAdmitted {
-		out.Token = p.Token
-		out.TokenExpiresAt = p.TokenExpiresAt.UTC().Format(stream.TimeFormat)
-	}
-	return out
-}
-
 // ticketFor parses the request's ticket for queue name: 401 when missing, malformed or
 // forged; 404 when it belongs to another queue.
 func (s *Server) ticketFor(c *fiber.Ctx, name string) (queue.Ticket, string, error) {
@@ -121,7 +94,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(s.placeBody(raw, p))
+	return c.Status(status).JSON(s.placeBody(t, raw, p))
 }
 
 func (s *Server) setTicketCookie(c *fiber.Ctx, name, raw string) {
@@ -147,7 +120,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.placeBody(raw, p))
+	return c.JSON(s.placeBody(t, raw, p))
 }
 
 func (s *Server) leave(c *fiber.Ctx) error {
