@@ -25,6 +25,9 @@ var (
 	// ErrPowRequired: a new place in this queue needs a proof of work (or a proof for a
 	// higher difficulty). Errors wrapping it are *PowRequiredError.
 	ErrPowRequired = errors.New("proof of work required")
+	// ErrInviteInvalid: the invite code presented at join is used up, expired, revoked or
+	// of another queue.
+	ErrInviteInvalid = errors.New("invite invalid")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")

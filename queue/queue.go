@@ -186,6 +186,9 @@ type JoinOptions struct {
 	// pow_difficulty > 0 refuses a new place without one (ErrPowRequired), and each
 	// challenge makes one place at most (ErrPowInvalid).
 	Pow PowProof
+	// Invite is an invite code ("" = none): a valid one puts the place in the invite's lane
+	// (and a new place with it needs no proof of work); an invalid one is ErrInviteInvalid.
+	Invite string
 }
 
 // PowProof is a proof of work the caller verified: the challenge's id (its single-use

@@ -110,6 +110,12 @@ func mapError(err error) *Error {
 		// rule for every 429).
 		return &Error{Status: 429, Code: "too_many_places", Scope: "ip", RetryAfter: 60,
 			Message: "Too many places in this queue are held from your address."}
+	case errors.Is(err, queue.ErrPowInvalid):
+		return &Error{Status: 422, Code: "pow_invalid", Field: "pow",
+			Message: "The proof of work is wrong, expired or was used already; solve a new challenge."}
+	case errors.Is(err, queue.ErrInviteInvalid):
+		return &Error{Status: 422, Code: "invite_invalid", Field: "invite",
+			Message: "This invite code is used up, expired, revoked or not for this queue."}
 	case errors.Is(err, queue.ErrNoPlace):
 		return errorf(404, "ticket_not_found", "This ticket has no place in this queue; join again.")
 	case errors.Is(err, queue.ErrInvalid):
