@@ -208,7 +208,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 		}
 		// Expiry: the token's key lapses (as at the end of its TTL).
 		rdb := rs.Client()
-		rdb.PExpire(context.Background(), "wr:{q:errs}:token:"+tokens[1], time.Millisecond)
+		rdb.PExpire(context.Background(), "wr:{q:errs}:token:"+jtiOf(t, tokens[1]), time.Millisecond)
 		time.Sleep(10 * time.Millisecond)
 		if res, e, _ := order(t, in, tickets[1], tokens[1], "", buy); res.StatusCode != 401 || e.Error.Code != "token_expired" {
 			t.Errorf("expired: %d %s", res.StatusCode, e.Error.Code)

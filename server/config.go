@@ -53,6 +53,10 @@ type config struct {
 	MaxConns        int
 	MaxStreams      int
 	FailOpen        bool
+	Issuer          string
+	KeyPublishDelay time.Duration
+	KeyRefresh      time.Duration
+	TokenFormat     string
 	ProxyHeader     string
 	TrustedProxies  []string
 	ShutdownTimeout time.Duration
@@ -188,6 +192,22 @@ var settings = []setting{
 	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
+	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare, as the release before; for the first rolling upgrade only — guards accept both either way)", func(c *config, v string) error {
+		if v != "jws" && v != "uuid" {
+			return fmt.Errorf("must be jws or uuid")
+		}
+		c.TokenFormat = v
+		return nil
+	}},
+	{"WR_ISSUER", "waitroom", "the iss claim of admission tokens (guards and verifiers require it)", func(c *config, v string) error {
+		if v == "" || len(v) > 200 {
+			return fmt.Errorf("must be 1-200 characters")
+		}
+		c.Issuer = v
+		return nil
+	}},
+	{"WR_KEY_PUBLISH_DELAY", "60s", "a rotated signing key is in the JWKS this long before it signs (longer than WR_KEY_REFRESH and the JWKS cache lifetime, 15 s)", durSetting(func(c *config) *time.Duration { return &c.KeyPublishDelay }, 100*time.Millisecond)},
+	{"WR_KEY_REFRESH", "10s", "how often each instance re-reads the signing keys from Redis (and at once on an unknown kid)", durSetting(func(c *config) *time.Duration { return &c.KeyRefresh }, 50*time.Millisecond)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
 	{"WR_PROXY_HEADER", "", "client address header your proxy sets, e.g. X-Forwarded-For; the proxy must overwrite it (as deploy/nginx.conf does), not append", strSetting(func(c *config) *string { return &c.ProxyHeader })},
 	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs whose WR_PROXY_HEADER is believed; empty = every peer's (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -76,6 +77,7 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 type app struct {
 	admitter *queue.Admitter
 	hub      *stream.Hub
+	keys     *admission.KeyRing // nil with WR_TOKEN_FORMAT=uuid
 	limits   *queue.LiveLimits
 	srv      *web.Server
 }
@@ -125,6 +127,13 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}
 
+	var keys *admission.KeyRing
+	if cfg.TokenFormat != "uuid" {
+		if keys, err = openKeys(ctx, cfg, q, log); err != nil {
+			return a, closeAll, err
+		}
+	}
+	a.keys = keys
 	maxConns, maxStreams := budgets(cfg, log)
 	var srv *web.Server // set below, before anything runs
 	a.hub = stream.NewHub(q, stream.Config{
@@ -132,6 +141,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
+		HandOut: web.HandOut(keys, log),
 	}, reg)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
@@ -145,12 +155,31 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		UnboundQueue: cfg.UnboundQueue,
 		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
-		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Hub: a.hub, Orders: store,
+		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
 	})
 	a.srv = srv
 	return a, closeAll, err
 }
+
+// openKeys loads the token-signing keys from Redis (making the first one on a new
+// deployment). The secret that seals them is WR_SECRET.
+func openKeys(ctx context.Context, cfg config, q *queue.Queue, log zerolog.Logger) (*admission.KeyRing, error) {
+	keys, err := admission.NewKeyRing(q, admission.Config{Secret: []byte(cfg.Secret), Issuer: cfg.Issuer,
+		PublishDelay: cfg.KeyPublishDelay, Refresh: cfg.KeyRefresh, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, keysLoadTimeout)
+	defer cancel()
+	if err := keys.Load(lctx); err != nil {
+		return nil, fmt.Errorf("load signing keys: %w", err)
+	}
+	return keys, nil
+}
+
+// keysLoadTimeout bounds reading (or making) the signing keys at start.
+const keysLoadTimeout = 10 * time.Second
 
 // pgOpenTimeout bounds connecting to PostgreSQL and migrating at start.
 const pgOpenTimeout = 30 * time.Second
@@ -169,6 +198,9 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		var g errgroup.Group
 		g.Go(func() error { return a.hub.Run(bgCtx) })
 		g.Go(func() error { return a.limits.Run(bgCtx) })
+		if a.keys != nil {
+			g.Go(func() error { return a.keys.Run(bgCtx) })
+		}
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()

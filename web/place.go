@@ -1,6 +1,9 @@
 package web
 
 import (
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
 )
@@ -36,7 +39,29 @@ func (s *Server) placeBody(t queue.Ticket, raw string, p queue.Place) placeJSON 
 	return out
 }
 
-// handOut is the admission token as it is handed to the ticket's holder.
+// handOut is the admission token as it is handed to the ticket's holder: signed (JWS)
+// unless signed tokens are off.
 func (s *Server) handOut(t queue.Ticket, p queue.Place) string {
-	return p.Token
+	var iat int64
+	if !p.TokenIssuedAt.IsZero() {
+		iat = p.TokenIssuedAt.UnixMilli()
+	}
+	return HandOut(s.d.Keys, s.log)(t.Queue, t.ID, p.Token, iat, p.TokenExpiresAt.UnixMilli())
+}
+
+// HandOut is the hand-out function of keys for the hub and the HTTP answers: the signed
+// token, or the bare one when keys is nil. A signing failure (no key this instance can
+// use) hands out the bare token, which the guards still accept, and is logged.
+func HandOut(keys *admission.KeyRing, log zerolog.Logger) func(queueName, ticket, jti string, iatMs, expMs int64) string {
+	return func(queueName, ticket, jti string, iatMs, expMs int64) string {
+		if keys == nil {
+			return jti
+		}
+		tok, err := keys.IssueMs(queueName, ticket, jti, iatMs, expMs)
+		if err != nil {
+			log.Error().Err(err).Msg("admission: cannot sign a token; handing out the bare one")
+			return jti
+		}
+		return tok
+	}
 }

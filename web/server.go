@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/static"
@@ -56,8 +57,11 @@ type Config struct {
 
 // Deps are the parts the server is wired to.
 type Deps struct {
-	Queue    *queue.Queue
-	Signer   *queue.Signer
+	Queue  *queue.Queue
+	Signer *queue.Signer
+	// Keys signs the admission tokens handed out and verifies them (nil: bare tokens, as
+	// the release before signed tokens; WR_TOKEN_FORMAT=uuid).
+	Keys     *admission.KeyRing
 	Hub      *stream.Hub
 	Orders   OrderStore
 	Limiter  *queue.Limiter
@@ -177,7 +181,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/stream", s.stream)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
-	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
 	api.Get("/verify", s.verify)
 	api.Post("/redeem", s.redeem)
 	api.Get("/openapi.json", s.openAPI)

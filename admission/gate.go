@@ -1,0 +1,309 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// TokenStore is what a gate needs of the token store (implemented by *queue.Queue).
+type TokenStore interface {
+	ClaimToken(ctx context.Context, t queue.Ticket, token, reqKey string, idem bool) (queue.Verdict, time.Time, error)
+	CheckToken(ctx context.Context, t queue.Ticket, token string) (queue.Verdict, time.Time, error)
+	ConsumeToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
+	ReleaseToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
+}
+
+// Ticket cookies (API.md, Hardening): one per queue, and the first release's single one,
+// still read for a day after the upgrade.
+const (
+	TicketCookiePrefix = "wr_ticket_"
+	LegacyTicketCookie = "wr_ticket"
+)
+
+// TicketCookie is the name of queue's ticket cookie.
+func TicketCookie(queue string) string { return TicketCookiePrefix + queue }
+
+// Request is what a protected request presents, whatever the framework.
+type Request struct {
+	Token  string // X-Admission-Token
+	Ticket string // an explicit ticket (Authorization: Bearer); "" when none
+	// Cookie returns a cookie's value ("" when absent).
+	Cookie func(name string) string
+	// Cookies calls yield for every cookie (to find ticket cookies of other queues).
+	Cookies func(yield func(name, value string))
+}
+
+// Refusal is a gate's answer to a request it does not let through: an HTTP status and
+// the public error code (API.md) with a sentence for the user.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
+
+func refuse(status int, code, msg string) *Refusal {
+	return &Refusal{Status: status, Code: code, Message: msg}
+}
+
+// Refusals shared by every guard.
+var (
+	errTokenMissing  = refuse(401, "token_missing", "An admission token is required: wait for your turn in the queue.")
+	errTokenInvalid  = refuse(401, "token_invalid", "Unknown admission token.")
+	errTokenExpired  = refuse(401, "token_expired", "Your admission token has expired; join the queue again.")
+	errTokenBusy     = refuse(401, "token_invalid", "This admission token is being used by another request.")
+	errTokenUsed     = refuse(401, "token_invalid", "This admission token has already been used.")
+	errNotYours      = refuse(403, "token_not_yours", "This admission token was issued to another ticket.")
+	errWrongQueue    = refuse(403, "token_wrong_queue", "This admission token was given by another queue than the one that sells this.")
+	errTicketMissing = refuse(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
+	errTicketInvalid = refuse(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
+)
+
+// WrongQueue is the refusal for a token or ticket of another queue than the route's.
+func WrongQueue() *Refusal { r := *errWrongQueue; return &r }
+
+// Gate decides whether a request's admission token lets it through: the logic of every
+// guard (the Fiber guard, the net/http guard, GET /api/verify).
+type Gate struct {
+	Tokens  TokenStore
+	Tickets *queue.Signer
+	// Keys verifies signed tokens; nil accepts only bare tokens (the first release's).
+	Keys *KeyRing
+}
+
+// Pass is a request the gate let through, to be settled after the handler.
+type Pass struct {
+	Ticket  queue.Ticket
+	Verdict queue.Verdict
+	jti     string
+	key     string
+}
+
+// Claim checks the request's token for a route that admits from queues and claims it for
+// the request identified by reqKey (idem: a client Idempotency-Key that repeats share), so
+// concurrent uses of one token cannot both pass. A refusal is a *Refusal; any other error
+// is the token store's (Redis unreachable: queue.ErrUnavailable) — the Pass then still
+// names the ticket, for a fail-open caller.
+func (g *Gate) Claim(ctx context.Context, r Request, queues []string, reqKey string, idem bool) (Pass, error) {
+	return g.run(ctx, r, queues, reqKey, idem, true)
+}
+
+// Check is Claim without claiming: whether the token may be used now. Nothing changes.
+func (g *Gate) Check(ctx context.Context, r Request, queues []string) (Pass, error) {
+	return g.run(ctx, r, queues, "", false, false)
+}
+
+// Settle ends a claimed pass: the token is consumed when the handler succeeded, else the
+// claim is released and the token stays usable until its TTL. Run it with a context that
+// outlives the request.
+func (g *Gate) Settle(ctx context.Context, p Pass, ok bool) error {
+	switch {
+	case ok && p.Verdict != queue.TokenReplay:
+		return g.Tokens.ConsumeToken(ctx, p.Ticket, p.jti, p.key)
+	case !ok && p.Verdict == queue.TokenLive:
+		return g.Tokens.ReleaseToken(ctx, p.Ticket, p.jti, p.key)
+	}
+	return nil
+}
+
+func (g *Gate) run(ctx context.Context, r Request, queues []string, reqKey string, idem, claim bool) (Pass, error) {
+	if r.Token == "" {
+		return Pass{}, errTokenMissing
+	}
+	op := func(t queue.Ticket, jti string) (queue.Verdict, error) {
+		if claim {
+			v, _, err := g.Tokens.ClaimToken(ctx, t, jti, reqKey, idem)
+			return v, err
+		}
+		v, _, err := g.Tokens.CheckToken(ctx, t, jti)
+		return v, err
+	}
+	if strings.Count(r.Token, ".") == 2 && g.Keys != nil {
+		return g.signed(ctx, r, queues, reqKey, op)
+	}
+	return g.bare(ctx, r, queues, reqKey, op)
+}
+
+// signed handles a JWS: its signature and claims say which queue and ticket it belongs
+// to, so a token of another queue is refused without asking Redis.
+func (g *Gate) signed(ctx context.Context, r Request, queues []string, reqKey string, op func(queue.Ticket, string) (queue.Verdict, error)) (Pass, error) {
+	c, err := g.Keys.Verify(ctx, r.Token)
+	switch {
+	case errors.Is(err, ErrExpired):
+		return Pass{}, errTokenExpired
+	case err != nil:
+		return Pass{}, refuse(401, "token_invalid", "This admission token is not valid here.")
+	}
+	if len(queues) > 0 && !slices.Contains(queues, c.Audience) {
+		return Pass{}, errWrongQueue
+	}
+	t, rf := g.ticketFor(r, c.Audience)
+	if rf != nil {
+		return Pass{}, rf
+	}
+	if t.ID != c.Subject {
+		return Pass{}, errNotYours
+	}
+	p := Pass{Ticket: t, jti: c.ID, key: reqKey}
+	p.Verdict, err = op(t, c.ID)
+	if err != nil {
+		return p, err
+	}
+	return p, verdictRefusal(p.Verdict)
+}
+
+// ticketFor is the caller's ticket for queue name: the explicit one (which must be of that
+// queue), else the queue's cookie, else the legacy cookie holding a ticket of that queue.
+func (g *Gate) ticketFor(r Request, name string) (queue.Ticket, *Refusal) {
+	if r.Ticket != "" {
+		t, err := g.Tickets.Parse(r.Ticket)
+		switch {
+		case err != nil:
+			return queue.Ticket{}, errTicketInvalid
+		case t.Queue != name:
+			return queue.Ticket{}, errWrongQueue
+		}
+		return t, nil
+	}
+	for _, cookie := range []string{TicketCookie(name), LegacyTicketCookie} {
+		if t, err := g.Tickets.Parse(r.cookie(cookie)); err == nil && t.Queue == name {
+			return t, nil
+		}
+	}
+	if len(g.cookieTickets(r)) > 0 {
+		return queue.Ticket{}, errWrongQueue
+	}
+	return queue.Ticket{}, errTicketMissing
+}
+
+func (r Request) cookie(name string) string {
+	if r.Cookie == nil {
+		return ""
+	}
+	return r.Cookie(name)
+}
+
+// bare handles a token of the release before signed tokens (a UUID), valid for one token
+// lifetime after the upgrade: it names no queue or ticket, so the caller's tickets for
+// the route's queues are tried in turn.
+func (g *Gate) bare(ctx context.Context, r Request, queues []string, reqKey string, op func(queue.Ticket, string) (queue.Verdict, error)) (Pass, error) {
+	if !queue.ValidToken(r.Token) {
+		return Pass{}, errTokenInvalid
+	}
+	tickets, rf := g.bareTickets(r, queues)
+	if rf != nil {
+		return Pass{}, rf
+	}
+	var p Pass
+	var err error
+	for _, t := range tickets {
+		p = Pass{Ticket: t, jti: r.Token, key: reqKey}
+		if p.Verdict, err = op(t, r.Token); err != nil || p.Verdict != queue.TokenUnknown {
+			break
+		}
+	}
+	if err != nil {
+		return p, err
+	}
+	if p.Verdict == queue.TokenUnknown && g.tokenOfOtherQueue(ctx, r, queues) {
+		return p, errWrongQueue
+	}
+	return p, verdictRefusal(p.Verdict)
+}
+
+// bareTickets are the caller's tickets for the route's queues: an explicit ticket must be
+// of one of them; else each queue's cookie (or the legacy one) holding a ticket of it. A
+// caller whose only tickets are of other queues is refused token_wrong_queue.
+func (g *Gate) bareTickets(r Request, queues []string) ([]queue.Ticket, *Refusal) {
+	if r.Ticket != "" {
+		t, err := g.Tickets.Parse(r.Ticket)
+		switch {
+		case err != nil:
+			return nil, errTicketInvalid
+		case len(queues) > 0 && !slices.Contains(queues, t.Queue):
+			return nil, errWrongQueue
+		}
+		return []queue.Ticket{t}, nil
+	}
+	var out []queue.Ticket
+	if len(queues) == 0 {
+		out = g.cookieTickets(r)
+	}
+	for _, q := range queues {
+		for _, cookie := range []string{TicketCookie(q), LegacyTicketCookie} {
+			if t, err := g.Tickets.Parse(r.cookie(cookie)); err == nil && t.Queue == q && !slices.Contains(out, t) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	if len(g.cookieTickets(r)) > 0 {
+		return nil, errWrongQueue
+	}
+	return nil, errTicketMissing
+}
+
+// cookieTickets lists the valid tickets of every ticket cookie of the request.
+func (g *Gate) cookieTickets(r Request) []queue.Ticket {
+	var out []queue.Ticket
+	if r.Cookies == nil {
+		return nil
+	}
+	r.Cookies(func(name, v string) {
+		if name != LegacyTicketCookie && !strings.HasPrefix(name, TicketCookiePrefix) {
+			return
+		}
+		if t, err := g.Tickets.Parse(v); err == nil && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	})
+	return out
+}
+
+// maxOtherChecks bounds the Redis calls an unknown bare token may cost: a Cookie header
+// could carry dozens of valid tickets.
+const maxOtherChecks = 4
+
+// tokenOfOtherQueue reports whether a bare token unknown in the route's queues is live for
+// a ticket cookie of another queue (named after its ticket's queue), at most
+// maxOtherChecks of them.
+func (g *Gate) tokenOfOtherQueue(ctx context.Context, r Request, queues []string) bool {
+	checked := 0
+	for _, o := range g.cookieTickets(r) {
+		if slices.Contains(queues, o.Queue) || r.cookie(TicketCookie(o.Queue)) == "" {
+			continue
+		}
+		if checked++; checked > maxOtherChecks {
+			return false
+		}
+		if v, _, err := g.Tokens.CheckToken(ctx, o, r.Token); err == nil && v != queue.TokenUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+func verdictRefusal(v queue.Verdict) error {
+	switch v {
+	case queue.TokenLive, queue.TokenShared, queue.TokenReplay:
+		return nil
+	case queue.TokenExpired:
+		return errTokenExpired
+	case queue.TokenNotYours:
+		return errNotYours
+	case queue.TokenBusy:
+		return errTokenBusy
+	case queue.TokenUsed:
+		return errTokenUsed
+	}
+	return errTokenInvalid
+}

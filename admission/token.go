@@ -1,0 +1,121 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Claims are the claims of an admission token (API.md, "Trust at the edges").
+type Claims struct {
+	Issuer   string `json:"iss"`
+	Subject  string `json:"sub"` // the ticket id
+	Audience string `json:"aud"` // the queue that admitted it
+	ID       string `json:"jti"` // the token as Redis stores it (UUID v4)
+	IssuedAt int64  `json:"iat"` // admission time, Unix seconds
+	Expires  int64  `json:"exp"` // token expiry, Unix seconds
+}
+
+// The jwt.Claims interface, so the library validates time and issuer.
+func (c Claims) GetExpirationTime() (*jwt.NumericDate, error) {
+	return jwt.NewNumericDate(time.Unix(c.Expires, 0)), nil
+}
+func (c Claims) GetIssuedAt() (*jwt.NumericDate, error) {
+	return jwt.NewNumericDate(time.Unix(c.IssuedAt, 0)), nil
+}
+func (c Claims) GetNotBefore() (*jwt.NumericDate, error) { return nil, nil }
+func (c Claims) GetIssuer() (string, error)              { return c.Issuer, nil }
+func (c Claims) GetSubject() (string, error)             { return c.Subject, nil }
+func (c Claims) GetAudience() (jwt.ClaimStrings, error)  { return jwt.ClaimStrings{c.Audience}, nil }
+
+// Errors of Verify. Every one but ErrExpired means the token is not ours or was altered.
+var (
+	ErrMalformed  = errors.New("admission token malformed")
+	ErrAlgorithm  = errors.New("admission token algorithm refused")
+	ErrUnknownKey = errors.New("admission token signed by an unknown key")
+	ErrSignature  = errors.New("admission token signature invalid")
+	ErrClaims     = errors.New("admission token claims invalid")
+	ErrExpired    = errors.New("admission token expired")
+	ErrNoKey      = errors.New("no signing key available")
+)
+
+// MaxTokenLen bounds what Verify reads; a real token is about 330 bytes.
+const MaxTokenLen = 1024
+
+// Sign returns the token for the claims, signed with the key that signs now. The iss claim
+// is the ring's. Ed25519 signatures are deterministic: every instance with the same
+// current key makes the same bytes for the same claims.
+func (r *KeyRing) Sign(c Claims) (string, error) {
+	k, ok := r.current(time.Now())
+	if !ok {
+		return "", ErrNoKey
+	}
+	c.Issuer = r.cfg.Issuer
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	t.Header["kid"] = k.Kid
+	return t.SignedString(k.private)
+}
+
+// IssueMs signs the token of one admission: ticket, queue, the stored token (jti), and
+// the admission and expiry times in Unix ms. iatMs 0 (a token admitted by a leader of the
+// release before signed tokens) is taken as expMs minus the default token lifetime, the
+// same on every instance.
+func (r *KeyRing) IssueMs(queueName, ticket, jti string, iatMs, expMs int64) (string, error) {
+	if iatMs <= 0 {
+		iatMs = expMs - legacyTTL.Milliseconds()
+	}
+	return r.Sign(Claims{Subject: ticket, Audience: queueName, ID: jti, IssuedAt: iatMs / 1000, Expires: expMs / 1000})
+}
+
+// legacyTTL is the assumed lifetime of a token whose admission time was not stored.
+const legacyTTL = 5 * time.Minute
+
+// Verify checks raw: compact JWS, alg EdDSA only (none, HS256 and every other algorithm
+// are refused before any key is used), a kid this deployment publishes, a valid Ed25519
+// signature, our issuer, and claims of the right shape; an expired token is ErrExpired.
+func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
+	if len(raw) == 0 || len(raw) > MaxTokenLen {
+		return Claims{}, ErrMalformed
+	}
+	var c Claims
+	var keyErr error
+	_, err := jwt.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			keyErr = ErrUnknownKey
+			return nil, keyErr
+		}
+		k, ok := r.lookup(ctx, kid)
+		if !ok {
+			keyErr = ErrUnknownKey
+			return nil, keyErr
+		}
+		return k.Public, nil
+	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(r.cfg.Issuer),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(0))
+	switch {
+	case err == nil:
+	case keyErr != nil:
+		return Claims{}, keyErr
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return c, ErrExpired
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		if errors.Is(err, jwt.ErrSignatureInvalid) || errors.Is(err, jwt.ErrEd25519Verification) {
+			return Claims{}, ErrSignature
+		}
+		return Claims{}, ErrAlgorithm
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return Claims{}, ErrAlgorithm // "none" and algorithms the library does not know
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return Claims{}, ErrMalformed
+	default:
+		return Claims{}, fmt.Errorf("%w: %w", ErrClaims, err)
+	}
+	if c.Subject == "" || c.Audience == "" || c.ID == "" || c.Expires <= c.IssuedAt-1 {
+		return Claims{}, ErrClaims
+	}
+	return c, nil
+}

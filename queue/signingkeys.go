@@ -1,0 +1,67 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// signingKeysKey holds the token-signing keys of the deployment: a hash of key id ->
+// StoredKey JSON. It is global (not in any queue's slot) and read by every instance every
+// few seconds; the private half is sealed by the holder of the deployment secret, so a
+// reader of Redis alone cannot sign tokens.
+const signingKeysKey = "wr:signing-keys"
+
+// StoredKey is one token-signing key as Redis keeps it. Sealed is the private key,
+// encrypted by the admission package; the queue package stores it opaquely.
+type StoredKey struct {
+	Kid         string `json:"kid"`
+	Public      []byte `json:"pub"`
+	Sealed      []byte `json:"sealed"`
+	CreatedMs   int64  `json:"created_ms"`
+	SignsFromMs int64  `json:"signs_from_ms"`
+	// RetiredMs is when the key stopped (or stops) signing: its successor's SignsFromMs;
+	// 0 while it has none.
+	RetiredMs int64 `json:"retired_ms,omitempty"`
+}
+
+// SigningKeys reads every stored signing key (one HGETALL).
+func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	m, err := q.rdb.HGetAll(ctx, signingKeysKey).Result()
+	if err != nil {
+		return nil, fail("read signing keys", err)
+	}
+	out := make([]StoredKey, 0, len(m))
+	for kid, v := range m {
+		var k StoredKey
+		if err := json.Unmarshal([]byte(v), &k); err != nil || k.Kid != kid {
+			continue // not ours to read; left alone
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// PutSigningKeys writes keys (new ones, or ones whose retirement changed) and deletes the
+// key ids in drop, in one transaction.
+func (q *Queue) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	pipe := q.rdb.TxPipeline()
+	for _, k := range keys {
+		b, err := json.Marshal(k)
+		if err != nil {
+			return fmt.Errorf("encode signing key: %w", err)
+		}
+		pipe.HSet(ctx, signingKeysKey, k.Kid, b)
+	}
+	if len(drop) > 0 {
+		pipe.HDel(ctx, signingKeysKey, drop...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fail("write signing keys", err)
+	}
+	return nil
+}
