@@ -199,19 +199,26 @@ func nginxBinary(t *testing.T) string {
 // on a free loopback port, and stops it (by its PID) when the test ends.
 func startNginx(t *testing.T, bin string, ins []*instance) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "deploy", "nginx.conf"))
+	return runNginx(t, bin, "nginx.conf", map[string]string{
+		"server app1:8080": "server " + strings.TrimPrefix(ins[0].url, "http://"),
+		"server app2:8080": "server " + strings.TrimPrefix(ins[1].url, "http://"),
+	})
+}
+
+// runNginx runs the site deploy/<file> with the replacements made (each must match once)
+// and its listener on a free loopback port, and stops it (by its PID) when the test ends.
+func runNginx(t *testing.T, bin, file string, repl map[string]string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := freePort(t)
 	site := string(raw)
-	for old, repl := range map[string]string{
-		"server app1:8080": "server " + strings.TrimPrefix(ins[0].url, "http://"),
-		"server app2:8080": "server " + strings.TrimPrefix(ins[1].url, "http://"),
-		"listen 80;":       fmt.Sprintf("listen 127.0.0.1:%d;", port),
-	} {
+	repl["listen 80;"] = fmt.Sprintf("listen 127.0.0.1:%d;", port)
+	for old, repl := range repl {
 		if strings.Count(site, old) != 1 {
-			t.Fatalf("deploy/nginx.conf changed shape: %q appears %d times", old, strings.Count(site, old))
+			t.Fatalf("deploy/%s changed shape: %q appears %d times", file, old, strings.Count(site, old))
 		}
 		site = strings.Replace(site, old, repl, 1)
 	}

@@ -25,7 +25,7 @@ func (s *Server) jwks(c *fiber.Ctx) error {
 	if s.d.Keys == nil {
 		return errorf(404, "not_found", "Signed admission tokens are off.")
 	}
-	c.Set(fiber.HeaderContentType, "application/jwk-set+json")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Set(fiber.HeaderCacheControl, "public, max-age="+strconv.Itoa(int(jwksMaxAge.Seconds())))
 	return c.Send(s.d.Keys.JWKS())
 }
