@@ -74,6 +74,14 @@ var messages = map[string][2]string{
 	"err_too_many_places_title": {"Too many places from your network", "같은 네트워크에서 너무 많이 줄을 섰습니다"},
 	"err_too_many_places_body":  {"Your address already holds as many places in this line as it may. Use a place you already have, or try again once some have been let in.", "이 주소로 이 대기열에 설 수 있는 자리를 모두 쓰고 있습니다. 이미 잡은 자리를 이용하거나, 일부가 입장한 뒤 다시 시도하세요."},
 	"err_generic_title":         {"Something went wrong", "문제가 발생했습니다"},
+	"err_pow_title":             {"Your browser could not finish the joining check", "브라우저가 참여 확인을 마치지 못했습니다"},
+	"err_pow_body":              {"Reload the page to try again. If it keeps failing, try another browser.", "페이지를 새로고침해 다시 시도하세요. 계속 실패하면 다른 브라우저를 사용해 보세요."},
+	"err_invite_title":          {"This invite link does not work", "이 초대 링크는 사용할 수 없습니다"},
+	"err_invite_body":           {"It is used up, expired, revoked or meant for another line. Join without it from the list of lines.", "모두 사용되었거나, 만료되었거나, 취소되었거나, 다른 대기열용입니다. 대기열 목록에서 초대 없이 줄을 서세요."},
+	"pow_label":                 {"A short check that protects this line from bots", "봇으로부터 대기열을 보호하는 짧은 확인"},
+	"pow_progress":              {"Checking… {n} of about {total} tries", "확인 중… 약 {total}회 중 {n}회 시도"},
+	"pow_solved":                {"Check done in {s} s. Joining…", "{s}초 만에 확인 완료. 줄 서는 중…"},
+	"pow_retrying":              {"The check was not accepted (it may have expired); starting a new one…", "확인이 받아들여지지 않았습니다(시간이 지났을 수 있습니다). 새로 시작합니다…"},
 	"err_generic_body":          {"Please try again in a moment.", "잠시 후 다시 시도해 주세요."},
 
 	// Order page.

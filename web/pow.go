@@ -1,8 +1,164 @@
 package web
 
-import "github.com/gofiber/fiber/v2"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
 
-// challenge answers POST /api/queues/{queue}/challenge (being written).
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/stream"
+)
+
+// challengeJSON is a proof-of-work challenge as the API hands it out (/challenge, and
+// inside a 428 pow_required).
+type challengeJSON struct {
+	Challenge  string `json:"challenge"`
+	Difficulty int    `json:"difficulty"`
+	ExpiresAt  string `json:"expires_at"`
+}
+
+func toChallengeJSON(c queue.PowChallenge) challengeJSON {
+	return challengeJSON{Challenge: c.Challenge, Difficulty: c.Difficulty, ExpiresAt: c.Expires.UTC().Format(stream.TimeFormat)}
+}
+
+// challenge answers POST /api/queues/{queue}/challenge: a fresh stateless challenge at the
+// queue's live pow_difficulty (0 when proof of work is off). It counts against the per-
+// address join limit, being the first step of a join.
 func (s *Server) challenge(c *fiber.Ctx) error {
-	return errorf(501, "not_implemented", "Not implemented yet.")
+	name, err := queueParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.joinLimit(c); err != nil {
+		return err
+	}
+	d, err := s.d.Queue.PowDifficulty(c.UserContext(), name)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(toChallengeJSON(s.d.Signer.NewChallenge(name, d, time.Now())))
+}
+
+// powRequired is the 428 answer to a join that needs a proof of work of difficulty bits:
+// the error shape plus a fresh challenge at that difficulty, so the client solves it
+// without another round trip.
+func (s *Server) powRequired(c *fiber.Ctx, name string, difficulty int) error {
+	var b struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Challenge challengeJSON `json:"challenge"`
+	}
+	b.Error.Code = "pow_required"
+	b.Error.Message = "Joining this queue needs a proof of work: solve the challenge and join again."
+	b.Challenge = toChallengeJSON(s.d.Signer.NewChallenge(name, difficulty, time.Now()))
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(fiber.StatusPreconditionRequired).JSON(b)
+}
+
+// joinBody is the optional body of a join.
+type joinBody struct {
+	Pow *struct {
+		Challenge *string `json:"challenge"`
+		Nonce     *string `json:"nonce"`
+	} `json:"pow"`
+	Invite *string `json:"invite"`
+}
+
+// maxInvite bounds an invite code (the contract's maxLength).
+const maxInvite = 128
+
+// parseJoinBody reads the join body strictly: empty (or only white space) is no options,
+// as before bodies existed; not JSON or not an object → 400 malformed_json; an unknown
+// field → 400 bad_request; a pow or invite of the wrong type or shape → 422 pow_invalid or
+// invite_invalid naming the field.
+func parseJoinBody(b []byte) (joinBody, error) {
+	var jb joinBody
+	if len(bytes.TrimSpace(b)) == 0 {
+		return jb, nil
+	}
+	if err := decodeBody(b, &jb); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == "invalid_field" {
+			switch {
+			case e.Field == "":
+				return jb, errorf(400, "malformed_json", "The request body must be a JSON object.")
+			case e.Field == "invite":
+				return jb, errInvite("invite must be a string.")
+			default: // pow or pow.challenge or pow.nonce
+				return jb, errPow("pow must be an object with the strings challenge and nonce.")
+			}
+		}
+		return jb, err
+	}
+	if bytes.TrimSpace(b)[0] != '{' { // null
+		return jb, errorf(400, "malformed_json", "The request body must be a JSON object.")
+	}
+	// Field names are matched exactly (encoding/json alone would take "POW" for "pow" and
+	// ignore unknown fields).
+	if k := unknownKey(b, "pow", "invite"); k != "" {
+		return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(k)+" in the join body: it takes pow and invite.")
+	}
+	if jb.Pow != nil {
+		var top map[string]json.RawMessage
+		_ = json.Unmarshal(b, &top)
+		if k := unknownKey(top["pow"], "challenge", "nonce"); k != "" {
+			return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(k)+" in pow: it takes challenge and nonce.")
+		}
+	}
+	if jb.Pow != nil && (jb.Pow.Challenge == nil || jb.Pow.Nonce == nil) {
+		return jb, errPow("pow must carry both challenge and nonce.")
+	}
+	if jb.Invite != nil && len(*jb.Invite) > maxInvite {
+		return jb, errInvite("invite codes are at most 128 characters.")
+	}
+	return jb, nil
+}
+
+// unknownKey returns a key of the JSON object obj other than those allowed ("" when none;
+// obj has been decoded successfully before).
+func unknownKey(obj []byte, allowed ...string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return ""
+	}
+	for k := range m {
+		if !slices.Contains(allowed, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+func errPow(msg string) *Error {
+	return &Error{Status: 422, Code: "pow_invalid", Field: "pow", Message: msg}
+}
+
+func errInvite(msg string) *Error {
+	return &Error{Status: 422, Code: "invite_invalid", Field: "invite", Message: msg}
+}
+
+// joinOptions turns the body into the queue's join options, verifying a proof of work
+// here (CPU only; the single-use record and the live difficulty are the join script's).
+func (s *Server) joinOptions(c *fiber.Ctx, name string, jb joinBody) (queue.JoinOptions, error) {
+	o := queue.JoinOptions{Client: clientKey(c)}
+	if jb.Invite != nil {
+		o.Invite = *jb.Invite
+	}
+	if jb.Pow != nil {
+		p, err := s.d.Signer.VerifyPow(name, *jb.Pow.Challenge, *jb.Pow.Nonce, time.Now())
+		if err != nil {
+			s.log.Debug().Err(err).Str("queue", name).Msg("proof of work refused")
+			return o, err
+		}
+		o.Pow = p
+	}
+	return o, nil
 }

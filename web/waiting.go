@@ -53,6 +53,10 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	jb, err := parseJoinBody(c.Body())
+	if err != nil {
+		return err
+	}
 	if s.full() {
 		// This instance holds all the streams it may: the client retries (a load balancer
 		// that reads /readyz sends it elsewhere), spread over a few seconds, on a new
@@ -81,7 +85,15 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if t.ID == "" {
 		t, raw = s.d.Signer.New(name)
 	}
-	p, created, err := s.d.Queue.JoinFrom(c.UserContext(), t, clientKey(c))
+	opts, err := s.joinOptions(c, name, jb)
+	if err != nil {
+		return err
+	}
+	p, created, err := s.d.Queue.JoinWith(c.UserContext(), t, opts)
+	var pr *queue.PowRequiredError
+	if errors.As(err, &pr) {
+		return s.powRequired(c, name, pr.Difficulty)
+	}
 	if errors.Is(err, queue.ErrTooManyPlaces) {
 		s.m.rejected.WithLabelValues("ip", "/api/queues/join").Inc()
 		s.lim.CountRejected(c.UserContext(), "ip")

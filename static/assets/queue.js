@@ -3,7 +3,14 @@
  * and renders position, people ahead, ETA, progress, the live admit rate and
  * the connection state; then the admission (countdown + link to the order
  * page) or the expiry (message + rejoin). Configuration comes from
- * data-queue on #room; strings from the page's #wr-messages block.
+ * data-queue on #room (and an invite code from ?invite= in the address);
+ * strings from the page's #wr-messages block.
+ *
+ * When the queue asks for a proof of work, WaitRoom solves it in a Web Worker
+ * and this page shows the progress in #pow: a bar and "n of about N tries".
+ * The bar shows 1 − e^(−tried/N), the chance that a solution is found by
+ * now: it moves smoothly and never sits at 100 % while the worker is still
+ * looking (the number of tries needed is random, N = 2^difficulty on average).
  */
 (function () {
   'use strict';
@@ -18,6 +25,7 @@
   const num = new Intl.NumberFormat(lang);
   const num1 = new Intl.NumberFormat(lang, { maximumFractionDigits: 1 });
   const START_KEY = 'wr_start:' + queue;
+  const invite = (new URLSearchParams(window.location.search).get('invite') || '').slice(0, 128);
   const baseTitle = document.title;
 
   const $ = (id) => document.getElementById(id);
@@ -31,6 +39,9 @@
     joinError: $('join-error'),
     joinErrorTitle: $('join-error-title'),
     joinErrorBody: $('join-error-body'),
+    pow: $('pow'),
+    powProgress: $('pow-progress'),
+    powStatus: $('pow-status'),
     position: $('position'),
     ahead: $('ahead'),
     eta: $('eta'),
@@ -98,10 +109,35 @@
     el.notice.hidden = !text;
   }
 
+  let powShownAt = 0;
+  function renderPow(p) {
+    if (phase !== 'joining') return;
+    el.pow.hidden = false;
+    el.pow.dataset.state = p.state;
+    if (p.state === 'retrying') {
+      el.powStatus.textContent = t('pow_retrying');
+      return;
+    }
+    el.pow.dataset.difficulty = String(p.difficulty);
+    el.pow.dataset.hashes = String(p.hashes);
+    // The worker reports ten times a second; the text changes at most four times.
+    const now = Date.now();
+    if (p.state === 'solving' && p.hashes > 0 && now - powShownAt < 250) return;
+    powShownAt = now;
+    const pct = p.state === 'solved' ? 100 : Math.min(99, Math.round((1 - Math.exp(-p.hashes / p.expected)) * 100));
+    el.powProgress.value = pct;
+    el.powProgress.textContent = pct + '%';
+    el.powProgress.setAttribute('aria-valuetext', pct + '%');
+    el.powStatus.textContent = p.state === 'solved'
+      ? t('pow_solved', { s: num1.format(p.ms / 1000) })
+      : t('pow_progress', { n: num.format(p.hashes), total: num.format(p.expected) });
+  }
+
   function renderPosition(p) {
     if (typeof p.position !== 'number') return;
     if (phase !== 'joining' && phase !== 'waiting') return; // a late event after admission
     phase = 'waiting';
+    el.pow.hidden = true;
     const pos = Math.max(1, p.position);
     const rate = typeof p.rate_per_second === 'number' ? p.rate_per_second : lastRate;
     if (typeof p.rate_per_second === 'number') lastRate = p.rate_per_second;
@@ -202,6 +238,12 @@
     } else if (err.code === 'queue_closed') {
       el.joinErrorTitle.textContent = t('err_closed_title');
       el.joinErrorBody.textContent = t('err_closed_body');
+    } else if (err.code === 'pow_invalid' || err.code === 'pow_required' || err.code === 'pow_unsupported') {
+      el.joinErrorTitle.textContent = t('err_pow_title');
+      el.joinErrorBody.textContent = t('err_pow_body');
+    } else if (err.code === 'invite_invalid') {
+      el.joinErrorTitle.textContent = t('err_invite_title');
+      el.joinErrorBody.textContent = t('err_invite_body');
     } else if (err.code === 'too_many_places') {
       el.joinErrorTitle.textContent = t('err_too_many_places_title');
       el.joinErrorBody.textContent = t('err_too_many_places_body');
@@ -220,8 +262,12 @@
     lastAnnounce = { at: 0, position: null };
     phase = 'joining';
     show(el.joining);
+    el.pow.hidden = true;
+    el.pow.dataset.state = '';
     room = W.join({
       queue,
+      invite,
+      onPow(p) { if (live()) renderPow(p); },
       onState(state) { if (live()) setConn(state); },
       onPosition(p) { if (live()) renderPosition(p); },
       onAdmitted(a) { if (live()) renderAdmitted(a); },

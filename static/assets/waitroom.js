@@ -12,6 +12,10 @@
  *     onLeft()       {},             // the ticket left the line (this tab or another)
  *     onState(s)     {},             // 'connecting' | 'live' | 'reconnecting' | 'closed'
  *     onError(err)   {},             // {status, code, message, retryAfter, retryIn, fatal}
+ *     invite: 'code',                // optional invite code, sent in the join body
+ *     onPow(p)       {},             // proof of work: {state: 'solving' | 'solved' | 'retrying',
+ *                                    //   difficulty, hashes, expected, ms}
+ *     powWorkerUrl: '',              // optional; default baseUrl + '/static/pow-worker.js'
  *   });
  *   room.leave();  // DELETE the ticket (give up the place), then close
  *   room.close();  // stop listening; the place is kept (for a grace period)
@@ -24,6 +28,16 @@
  * 'wr-<queue>' so other tabs follow without a connection of their own
  * (browsers allow only 6 HTTP/1.1 connections per origin).
  *
+ * Proof of work: when the queue asks for one (428 pow_required, which carries a
+ * challenge), the challenge is solved in a Web Worker (pow-worker.js) while
+ * onPow reports progress ({hashes} tried of about {expected} = 2^difficulty),
+ * and the join is sent again with {"pow":{"challenge","nonce"}}. A refused
+ * proof (422 pow_invalid: expired, or used already) gets a new challenge from
+ * POST /api/queues/{queue}/challenge, at most POW_RETRIES times; then onError
+ * with fatal: true. A page on another origin than baseUrl cannot start a worker
+ * from it: the script is then fetched and run from a blob: URL (the page's CSP
+ * must allow worker-src blob:), or host a copy and pass powWorkerUrl.
+ *
  * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
  * ({token, expires_at, expires_at_ms}); it never goes into a URL. The order
  * page reads it back with WaitRoom.getToken(queue).
@@ -34,6 +48,8 @@
   const QUEUE_RE = /^[A-Za-z0-9_-]{1,64}$/;
   const TOKEN_PREFIX = 'wr_token:';
   const MAX_BACKOFF_MS = 30000;
+  const POW_RETRIES = 2; // new challenges after 422 pow_invalid before giving up
+  const POW_ROUNDS = 5;  // challenges solved for one place at most (a live raise asks again)
 
   // ---------- small shared helpers (also used by the bundled pages) ----------
 
@@ -213,6 +229,12 @@
       this.electing = false;
       this.mode = '';
       this.id = Math.random().toString(36).slice(2) + Date.now().toString(36);
+      this.invite = typeof opts.invite === 'string' ? opts.invite.slice(0, 128) : '';
+      this.powSolution = null; // {challenge, nonce}: sent with the next join
+      this.powRetries = 0;
+      this.powRounds = 0;
+      this.worker = null;
+      this.workerUrl = opts.powWorkerUrl || this.base + '/static/pow-worker.js';
     }
 
     // --- public ---
@@ -241,6 +263,7 @@
       this.timers.forEach((id) => clearTimeout(id));
       this.timers.clear();
       if (this.expiryTimer) clearTimeout(this.expiryTimer);
+      this._stopWorker();
       if (this.lockAbort) this.lockAbort.abort();
       if (this.releaseLock) this.releaseLock();
       if (this.leader) this._post({ type: 'bye', id: this.id });
@@ -274,11 +297,17 @@
       if (this.closed) return;
       let res;
       try {
-        res = await fetch(this._url('/join'), {
-          method: 'POST',
-          credentials: this.credentials,
-          headers: { Accept: 'application/json' },
-        });
+        const init = { method: 'POST', credentials: this.credentials, headers: { Accept: 'application/json' } };
+        const body = {};
+        if (this.powSolution) body.pow = this.powSolution;
+        if (this.invite) body.invite = this.invite;
+        if (Object.keys(body).length > 0) {
+          init.body = JSON.stringify(body);
+          // Across origins a JSON Content-Type would need a CORS preflight; the server
+          // reads the body as JSON whatever its type.
+          if (!this.crossOrigin) init.headers['Content-Type'] = 'application/json';
+        }
+        res = await fetch(this._url('/join'), init);
       } catch (e) {
         return this._retryJoin({ status: 0, code: 'network', message: String(e && e.message || e) }, backoffMs(this.joinAttempt));
       }
@@ -286,6 +315,9 @@
       if (res.status === 200 || res.status === 201) {
         const body = (await res.json().catch(() => null)) || {};
         this.joinAttempt = 0;
+        this.powSolution = null;
+        this.powRetries = 0;
+        this.powRounds = 0;
         this._call('onJoin', Object.assign({ resumed: res.status === 200 }, body));
         if (body.state === 'admitted' && body.token) {
           this._handle('admitted', { token: body.token, token_expires_at: body.token_expires_at }, false);
@@ -299,7 +331,26 @@
         else if (this.leader && !this.es && !this.ended) this._openStream();
         return;
       }
+      if (res.status === 428) {
+        // A new place costs a proof of work; the answer carries the challenge.
+        const body = await res.json().catch(() => null);
+        this.powSolution = null;
+        if (body && body.challenge && typeof body.challenge.challenge === 'string' && ++this.powRounds <= POW_ROUNDS) {
+          this._solve(body.challenge);
+          return;
+        }
+        return this._fatal({ status: 428, code: 'pow_required', message: (body && body.error && body.error.message) || 'Proof of work required.' });
+      }
       const err = await readError(res);
+      if (res.status === 422 && err.code === 'pow_invalid') {
+        // Expired while solving, or used already: a new challenge, a couple of times.
+        this.powSolution = null;
+        if (this.powRetries++ < POW_RETRIES) {
+          this._call('onPow', { state: 'retrying', attempt: this.powRetries });
+          return this._newChallenge();
+        }
+        return this._fatal(err);
+      }
       // too_many_places is final: this address already holds the queue's places_per_ip
       // places, and retrying would only add load (the 429's Retry-After is the contract's
       // rule for every 429, not an invitation).
@@ -309,11 +360,106 @@
       if (res.status >= 500) {
         return this._retryJoin(err, backoffMs(this.joinAttempt));
       }
-      // 404 queue_not_found, 423 queue_closed, 429 too_many_places, other 4xx: retrying
-      // will not help.
+      // 404 queue_not_found, 423 queue_closed, 429 too_many_places, 422 invite_invalid,
+      // other 4xx: retrying will not help.
+      this._fatal(err);
+    }
+
+    _fatal(err) {
       err.fatal = true;
       this._call('onError', err);
       this.close();
+    }
+
+    // --- proof of work ---
+
+    /** Asks for a fresh challenge (after a refused proof), then solves it. */
+    async _newChallenge() {
+      if (this.closed) return;
+      let res;
+      try {
+        res = await fetch(this._url('/challenge'), { method: 'POST', credentials: this.credentials, headers: { Accept: 'application/json' } });
+      } catch (e) {
+        this.joinAttempt++;
+        this._later(() => this._newChallenge(), backoffMs(this.joinAttempt));
+        return;
+      }
+      if (this.closed) return;
+      if (res.ok) {
+        const c = await res.json().catch(() => null);
+        if (c && typeof c.challenge === 'string') {
+          this._solve(c);
+          return;
+        }
+      }
+      const err = await readError(res);
+      if (res.status === 429 || res.status >= 500) {
+        this.joinAttempt++;
+        err.retryIn = Math.ceil(retryDelayMs(err.retryAfter) / 1000);
+        this._call('onError', err);
+        this._later(() => this._newChallenge(), err.retryIn * 1000);
+        return;
+      }
+      this._fatal(err);
+    }
+
+    /** Solves challenge c ({challenge, difficulty, expires_at}) in a worker, then joins. */
+    async _solve(c) {
+      const difficulty = Math.max(0, Math.min(32, Number(c.difficulty) || 0));
+      const expected = Math.pow(2, difficulty);
+      const started = Date.now();
+      const progress = (state, hashes) => this._call('onPow', { state, difficulty, hashes, expected, ms: Date.now() - started });
+      progress('solving', 0);
+      const solved = (nonce, hashes) => {
+        this._stopWorker();
+        this.powSolution = { challenge: c.challenge, nonce };
+        progress('solved', hashes);
+        this._join();
+      };
+      if (difficulty === 0) return solved('0', 1);
+      let w;
+      try {
+        w = await this._startWorker();
+      } catch (e) {
+        return this._fatal({ status: 0, code: 'pow_unsupported', message: String((e && e.message) || e) });
+      }
+      if (this.closed) { w.terminate(); return; }
+      this._stopWorker();
+      this.worker = w;
+      w.onmessage = (e) => {
+        const m = e.data || {};
+        if (this.closed || this.worker !== w) return;
+        if (m.type === 'progress') progress('solving', m.hashes);
+        else if (m.type === 'done') solved(m.nonce, m.hashes);
+        else this._fatal({ status: 0, code: 'pow_unsupported', message: m.message || 'The proof of work failed.' });
+      };
+      w.onerror = (e) => {
+        if (this.worker !== w) return;
+        this._fatal({ status: 0, code: 'pow_unsupported', message: (e && e.message) || 'The proof-of-work worker failed.' });
+      };
+      w.postMessage({ challenge: c.challenge, difficulty });
+    }
+
+    /** A Worker running pow-worker.js: from its URL, or from a blob: across origins. */
+    async _startWorker() {
+      if (typeof global.Worker !== 'function') throw new Error('Web Workers are not available');
+      try {
+        return new global.Worker(this.workerUrl);
+      } catch (e) {
+        // A worker script must be same-origin with the page: fetch it and run it from a blob.
+        const res = await fetch(this.workerUrl, { credentials: 'omit' });
+        if (!res.ok) throw e;
+        const blob = new Blob([await res.text()], { type: 'text/javascript' });
+        const url = URL.createObjectURL(blob);
+        try { return new global.Worker(url); } finally { setTimeout(() => URL.revokeObjectURL(url), 10000); }
+      }
+    }
+
+    _stopWorker() {
+      if (this.worker) {
+        this.worker.terminate();
+        this.worker = null;
+      }
     }
 
     _retryJoin(err, delay) {
