@@ -182,7 +182,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 			case res.fenced:
 				setLeader(0)
 			default:
-				rate, waiting = res.rate, res.Waiting
+				rate, waiting = res.rate, res.Waiting+res.WaitingPriority+res.WaitingBypass
 			}
 		}
 		delay := a.cfg.Tick + jitter(a.cfg.Jitter)
@@ -195,22 +195,30 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 // and a UUID made here, and 5,000 is 50,000 users/s at the default 100 ms tick.
 const maxTokensPerTick = 5000
 
+// admitFixedKeys is how many keys admit.lua takes before the token keys.
+const admitFixedKeys = 20
+
 // joinMargin is how many tokens a tick makes beyond last tick's line, for users who joined
 // since; a later tick admits whoever a short margin left behind.
 const joinMargin = 64
 
 // TickResult is what one admission tick did.
 type TickResult struct {
-	Admitted  int64
+	Admitted  int64 // from every line
 	Ev        int64
-	Waiting   int64
+	Waiting   int64 // the normal line's length after the tick
 	Active    int64
 	Tick      int64
-	Head      int64
+	Head      int64 // the normal line's head
 	Expired   int64
 	Abandoned int64
-	rate      float64
-	fenced    bool
+	// The invite lanes: their lengths after the tick and how many each gave of Admitted.
+	WaitingPriority  int64
+	WaitingBypass    int64
+	AdmittedPriority int64
+	AdmittedBypass   int64
+	rate             float64
+	fenced           bool
 }
 
 // tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
@@ -221,9 +229,11 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	// No more tokens than users who could be waiting: last tick's line plus a margin for
 	// joins since (an idle queue sends a few ids, not thousands).
 	n = min(n, maxTokensPerTick, int(waiting)+joinMargin)
-	keys := make([]string, 14, 14+n)
+	keys := make([]string, admitFixedKeys, admitFixedKeys+n)
 	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
-		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire()})
+		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire(),
+		k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
+		k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB)})
 	grace := a.q.cfg.Grace.Milliseconds()
 	if grace < 0 {
 		grace = 0
@@ -245,8 +255,11 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	}
 	r := TickResult{Admitted: res[0], Ev: res[1], Waiting: res[2], Active: res[3], Tick: res[4],
 		Head: res[5], rate: float64(res[7]) / 1000, Expired: res[9], Abandoned: res[10]}
+	if len(res) >= 15 {
+		r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = res[11], res[12], res[13], res[14]
+	}
 	a.q.m.issued.WithLabelValues(name).Add(float64(r.Admitted))
-	a.q.m.waiting.WithLabelValues(name).Set(float64(r.Waiting))
+	a.q.m.waiting.WithLabelValues(name).Set(float64(r.Waiting + r.WaitingPriority + r.WaitingBypass))
 	a.q.m.active.WithLabelValues(name).Set(float64(r.Active))
 	a.q.m.expired.WithLabelValues(name).Add(float64(r.Expired))
 	a.q.m.abandoned.WithLabelValues(name).Add(float64(r.Abandoned))

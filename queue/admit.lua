@@ -18,14 +18,22 @@
 -- KEYS[12] events   pub/sub channel name (passed as a key so it shares the hash tag)
 -- KEYS[13] seq      STRING last sequence handed out
 -- KEYS[14] retire   ZSET   admitted ticket -> when its row in tickets may be dropped (ms)
--- KEYS[15…] token keys, one per pre-made token in ARGV[8…] (same order)
+-- KEYS[15] waiting:p ZSET  the priority line: ticket -> its sequence in that line
+-- KEYS[16] gone:p    ZSET  its departed sequences ahead of its head
+-- KEYS[17] gonenew:p LIST  its departures not yet published
+-- KEYS[18] waiting:b, KEYS[19] gone:b, KEYS[20] gonenew:b: the bypass line, likewise
+-- KEYS[21…] token keys, one per pre-made token in ARGV[8…] (same order)
+-- The lanes' counters, heads and publication marks are fields of clock (seq_p, head_p,
+-- pubtail_p, seq_b, …) and pcarry is the priority line's fractional carry; a lane whose
+-- counter has not passed its head is empty, and costs no command here.
 -- ARGV[1] owner id     ARGV[2] fencing token     ARGV[3] max elapsed ms counted per tick
 -- ARGV[4] abandonment grace ms (0 = off)     ARGV[5] sweep limit per tick
 -- ARGV[6] publish at least every this many ms
 -- ARGV[7] how late this tick started, in ms (kept for the admin view)
 -- ARGV[8…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
---          arate_milli, rate_milli, max_active, expired, abandoned} or {-1} when fenced off.
+--          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
+--          admitted_p, admitted_b} or {-1} when fenced off (waiting and head: the normal line).
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
   return {-1}
 end
@@ -33,12 +41,14 @@ local RETAIN = 86400000 -- keep a finished ticket's row for a day after its toke
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
-local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused')
+local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share')
 local rate = tonumber(cfg[1] or '0') or 0
 local max_active = tonumber(cfg[2] or '0') or 0
 local ttl = tonumber(cfg[3] or '300000') or 300000
 local paused = cfg[4] == '1'
-local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail')
+local share = tonumber(cfg[5] or '0.5') or 0.5
+local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail',
+  'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry')
 local last = tonumber(c[1] or '0') or 0
 local carry = tonumber(c[2] or '0') or 0
 local tick = (tonumber(c[3] or '0') or 0) + 1
@@ -47,6 +57,20 @@ local arate = tonumber(c[5] or '0') or 0
 local total = tonumber(c[6] or '0') or 0
 local lastpub = tonumber(c[7] or '0') or 0
 local pubtail = tonumber(c[8] or '0') or 0
+local pcarry = tonumber(c[15] or '0') or 0
+-- The invite lanes, bypass first (the order of admission). live: the lane may have
+-- waiters or unpublished departures (its counter is past its head).
+local function lane(name, tl, hd, pt, w, g, gn)
+  local L = {name = name, tail = tonumber(tl or '0') or 0, head = tonumber(hd or '0') or 0,
+    pubtail = tonumber(pt or '0') or 0, w = w, g = g, gn = gn, waiting = 0, n = 0}
+  L.live = L.tail > L.head
+  return L
+end
+local B = lane('b', c[12], c[13], c[14], KEYS[18], KEYS[19], KEYS[20])
+local P = lane('p', c[9], c[10], c[11], KEYS[15], KEYS[16], KEYS[17])
+local LANES = {B, P}
+local used = B.tail > 0 or P.tail > 0
+local NK = 20 -- token keys start after this many keys
 local elapsed = 0
 if last > 0 then elapsed = (now_us - last) / 1000 end
 if elapsed < 0 then elapsed = 0 end
@@ -77,11 +101,23 @@ local departed = 0
 local grace = tonumber(ARGV[4])
 if grace > 0 then
   for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - grace, 'LIMIT', 0, limit)) do
-    local s = redis.call('ZSCORE', KEYS[2], tk)
+    local w, g, gn = KEYS[2], KEYS[7], KEYS[8]
+    local s = redis.call('ZSCORE', w, tk)
+    if not s then
+      for _, L in ipairs(LANES) do
+        if L.live then
+          s = redis.call('ZSCORE', L.w, tk)
+          if s then
+            w, g, gn = L.w, L.g, L.gn
+            break
+          end
+        end
+      end
+    end
     if s then
-      redis.call('ZREM', KEYS[2], tk)
-      redis.call('ZADD', KEYS[7], s, s)
-      redis.call('RPUSH', KEYS[8], s)
+      redis.call('ZREM', w, tk)
+      redis.call('ZADD', g, s, s)
+      redis.call('RPUSH', gn, s)
       redis.call('HDEL', KEYS[3], tk)
       departed = departed + 1
     end
@@ -93,37 +129,91 @@ end
 local allowance = 0
 if not paused and rate > 0 then allowance = carry + rate * elapsed / 1000 end
 local n = math.floor(allowance)
-local cap = math.min(#ARGV - 7, #KEYS - 14)
+local cap = math.min(#ARGV - 7, #KEYS - NK)
 local waiting = redis.call('ZCARD', KEYS[2])
+for _, L in ipairs(LANES) do
+  if L.live then L.waiting = redis.call('ZCARD', L.w) end
+end
+local everyone = waiting + B.waiting + P.waiting
 local active = redis.call('ZCARD', KEYS[6])
 if max_active > 0 then cap = math.min(cap, math.max(0, max_active - active)) end
-cap = math.min(cap, waiting)
+cap = math.min(cap, everyone)
 if n > cap then n = cap end
 carry = math.min(allowance - n, 1)
 
+-- The split: bypass waiters first (within this tick's n, so a batch of bypass invites is
+-- admitted over the next ticks at the queue's rate, never as one burst); of the rest the
+-- priority line gets priority_share, with its fraction carried (pcarry) so that over many
+-- ticks the split is exact, and the normal line the remainder. A line with too few
+-- waiters leaves its part to the other (work-conserving); then nothing is owed either
+-- way and pcarry restarts, so it never builds up while the priority line is empty.
+B.n = math.min(n, B.waiting)
+local rest = n - B.n
+local nn = 0
+if P.waiting == 0 or waiting == 0 then
+  P.n = math.min(rest, P.waiting)
+  nn = rest - P.n
+  pcarry = 0
+elseif rest > 0 then
+  local due = rest * share + pcarry
+  local fair = math.floor(due + 1e-9)
+  P.n = math.min(fair, P.waiting)
+  nn = rest - P.n
+  if nn > waiting then
+    nn = waiting
+    P.n = rest - nn
+  end
+  if P.n == fair then pcarry = due - fair else pcarry = 0 end
+end
+
 local adm = {}
-if n > 0 then
-  local popped = redis.call('ZPOPMIN', KEYS[2], n)
+local k = 0
+local function admit(tk, s, suffix, letter)
+  k = k + 1
+  local token = ARGV[7 + k]
+  local exp = now + ttl
+  redis.call('SET', KEYS[NK + k], tk, 'PX', ttl)
+  redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick .. ':' .. now .. suffix)
+  redis.call('ZADD', KEYS[6], exp, tk)
+  redis.call('ZREM', KEYS[4], tk)
+  redis.call('ZADD', KEYS[14], exp + RETAIN, tk)
+  adm[#adm + 1] = {t = tk, k = token, x = exp, s = tonumber(s), i = now, l = letter}
+end
+for _, L in ipairs(LANES) do
+  if L.n > 0 then
+    local popped = redis.call('ZPOPMIN', L.w, L.n)
+    local got = 0
+    for i = 1, #popped, 2 do
+      local tk, s = popped[i], popped[i + 1]
+      L.head = tonumber(s)
+      -- An instance of the release before lanes may have let this waiter leave without
+      -- taking it out of the lane (its leave.lua knows only the normal line): a ticket
+      -- whose row is no longer a waiter of this lane is passed over, not admitted.
+      local cur = redis.call('HGET', KEYS[3], tk)
+      if cur and string.sub(cur, 1, 2) == 'w:' and string.sub(cur, -2) == ':' .. L.name then
+        admit(tk, s, ':' .. L.name, L.name)
+        got = got + 1
+      end
+    end
+    L.waiting = L.waiting - #popped / 2
+    L.n = got
+  end
+end
+if nn > 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[2], nn)
   for i = 1, #popped, 2 do
     local tk, s = popped[i], popped[i + 1]
-    local k = (i + 1) / 2
-    local token = ARGV[7 + k]
-    local exp = now + ttl
-    redis.call('SET', KEYS[14 + k], tk, 'PX', ttl)
-    redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick .. ':' .. now)
-    redis.call('ZADD', KEYS[6], exp, tk)
-    redis.call('ZREM', KEYS[4], tk)
-    redis.call('ZADD', KEYS[14], exp + RETAIN, tk)
+    admit(tk, s, '', nil)
     head = tonumber(s)
-    adm[#adm + 1] = {t = tk, k = token, x = exp, s = head, i = now}
   end
-  n = #adm
+  nn = #popped / 2
 end
+n = #adm
 total = total + n
 -- The measured rate is a 5 s moving average of what was really admitted while there was
 -- someone to admit: a pause or an empty line does not drag it to zero (the ETA of the next
 -- arrivals would explode). It starts from the configured rate.
-if elapsed > 0 and not paused and rate > 0 and waiting > 0 then
+if elapsed > 0 and not paused and rate > 0 and everyone > 0 then
   if arate <= 0 then arate = rate end
   local alpha = 1 - math.exp(-elapsed / 5000)
   arate = arate + alpha * (n * 1000 / elapsed - arate)
@@ -133,10 +223,27 @@ local gonelist = redis.call('LRANGE', KEYS[8], 0, -1)
 if #gonelist > 0 then redis.call('DEL', KEYS[8]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
 local tail = tonumber(redis.call('GET', KEYS[13]) or '0')
-waiting = waiting - n
+waiting = waiting - nn
+local lanes_changed = false
+for _, L in ipairs(LANES) do
+  -- A live lane left with nobody waiting: every sequence up to its tail was admitted or
+  -- has left, so its head moves to the tail and its departures are dropped. The lane is
+  -- then no longer live and costs no command on the next ticks (an idle queue stays free).
+  if L.live and L.waiting == 0 and L.head ~= L.tail then
+    L.head = L.tail
+    L.moved = true
+  end
+  L.gone = {}
+  if L.live then
+    L.gone = redis.call('LRANGE', L.gn, 0, -1)
+    if #L.gone > 0 then redis.call('DEL', L.gn) end
+    redis.call('ZREMRANGEBYSCORE', L.g, '-inf', L.head)
+  end
+  if L.n > 0 or #L.gone > 0 or L.tail ~= L.pubtail or L.moved then lanes_changed = true end
+end
 
 local ev = 0
-if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or now - lastpub >= tonumber(ARGV[6]) then
+if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or now - lastpub >= tonumber(ARGV[6]) then
   ev = redis.call('INCR', KEYS[11])
   -- The message format is queue.Tick (tick.go); v is queue.TickVersion.
   local msg = {v = 1, ev = ev, tick = tick, head = head, tail = tail, waiting = waiting, now = now,
@@ -148,11 +255,35 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or now - lastpub >=
     msg.gone = g
   end
   if #expired > 0 then msg.exp = expired end
+  -- The lanes, once one has been used (queue.TickLanes); empty arrays are left out, as
+  -- cjson would write them as {}.
+  if used then
+    local lanes = {share = share}
+    for _, L in ipairs(LANES) do
+      if L.tail > 0 then
+        local o = {head = L.head, tail = L.tail, waiting = L.waiting}
+        if #L.gone > 0 then
+          local g = {}
+          for i, s in ipairs(L.gone) do g[i] = tonumber(s) end
+          o.gone = g
+        end
+        lanes[L.name] = o
+        L.pubtail = L.tail
+      end
+    end
+    msg.lanes = lanes
+  end
   redis.call('PUBLISH', KEYS[12], cjson.encode(msg))
   lastpub = now
   pubtail = tail
 end
-redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
-  'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7])
+if used then
+  redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
+    'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
+    'head_p', P.head, 'pubtail_p', P.pubtail, 'head_b', B.head, 'pubtail_b', B.pubtail, 'pcarry', pcarry)
+else
+  redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
+    'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7])
+end
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
-  math.floor(rate * 1000), max_active, #expired, departed}
+  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n}

@@ -1,52 +1,112 @@
 -- join.lua: give a ticket its place in line, or return the place it already has.
--- KEYS[1] cfg      HASH  queue settings (missing = unknown queue)
--- KEYS[2] seq      STRING last sequence number handed out
--- KEYS[3] waiting  ZSET  ticket -> sequence
--- KEYS[4] tickets  HASH  ticket -> "state:seq[:token:exp_ms:tick]"
--- KEYS[5] seen     ZSET  ticket -> last sign of life (ms), for abandonment
--- KEYS[6] clock    HASH  admission state (head, measured rate)
--- KEYS[7] places   ZSET  the places of one client address: ticket -> sequence (unused
---                        when ARGV[3] is empty)
+-- KEYS[1]  cfg       HASH  queue settings (missing = unknown queue)
+-- KEYS[2]  seq       STRING last sequence number handed out (the normal line)
+-- KEYS[3]  waiting   ZSET  ticket -> sequence (the normal line)
+-- KEYS[4]  tickets   HASH  ticket -> "state:seq[:token:exp_ms:extra[:iat_ms[:lane]]]" (state.go)
+-- KEYS[5]  seen      ZSET  ticket -> last sign of life (ms), for abandonment
+-- KEYS[6]  clock     HASH  admission state (head, measured rate; seq_p/head_p, seq_b/head_b
+--                          of the invite lanes)
+-- KEYS[7]  places    ZSET  the places of one client address: ticket -> sequence (unused
+--                          when ARGV[3] is empty)
+-- KEYS[8]  pow       STRING the single-use record of the presented proof-of-work challenge
+-- KEYS[9]  invites   HASH  code -> "lane:uses_left:expires_ms:max_uses:created_ms"
+-- KEYS[10] invitexp  ZSET  code -> expires_ms
+-- KEYS[11] waiting:p ZSET  ticket -> sequence (the priority line)
+-- KEYS[12] waiting:b ZSET  ticket -> sequence (the bypass line)
 -- ARGV[1] ticket id
 -- ARGV[2] "1" to join, "0" to only read the state (status)
--- KEYS[8] pow      STRING the single-use record of the presented proof-of-work challenge
 -- ARGV[3] the client address key ("" = not capped)
 -- ARGV[4] difficulty of the verified proof-of-work challenge presented ("" = none)
 -- ARGV[5] how long the challenge record is kept (ms; until the challenge expires)
+-- ARGV[6] invite code ("" = none)
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
---          iat_ms}
+--          iat_ms, lane, share_milli, other_waiting}
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
 --   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
 --   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
---   (-5 and -6 return {code, difficulty}), -7 the challenge was used already
+--   (-5 and -6 return {code, difficulty}), -7 the challenge was used already, -8 the invite
+--   code is unknown (never made, revoked, used up, or another queue's) or expired.
+--   lane: "" normal, "p" priority, "b" bypass. position and waiting are the lane's own.
+--   other_waiting: for a normal waiter the priority line's length, for a priority waiter
+--   the normal line's (the ETA's share of the rate depends on it).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty')
+local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share')
 local closed = cf[1] == '1'
 local rate_milli = math.floor((tonumber(cf[2] or '0') or 0) * 1000)
 local paused = (cf[3] == '1') and 1 or 0
+local share_milli = math.floor((tonumber(cf[6] or '0.5') or 0.5) * 1000 + 0.5)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local arate = tonumber(redis.call('HGET', KEYS[6], 'arate') or '0')
+local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p')
+local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
+local LW = {p = KEYS[11], b = KEYS[12]}
+
+-- The answer for a waiter of a lane ('' = normal) with sequence seq.
+local function waiter(code, seq, lane)
+  local w = LW[lane] or KEYS[3]
+  local pos = redis.call('ZCOUNT', w, '-inf', seq)
+  local other = 0
+  if lane == '' then
+    -- The priority line is empty when its counter has not passed its head (nobody joined
+    -- it since the last admission from it): no ZCARD for queues without invites.
+    if (tonumber(ck[2] or '0') or 0) > (tonumber(ck[3] or '0') or 0) then other = redis.call('ZCARD', KEYS[11]) end
+  elseif lane == 'p' then
+    other = redis.call('ZCARD', KEYS[3])
+  end
+  return {code, tonumber(seq), pos, redis.call('ZCARD', w), arate_milli, '', 0, 'waiting', rate_milli, paused, 0,
+    lane, share_milli, other}
+end
+
 local cur = redis.call('HGET', KEYS[4], ARGV[1])
 if cur then
   local st, seq, token, exp, _, iat = string.match(cur, '^(%a):(%d+):?([^:]*):?(%d*):?([^:]*):?(%d*)')
+  -- The lane is the last field of a waiting, admitted or expired state ('w:12:::p',
+  -- 'a:12:tok:exp:tick:iat:p'); a normal place has none.
+  local lane = (st ~= 'u' and string.match(cur, ':([pb])$')) or ''
   if st == 'w' then
     redis.call('ZADD', KEYS[5], now, ARGV[1])
-    local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
-    return {1, tonumber(seq), pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting', rate_milli, paused}
+    return waiter(1, seq, lane)
   end
   if st == 'a' and tonumber(exp) > now then
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0}
   end
   if ARGV[2] == '0' then
     local name = 'expired'
     if st == 'u' then name = 'used' end
     if st == 'a' then name = 'expired' end
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, name, rate_milli, paused}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0}
   end
 end
 if ARGV[2] == '0' then return {-3} end
 if closed then return {-2} end
+
+-- An invite: checked and one use spent in this same step, so a code of max_uses N makes N
+-- places at most however many use it at once. Its holder needs no proof of work and is not
+-- counted against the address cap (the code is the admission ticket the operator gave).
+if ARGV[6] ~= '' then
+  local inv = redis.call('HGET', KEYS[9], ARGV[6])
+  if not inv then return {-8} end
+  local lane, uses, exp, rest = string.match(inv, '^([pb]):(%d+):(%d+)(.*)$')
+  if not lane or tonumber(exp) <= now or tonumber(uses) < 1 then
+    redis.call('HDEL', KEYS[9], ARGV[6])
+    redis.call('ZREM', KEYS[10], ARGV[6])
+    return {-8}
+  end
+  if tonumber(uses) == 1 then
+    redis.call('HDEL', KEYS[9], ARGV[6])
+    redis.call('ZREM', KEYS[10], ARGV[6])
+  else
+    redis.call('HSET', KEYS[9], ARGV[6], lane .. ':' .. (tonumber(uses) - 1) .. ':' .. exp .. rest)
+  end
+  local seq = redis.call('HINCRBY', KEYS[6], 'seq_' .. lane, 1)
+  redis.call('ZADD', LW[lane], seq, ARGV[1])
+  -- 'w' keeps an instance of the release before lanes reading a waiter (at a wrong position
+  -- for one release); the lane goes in the fifth field, which that release ignores.
+  redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq .. ':::' .. lane)
+  redis.call('ZADD', KEYS[5], now, ARGV[1])
+  return waiter(0, seq, lane)
+end
+
 -- Proof of work, for new places only (a reload of a live place costs nothing). The proof
 -- was verified by the caller; here it is checked against the live difficulty and recorded,
 -- so each challenge makes one place at most.
@@ -75,5 +135,4 @@ end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])
-local pos = redis.call('ZCOUNT', KEYS[3], '-inf', seq)
-return {0, seq, pos, redis.call('ZCARD', KEYS[3]), math.floor(arate * 1000), '', 0, 'waiting', rate_milli, paused}
+return waiter(0, seq, '')

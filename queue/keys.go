@@ -35,6 +35,21 @@ func (k keys) ev() string            { return k.p + "ev" }
 func (k keys) token(t string) string { return k.p + "token:" + t }
 func (k keys) claim(t string) string { return k.p + "claim:" + t }
 
+// Lines of invite holders (lanes, see invites.go): each has its own waiting ZSET and its own
+// departure bookkeeping, named by the lane's letter ("p" priority, "b" bypass). Their
+// sequence counters, heads and publication marks are fields of the clock hash (seq_p,
+// head_p, pubtail_p, …), read by admit.lua's one HMGET, so a queue whose lanes were never
+// used pays no extra Redis command per tick.
+func (k keys) laneWaiting(l byte) string { return k.p + "waiting:" + string(l) }
+func (k keys) laneGone(l byte) string    { return k.p + "gone:" + string(l) }
+func (k keys) laneGoneNew(l byte) string { return k.p + "gonenew:" + string(l) }
+
+// invites is the queue's invite codes: HASH code -> "lane:uses_left:expires_ms:max_uses:created_ms";
+// inviteExp indexes them by expiry (ZSET code -> expires_ms), so expired codes are dropped
+// when codes are created or listed (never by a timer: an idle queue costs nothing).
+func (k keys) invites() string   { return k.p + "invites" }
+func (k keys) inviteExp() string { return k.p + "invitexp" }
+
 // pow is the single-use record of a proof-of-work challenge (id "" when none is presented:
 // the script must still be given a key of the queue's slot).
 func (k keys) pow(id string) string { return k.p + "pow:" + id }

@@ -127,15 +127,34 @@ type Place struct {
 	// by a leader of the release before signed tokens (see IssuedAt).
 	TokenIssuedAt time.Time
 	Tick          int64 // the admission tick, for an admitted ticket read by TicketState
+	// rateCut is the part of the queue's rate that does not go to this place's lane while
+	// it waits (1 − LaneShare; 0, the zero value, for the whole rate).
+	rateCut float64
 }
 
-// ETA estimates the wait from the measured admit rate; -1 when no estimate exists
-// (paused, or rate 0).
+// ETA estimates the wait from the measured admit rate and the lane's share of it (see
+// LaneShare); -1 when no estimate exists (paused, rate 0, or a lane that gets no share).
 func (p Place) ETA() float64 {
 	if p.Paused {
 		return -1
 	}
-	return ETA(p.Position, p.AdmitRate, p.Rate)
+	f := 1 - p.rateCut
+	return ETA(p.Position, p.AdmitRate*f, p.Rate*f)
+}
+
+// LaneShare is the part of a queue's admission rate that a lane's line gets, as waiting
+// times are estimated from it: bypass waiters go first (the whole rate); the priority line
+// gets share (the queue's priority_share) and the normal line 1 − share while the other of
+// the two has waiters, the whole rate otherwise (admission is work-conserving: a lane's
+// unused part goes to the other). otherWaiting is the other line's length.
+func LaneShare(l Lane, share float64, otherWaiting int64) float64 {
+	switch {
+	case l == LaneBypass || otherWaiting <= 0:
+		return 1
+	case l == LanePriority:
+		return share
+	}
+	return 1 - share
 }
 
 // ETA is position / measured rate, falling back to the configured rate while nothing has
@@ -228,9 +247,14 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		powDiff = strconv.Itoa(o.Pow.Difficulty)
 		powTTL = max(1, time.Until(o.Pow.Expires).Milliseconds())
 	}
+	invite := o.Invite
+	if invite != "" && !validCode(invite) {
+		invite = "!" // no code has this shape: the script refuses it (after returning a live place)
+	}
 	res, err := joinScript.Run(ctx, q.rdb,
-		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID)},
-		t.ID, mode, o.Client, powDiff, powTTL).Slice()
+		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
+			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB)},
+		t.ID, mode, o.Client, powDiff, powTTL, invite).Slice()
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
 	}
@@ -248,18 +272,24 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		return Place{}, code, &PowRequiredError{Difficulty: int(toInt(res[1]))}
 	case -7:
 		return Place{}, code, ErrPowInvalid
+	case -8:
+		return Place{}, code, ErrInviteInvalid
 	}
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
 		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: State(toString(res[7])),
-		Rate: float64(toInt(res[8])) / 1000, Paused: toInt(res[9]) == 1,
+		Rate: float64(toInt(res[8])) / 1000, Paused: toInt(res[9]) == 1, Lane: LaneNormal,
 	}
 	if exp := toInt(res[6]); exp > 0 {
 		p.TokenExpiresAt = time.UnixMilli(exp)
-		if len(res) > 10 {
-			if iat := toInt(res[10]); iat > 0 {
-				p.TokenIssuedAt = time.UnixMilli(iat)
-			}
+		if iat := toInt(res[10]); iat > 0 {
+			p.TokenIssuedAt = time.UnixMilli(iat)
+		}
+	}
+	if len(res) > 13 {
+		p.Lane = laneOf(toString(res[11]))
+		if p.State == StateWaiting {
+			p.rateCut = 1 - LaneShare(p.Lane, float64(toInt(res[12]))/1000, toInt(res[13]))
 		}
 	}
 	return p, code, nil
@@ -280,7 +310,9 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 		}
 		st := parseState(cur)
 		n, err := leaveScript.Run(ctx, q.rdb,
-			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token)},
+			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token),
+				k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
+				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB)},
 			t.ID, st.token).Int64()
 		switch {
 		case err != nil:
@@ -316,14 +348,28 @@ func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
 // Snapshot is the state of one queue at event number Ev, for resynchronisation.
 type Snapshot struct {
 	Ev        int64
-	Head      int64 // highest sequence admitted
-	Tail      int64 // highest sequence handed out
+	Head      int64 // highest sequence admitted (the normal line)
+	Tail      int64 // highest sequence handed out (the normal line)
 	Tick      int64
 	AdmitRate float64
 	Rate      float64
 	Paused    bool
-	Waiting   int64
+	Waiting   int64   // the normal line's length
 	Gone      []int64 // departed sequences above Head
+	// Share is the queue's priority_share; Priority and Bypass the invite lanes' lines
+	// (their sequences are numbered apart from the normal line's).
+	Share    float64
+	Priority LaneState
+	Bypass   LaneState
+}
+
+// LaneState is one invite lane's line: positions in it are seq − Head − departures in
+// (Head, seq), as in the normal line.
+type LaneState struct {
+	Head    int64   `json:"head"`    // highest sequence admitted from the lane
+	Tail    int64   `json:"tail"`    // highest sequence handed out in the lane
+	Waiting int64   `json:"waiting"` // the lane's length
+	Gone    []int64 `json:"gone,omitempty"`
 }
 
 // Snapshot reads the resync state of queue name atomically.
@@ -332,13 +378,26 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	defer cancel()
 	k := keysFor(name)
 	res, err := snapshotScript.Run(ctx, q.rdb,
-		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting()}).Int64Slice()
+		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting(),
+			k.laneGone(laneP), k.laneWaiting(laneP), k.laneGone(laneB), k.laneWaiting(laneB)}).Int64Slice()
 	if err != nil {
 		return Snapshot{}, fail("snapshot "+name, err)
 	}
+	if len(res) < 17 {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %d values", name, len(res))
+	}
 	s := Snapshot{Ev: res[0], Head: res[1], Tail: res[2], Tick: res[3],
-		AdmitRate: float64(res[4]) / 1000, Rate: float64(res[5]) / 1000, Paused: res[6] == 1, Waiting: res[7]}
-	s.Gone = append([]int64(nil), res[8:]...)
+		AdmitRate: float64(res[4]) / 1000, Rate: float64(res[5]) / 1000, Paused: res[6] == 1, Waiting: res[7],
+		Share:    float64(res[8]) / 1e6,
+		Priority: LaneState{Head: res[9], Tail: res[10], Waiting: res[11]},
+		Bypass:   LaneState{Head: res[13], Tail: res[14], Waiting: res[15]}}
+	rest := res[17:]
+	np, nb := min(res[12], int64(len(rest))), int64(0)
+	s.Priority.Gone = append([]int64(nil), rest[:np]...)
+	rest = rest[np:]
+	nb = min(res[16], int64(len(rest)))
+	s.Bypass.Gone = append([]int64(nil), rest[:nb]...)
+	s.Gone = append([]int64(nil), rest[nb:]...)
 	return s, nil
 }
 
@@ -357,7 +416,7 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 		return Place{}, fail("ticket state", err)
 	}
 	st := parseState(cur)
-	p := Place{Queue: t.Queue, Seq: st.seq, State: st.state()}
+	p := Place{Queue: t.Queue, Seq: st.seq, State: st.state(), Lane: st.lane()}
 	if p.State == StateAdmitted {
 		p.Token, p.TokenExpiresAt = st.token, time.UnixMilli(st.exp)
 		p.Tick, _ = strconv.ParseInt(st.extra, 10, 64)
@@ -374,12 +433,14 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 // QueueStats are the live counts of one queue for the admin view.
 type QueueStats struct {
 	Settings
-	Waiting       int64
-	AdmittedTotal int64
-	ActiveTokens  int64
-	AdmitRate     float64
-	TickLagMs     float64 // how late the leader's last tick started
-	Leader        string
+	Waiting         int64 // the normal line
+	WaitingPriority int64 // the priority line (invites)
+	WaitingBypass   int64 // the bypass line (invites)
+	AdmittedTotal   int64
+	ActiveTokens    int64
+	AdmitRate       float64
+	TickLagMs       float64 // how late the leader's last tick started
+	Leader          string
 }
 
 // Stats returns the live counts of queue name.
@@ -391,7 +452,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	cfg := pipe.HGetAll(ctx, k.cfg())
 	w := pipe.ZCard(ctx, k.waiting())
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
-	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms")
+	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms", "seq_p", "head_p", "seq_b", "head_b")
 	l := pipe.Get(ctx, k.lease())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return QueueStats{}, fail("stats "+name, err)
@@ -400,10 +461,34 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 		return QueueStats{}, ErrQueueNotFound
 	}
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val()}
-	if v := c.Val(); len(v) == 3 {
-		s.AdmittedTotal = toInt(v[0])
-		s.AdmitRate = toFloat(v[1])
-		s.TickLagMs = toFloat(v[2])
+	v := c.Val()
+	if len(v) != 7 {
+		return s, nil
+	}
+	s.AdmittedTotal = toInt(v[0])
+	s.AdmitRate = toFloat(v[1])
+	s.TickLagMs = toFloat(v[2])
+	// A lane whose counter has not passed its head is empty: its length is only asked for
+	// when it may have waiters, so stats of a queue without invites cost what they did.
+	var wp, wb *redis.IntCmd
+	pipe = q.rdb.Pipeline()
+	if toInt(v[3]) > toInt(v[4]) {
+		wp = pipe.ZCard(ctx, k.laneWaiting(laneP))
+	}
+	if toInt(v[5]) > toInt(v[6]) {
+		wb = pipe.ZCard(ctx, k.laneWaiting(laneB))
+	}
+	if wp == nil && wb == nil {
+		return s, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return QueueStats{}, fail("stats "+name, err)
+	}
+	if wp != nil {
+		s.WaitingPriority = wp.Val()
+	}
+	if wb != nil {
+		s.WaitingBypass = wb.Val()
 	}
 	return s, nil
 }

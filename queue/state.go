@@ -21,12 +21,23 @@ const (
 // token.lua), and by both versions during a rolling deploy, so it only ever gains fields
 // at the end:
 //
-//	"<code>:<seq>[:<token>:<exp_ms>:<extra>[:<iat_ms>]]"
+//	"<code>:<seq>[:<token>:<exp_ms>:<extra>[:<iat_ms>[:<lane>]]]"
 //
 // code w (waiting), a (admitted; extra = the admission tick, iat_ms = the admission time,
 // written since signed tokens), e (expired unused; as a), u (used by an order; extra = the
 // request key that used it). A reader of the release before signed tokens splits at most
 // five fields, so it sees "tick:iat" as extra and falls back to the line's tick.
+//
+// Lanes (invites): a waiter of the priority or bypass line is "w:<seq>:::<lane>" — code w,
+// seq its number in that lane's own sequence, token and exp empty, and the lane letter
+// (p or b) in the fifth field (extra), which no reader of a waiting state used before. An
+// instance of the release before lanes therefore reads a waiter (no crash, no refusal);
+// it computes its position in the normal line from the lane's sequence, which is wrong
+// for one release, and it does not admit from the lanes. When such a ticket is admitted
+// the lane is kept as a seventh field ("a:<seq>:<token>:<exp>:<tick>:<iat>:p", so also in
+// "e…"); readers that split fewer fields see it glued to iat_ms, which only the release
+// before signed tokens reads (and ignores, as said above). A normal place's state has no
+// lane field and is byte for byte what it was.
 type storedState struct {
 	code  byte
 	seq   int64
@@ -34,6 +45,7 @@ type storedState struct {
 	exp   int64
 	extra string
 	iat   int64
+	laneC byte // 0 normal, laneP, laneB
 }
 
 // Codes of storedState.
@@ -44,8 +56,29 @@ const (
 	codeUsed     = 'u'
 )
 
+// Lane letters in stored states, keys and tick messages.
+const (
+	laneP byte = 'p' // priority
+	laneB byte = 'b' // bypass
+)
+
+// laneOf maps a lane letter ("p", "b", "" for normal) to its Lane.
+func laneOf(s string) Lane {
+	switch s {
+	case "p":
+		return LanePriority
+	case "b":
+		return LaneBypass
+	}
+	return LaneNormal
+}
+
+// LaneOf is the Lane of a lane letter as tick messages carry it (Admission.Lane): "p",
+// "b", or "" (the normal line).
+func LaneOf(letter string) Lane { return laneOf(letter) }
+
 func parseState(s string) storedState {
-	f := strings.SplitN(s, ":", 6)
+	f := strings.SplitN(s, ":", 7)
 	var st storedState
 	if len(f[0]) == 1 {
 		st.code = f[0][0]
@@ -65,7 +98,24 @@ func parseState(s string) storedState {
 	if len(f) > 5 {
 		st.iat, _ = strconv.ParseInt(f[5], 10, 64)
 	}
+	switch {
+	case st.code == codeWaiting && len(st.extra) == 1:
+		st.laneC = st.extra[0]
+	case (st.code == codeAdmitted || st.code == codeExpired) && len(f) > 6 && len(f[6]) == 1:
+		st.laneC = f[6][0]
+	}
+	if st.laneC != laneP && st.laneC != laneB {
+		st.laneC = 0
+	}
 	return st
+}
+
+// lane is the line the ticket waits or waited in.
+func (st storedState) lane() Lane {
+	if st.laneC == 0 {
+		return LaneNormal
+	}
+	return laneOf(string(st.laneC))
 }
 
 // state is the public state of a stored ticket (an admitted one is not checked for

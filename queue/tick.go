@@ -30,6 +30,20 @@ type Tick struct {
 	Adm     []Admission `json:"adm"`  // tickets admitted by this tick
 	Gone    []int64     `json:"gone"` // sequences that left (leave, abandonment) since the last message
 	Exp     []string    `json:"exp"`  // tickets whose token lapsed unused
+	// Lanes are the invite lanes' lines, present once a lane has been used in the queue
+	// (absent: no lane ever had a waiter, or a leader of the release before lanes wrote
+	// the message — a reader then keeps its lanes as they were). Head, Tail, Waiting and
+	// Gone above are the normal line's only. Added in version 1 without a version change:
+	// readers of the release before ignore the field.
+	Lanes *TickLanes `json:"lanes,omitempty"`
+}
+
+// TickLanes is the invite lanes' part of a tick message.
+type TickLanes struct {
+	Share float64 `json:"share"` // the queue's priority_share at this tick
+	// P (priority) and B (bypass): absent while that lane has never had a waiter.
+	P *LaneState `json:"p,omitempty"`
+	B *LaneState `json:"b,omitempty"`
 }
 
 // Admission is one ticket admitted by a tick.
@@ -41,6 +55,9 @@ type Admission struct {
 	// IssuedAt is the admission time, Unix ms (the token's iat); 0 from a leader of the
 	// release before signed tokens (see IssuedAt).
 	IssuedAt int64 `json:"i"`
+	// Lane is the line the ticket was admitted from: "p" priority, "b" bypass, absent for
+	// the normal line (Seq is then a sequence of that lane; see LaneOf).
+	Lane string `json:"l,omitempty"`
 }
 
 // DecodeTick parses a tick message of any version (newer versions only add fields, which

@@ -29,6 +29,7 @@ type conn struct {
 	admitted  bool // admitted or expired: no more position events
 	expired   bool // the expired event has been queued
 	checking  bool
+	lane      uint8 // the line this stream's ticket waits in (laneNormal…); set at attach, never changed
 	checkedAt time.Time
 
 	// Guarded by shard.mu.
@@ -51,6 +52,9 @@ type Waiter struct {
 	LastEventID int64
 	Place       queue.Place
 	Reserved    bool // the caller holds a slot from Reserve (else Attach takes one)
+	// Header is extra response header lines ("Name: value\r\n" each), e.g. the CORS
+	// answer of a cross-origin stream; written as they are.
+	Header string
 }
 
 // Reserve takes a stream slot when fewer than max streams are open (max 0: no budget) and
@@ -89,10 +93,11 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		h.Unreserve()
 		return ErrClosed
 	}
-	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1}
+	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1,
+		lane: laneIndex(w.Place.Lane)}
 	h.place(c)
 
-	head := responseHead(jitterDur(h.cfg.Retry, 0.25))
+	head := responseHead(jitterDur(h.cfg.Retry, 0.25), w.Header)
 	qh.mu.Lock()
 	qh.conns[c] = struct{}{}
 	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
@@ -105,14 +110,14 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		c.admitted, c.expired = true, true
 		first = expiredFrame(qh.line.ev, qh.line.tick)
 	default:
-		pos := qh.line.position(c.seq)
+		pos := qh.line.positionOf(c.lane, c.seq)
 		if pos == 0 {
 			// The line has passed this ticket since Redis was read: the admission message
 			// is being handled; the fan-out's check delivers the token.
 			pos = 1
 		}
-		c.lastPos, c.lastETA = pos, qh.line.eta(pos)
-		first = newPositionRenderer(&qh.line).render(pos)
+		c.lastPos, c.lastETA = pos, qh.line.etaOf(c.lane, pos)
+		first = newLaneRenderer(&qh.line, c.lane).render(pos)
 	}
 	c.shard.add(c)
 	c.shard.push(c, append(head, first...), framePriority)
@@ -140,12 +145,12 @@ func (h *Hub) place(c *conn) {
 	c.tier = k % h.cfg.BackEvery
 }
 
-func responseHead(retry time.Duration) []byte {
+func responseHead(retry time.Duration, extra string) []byte {
 	b := []byte("HTTP/1.1 200 OK\r\n" +
 		"Content-Type: text/event-stream; charset=utf-8\r\n" +
 		"Cache-Control: no-cache, no-store, no-transform\r\n" +
 		"X-Accel-Buffering: no\r\n" +
-		"X-Content-Type-Options: nosniff\r\n" +
+		"X-Content-Type-Options: nosniff\r\n" + extra +
 		"Connection: close\r\n\r\n" +
 		"retry: ")
 	b = strconv.AppendInt(b, retry.Milliseconds(), 10)

@@ -34,6 +34,19 @@ type change struct {
 	pos int64
 }
 
+// renderers are one fan-out round's position renderers, one per lane, made when first needed.
+type renderers struct {
+	l  *line
+	rs [3]*positionRenderer
+}
+
+func (r *renderers) of(lane uint8) *positionRenderer {
+	if r.rs[lane] == nil {
+		r.rs[lane] = newLaneRenderer(r.l, lane)
+	}
+	return r.rs[lane]
+}
+
 // checkEvery is how often a stream the line has passed without an admitted event (a gap,
 // or a connect racing the message) may ask Redis for its ticket.
 const checkEvery = 2 * time.Second
@@ -56,7 +69,7 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 		if c.admitted {
 			continue
 		}
-		pos := qh.line.position(c.seq)
+		pos := qh.line.positionOf(c.lane, c.seq)
 		if pos == 0 {
 			if !c.checking && time.Since(c.checkedAt) > checkEvery {
 				h.askCheck(qh, c)
@@ -69,7 +82,7 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 		if pos > front && every > 1 && (c.tier+qh.round)%every != 0 {
 			continue
 		}
-		eta := qh.line.eta(pos)
+		eta := qh.line.etaOf(c.lane, pos)
 		if pos > c.lastPos && c.lastPos > 0 {
 			pos = c.lastPos // never show a higher number than before (cannot happen; belt and braces)
 		}
@@ -78,14 +91,19 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 			changes = append(changes, change{c, pos})
 		}
 	}
-	r := newPositionRenderer(&qh.line)
+	// The renderers copy what they need of the line now (the lanes' renderers are made only
+	// when a stream of that lane changed).
+	r := renderers{l: &qh.line}
+	for _, ch := range changes {
+		r.of(ch.c.lane)
+	}
 	qh.mu.Unlock()
 	// Rendering and queueing happen outside the queue's lock, so a tick message (and its
 	// admitted events) never waits for a fan-out; a position can no longer overtake an
 	// admitted event because push refuses positions after a final frame.
 	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
 	for _, ch := range changes {
-		ch.c.shard.push(ch.c, r.render(ch.pos), framePosition)
+		ch.c.shard.push(ch.c, r.of(ch.c.lane).render(ch.pos), framePosition)
 	}
 	h.m.positionsSent.Add(float64(len(changes)))
 	h.m.fanout.Observe(time.Since(start).Seconds())

@@ -72,20 +72,34 @@ func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byt
 // positionRenderer renders position events of one line state; the JSON is written by
 // hand (it is the fan-out's hot path: one event per changed waiter per second).
 type positionRenderer struct {
-	l      line // copy of the scalar state (gone is not used)
-	prefix []byte
-	suffix []byte
+	waiting int64
+	paused  bool
+	arate   float64 // the lane's share of the measured rate (for the ETA)
+	rate    float64 // the lane's share of the configured rate (for the ETA)
+	prefix  []byte
+	suffix  []byte
 }
 
-func newPositionRenderer(l *line) *positionRenderer {
-	r := &positionRenderer{l: line{ev: l.ev, tick: l.tick, head: l.head, waiting: l.waiting,
-		rate: l.rate, arate: l.arate, paused: l.paused}}
+// newPositionRenderer renders the normal line's position events.
+func newPositionRenderer(l *line) *positionRenderer { return newLaneRenderer(l, laneNormal) }
+
+// newLaneRenderer renders the position events of lane's line: its own waiting count and
+// ETA (from the lane's share of the rate); a lane other than the normal one also says
+// "lane" (absent = normal, as before lanes existed).
+func newLaneRenderer(l *line, lane uint8) *positionRenderer {
+	f := l.rateShare(lane)
+	r := &positionRenderer{waiting: l.waitingIn(lane), paused: l.paused, arate: l.arate * f, rate: l.rate * f}
 	rate := l.rate
 	if l.paused {
 		rate = 0 // nobody is let in while paused
 	}
 	r.prefix = strconv.AppendInt([]byte("id: "), l.ev, 10)
 	r.prefix = append(r.prefix, "\nevent: position\ndata: {\"position\":"...)
+	if lane != laneNormal {
+		r.suffix = append(r.suffix, ",\"lane\":\""...)
+		r.suffix = append(r.suffix, laneName(lane)...)
+		r.suffix = append(r.suffix, '"')
+	}
 	r.suffix = append(r.suffix, ",\"rate_per_second\":"...)
 	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
 	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
@@ -98,14 +112,22 @@ func newPositionRenderer(l *line) *positionRenderer {
 	return r
 }
 
+// eta is the ETA of position pos, -1 when there is none (paused, no rate).
+func (r *positionRenderer) eta(pos int64) float64 {
+	if r.paused {
+		return -1
+	}
+	return queue.ETA(pos, r.arate, r.rate)
+}
+
 func (r *positionRenderer) render(pos int64) []byte {
 	b := make([]byte, 0, len(r.prefix)+len(r.suffix)+48)
 	b = append(b, r.prefix...)
 	b = strconv.AppendInt(b, pos, 10)
 	b = append(b, ",\"waiting\":"...)
-	b = strconv.AppendInt(b, r.l.waiting, 10)
+	b = strconv.AppendInt(b, r.waiting, 10)
 	b = append(b, ",\"eta_seconds\":"...)
-	if eta := r.l.eta(pos); eta >= 0 {
+	if eta := r.eta(pos); eta >= 0 {
 		b = strconv.AppendFloat(b, eta, 'f', -1, 64)
 	} else {
 		b = append(b, "null"...)

@@ -10,6 +10,8 @@ import (
 
 // line is this instance's copy of one queue's state, enough to compute the exact position
 // of any local waiter without asking Redis: position = seq − head − departures in (head, seq).
+// The invite lanes (priority, bypass) are lines of their own, numbered apart, kept the same
+// way in lanes; the fields above them are the normal line's.
 type line struct {
 	synced  bool
 	ev      int64
@@ -21,53 +23,161 @@ type line struct {
 	arate   float64
 	paused  bool
 	gone    []int64 // sorted departed sequences above head
+	share   float64 // the queue's priority_share
+	lanes   [2]laneLine
+}
+
+// Lane indexes of a conn (lane) and of line.lanes (lane-1).
+const (
+	laneNormal uint8 = iota
+	lanePriority
+	laneBypass
+)
+
+// laneIndex maps a queue.Lane to a conn's lane index.
+func laneIndex(l queue.Lane) uint8 {
+	switch l {
+	case queue.LanePriority:
+		return lanePriority
+	case queue.LaneBypass:
+		return laneBypass
+	}
+	return laneNormal
+}
+
+// laneName is the public name of a lane index.
+func laneName(i uint8) queue.Lane {
+	switch i {
+	case lanePriority:
+		return queue.LanePriority
+	case laneBypass:
+		return queue.LaneBypass
+	}
+	return queue.LaneNormal
+}
+
+// laneLine is one invite lane's line.
+type laneLine struct {
+	head, tail, waiting int64
+	gone                []int64 // sorted departed sequences above head
+}
+
+func (ll *laneLine) reset(s queue.LaneState) {
+	ll.head, ll.tail, ll.waiting = s.Head, s.Tail, s.Waiting
+	ll.gone = resetGone(ll.gone, s.Gone, s.Head)
+}
+
+func (ll *laneLine) apply(s queue.LaneState) {
+	ll.head, ll.tail, ll.waiting = s.Head, s.Tail, s.Waiting
+	ll.gone = applyGone(ll.gone, s.Gone, s.Head)
 }
 
 func (l *line) reset(s queue.Snapshot) {
 	l.synced = true
 	l.ev, l.tick, l.head, l.tail, l.waiting = s.Ev, s.Tick, s.Head, s.Tail, s.Waiting
-	l.rate, l.arate, l.paused = s.Rate, s.AdmitRate, s.Paused
-	l.gone = l.gone[:0]
-	for _, g := range s.Gone {
-		if g > l.head {
-			l.gone = append(l.gone, g)
+	l.rate, l.arate, l.paused, l.share = s.Rate, s.AdmitRate, s.Paused, s.Share
+	l.gone = resetGone(l.gone, s.Gone, l.head)
+	l.lanes[0].reset(s.Priority)
+	l.lanes[1].reset(s.Bypass)
+}
+
+// resetGone refills dst with the departures in src above head, sorted.
+func resetGone(dst, src []int64, head int64) []int64 {
+	dst = dst[:0]
+	for _, g := range src {
+		if g > head {
+			dst = append(dst, g)
 		}
 	}
-	sort.Slice(l.gone, func(i, j int) bool { return l.gone[i] < l.gone[j] })
+	sort.Slice(dst, func(i, j int) bool { return dst[i] < dst[j] })
+	return dst
 }
 
 // apply advances the line by one tick message; the caller has checked m.Ev == l.ev+1.
 func (l *line) apply(m queue.Tick) {
 	l.ev, l.tick, l.head, l.tail, l.waiting = m.Ev, m.Tick, m.Head, m.Tail, m.Waiting
 	l.rate, l.arate, l.paused = m.Rate, m.ARate, m.Paused
-	for _, g := range m.Gone {
-		i := sort.Search(len(l.gone), func(i int) bool { return l.gone[i] >= g })
-		if i < len(l.gone) && l.gone[i] == g {
+	l.gone = applyGone(l.gone, m.Gone, l.head)
+	// No lanes in the message: none was ever used, or a leader of the release before lanes
+	// wrote it (it admits from no lane): the lanes stay as they are.
+	if ls := m.Lanes; ls != nil {
+		l.share = ls.Share
+		if ls.P != nil {
+			l.lanes[0].apply(*ls.P)
+		}
+		if ls.B != nil {
+			l.lanes[1].apply(*ls.B)
+		}
+	}
+}
+
+// applyGone adds new departures to the sorted list and drops those at or below head.
+func applyGone(gone, add []int64, head int64) []int64 {
+	for _, g := range add {
+		i := sort.Search(len(gone), func(i int) bool { return gone[i] >= g })
+		if i < len(gone) && gone[i] == g {
 			continue
 		}
-		l.gone = append(l.gone, 0)
-		copy(l.gone[i+1:], l.gone[i:])
-		l.gone[i] = g
+		gone = append(gone, 0)
+		copy(gone[i+1:], gone[i:])
+		gone[i] = g
 	}
-	i := sort.Search(len(l.gone), func(i int) bool { return l.gone[i] > l.head })
-	l.gone = append(l.gone[:0], l.gone[i:]...)
+	i := sort.Search(len(gone), func(i int) bool { return gone[i] > head })
+	return append(gone[:0], gone[i:]...)
 }
 
-// position of the waiter with sequence seq: 1 + the users still waiting ahead of it, or 0
-// when seq is at or below the head (admitted or gone).
-func (l *line) position(seq int64) int64 {
-	if seq <= l.head {
+// position of the waiter with sequence seq in the normal line: 1 + the users still waiting
+// ahead of it, or 0 when seq is at or below the head (admitted or gone).
+func (l *line) position(seq int64) int64 { return positionIn(l.head, l.gone, seq) }
+
+// positionOf is position in the line of lane (a conn's lane index).
+func (l *line) positionOf(lane uint8, seq int64) int64 {
+	if lane == laneNormal {
+		return positionIn(l.head, l.gone, seq)
+	}
+	ll := &l.lanes[lane-1]
+	return positionIn(ll.head, ll.gone, seq)
+}
+
+func positionIn(head int64, gone []int64, seq int64) int64 {
+	if seq <= head {
 		return 0
 	}
-	below := sort.Search(len(l.gone), func(i int) bool { return l.gone[i] >= seq })
-	return seq - l.head - int64(below)
+	below := sort.Search(len(gone), func(i int) bool { return gone[i] >= seq })
+	return seq - head - int64(below)
 }
 
-func (l *line) eta(pos int64) float64 {
+// waitingIn is the length of lane's line.
+func (l *line) waitingIn(lane uint8) int64 {
+	if lane == laneNormal {
+		return l.waiting
+	}
+	return l.lanes[lane-1].waiting
+}
+
+// rateShare is the part of the admission rate lane's line gets (queue.LaneShare): the
+// normal line (1 − share) × rate while the priority line has waiters, the priority line
+// share × rate while the normal line has, bypass all of it.
+func (l *line) rateShare(lane uint8) float64 {
+	var other int64
+	switch lane {
+	case laneNormal:
+		other = l.lanes[0].waiting
+	case lanePriority:
+		other = l.waiting
+	}
+	return queue.LaneShare(laneName(lane), l.share, other)
+}
+
+func (l *line) eta(pos int64) float64 { return l.etaOf(laneNormal, pos) }
+
+// etaOf is the ETA of a waiter at position pos of lane's line.
+func (l *line) etaOf(lane uint8, pos int64) float64 {
 	if l.paused {
 		return -1
 	}
-	return queue.ETA(pos, l.arate, l.rate)
+	f := l.rateShare(lane)
+	return queue.ETA(pos, l.arate*f, l.rate*f)
 }
 
 // resyncTimeout bounds one snapshot read.

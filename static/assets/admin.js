@@ -56,7 +56,8 @@
   const queueCards = new Map();  // name -> {card, q}
   const productRows = new Map(); // id -> row
   let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
-  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip'];
+  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share'];
+  const INVITE_TTL_MS = 7 * 24 * 3600 * 1000; // the server's default expiry, shown in the form
   const PRODUCT_LIMITS = ['max_per_order', 'max_per_ticket'];
 
   // ---------- storage and auth ----------
@@ -130,6 +131,27 @@
       if (b && b.error && typeof b.error.field === 'string' && b.error.field) err.field = b.error.field;
     } catch (_) { /* not JSON: no field */ }
     return err;
+  }
+
+  // ---------- strings not (yet) in the message catalogue ----------
+
+  /**
+   * The page's string for key, or the English fallback when the catalogue has no such key
+   * (the invite strings are written into the markup in English and replaced here).
+   */
+  function tx(key, fallback, vars) {
+    const s = W.util.messages()[key];
+    const text = typeof s === 'string' ? s : fallback;
+    if (!vars) return text;
+    return text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
+  }
+
+  /** Puts the catalogue's strings into the elements of root marked data-i18n. */
+  function localize(root) {
+    for (const node of root.querySelectorAll('[data-i18n]')) {
+      const s = W.util.messages()[node.dataset.i18n];
+      if (typeof s === 'string') node.textContent = s;
+    }
   }
 
   // ---------- field errors ----------
@@ -457,11 +479,14 @@
     const card = el.tplQueue.content.firstElementChild.cloneNode(true);
     card.dataset.queue = name;
     field(card, 'name').textContent = name;
+    localize(card);
     const form = card.querySelector('form');
-    for (const label of form.querySelectorAll('label[data-for]')) {
-      const input = form.elements[label.dataset.for];
-      input.id = 'q-' + name + '-' + label.dataset.for;
-      label.htmlFor = input.id;
+    for (const f of card.querySelectorAll('form')) {
+      for (const label of f.querySelectorAll('label[data-for]')) {
+        const input = f.elements[label.dataset.for];
+        input.id = 'q-' + name + '-' + (f === form ? '' : 'invite-') + label.dataset.for;
+        label.htmlFor = input.id;
+      }
     }
     form.querySelector('[data-testid="save-queue"]').id = 'q-' + name + '-save';
     const entry = { card, q: null, dirty: false };
@@ -482,6 +507,7 @@
     card.querySelector('[data-testid="toggle-closed"]').addEventListener('click', () => {
       if (entry.q) putQueue(entry, { closed: !entry.q.closed });
     });
+    setupInvites(entry);
     return entry;
   }
 
@@ -507,7 +533,10 @@
     field(c, 'badge-closed').hidden = !q.closed;
     field(c, 'badge-leader').hidden = !q.leader;
     field(c, 'badge-leader').textContent = typeof q.leader === 'string' && q.leader ? t('admin_leader') + ': ' + q.leader : t('admin_leader');
-    field(c, 'waiting').textContent = num.format(n(q.waiting));
+    // Invite lanes' waiters, when the stats carry them (waiting is the normal line).
+    const byInvite = n(q.waiting_priority) + n(q.waiting_bypass);
+    field(c, 'waiting').textContent = num.format(n(q.waiting)) +
+      (byInvite ? ' + ' + tx('admin_waiting_invites', '{n} by invite', { n: num.format(byInvite) }) : '');
     if (rate !== null && rate !== undefined) field(c, 'admit_rate').textContent = num1.format(rate);
     field(c, 'active_tokens').textContent = num.format(n(q.active_tokens)) + (q.max_active ? ' / ' + num.format(q.max_active) : '');
     field(c, 'admitted_total').textContent = num.format(n(q.admitted_total));
@@ -519,6 +548,7 @@
     });
     field(c, 'places_per_ip').textContent = typeof q.places_per_ip !== 'number' ? '–'
       : q.places_per_ip === 0 ? t('admin_no_cap') : num.format(q.places_per_ip);
+    field(c, 'priority_share').textContent = typeof q.priority_share !== 'number' ? '–' : pct.format(q.priority_share);
     const pause = c.querySelector('[data-testid="toggle-pause"]');
     pause.textContent = q.paused ? t('admin_resume') : t('admin_pause');
     pause.setAttribute('aria-pressed', q.paused ? 'true' : 'false');
@@ -534,6 +564,124 @@
       }
       if (force) entry.dirty = false;
     }
+  }
+
+  // ---------- invite codes (per queue card) ----------
+
+  /** A datetime-local value (the browser's time zone) for a time. */
+  function localInput(d) {
+    const p = (v) => String(v).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes());
+  }
+
+  function laneText(lane) {
+    return lane === 'bypass' ? tx('admin_lane_bypass', 'Bypass') : tx('admin_lane_priority', 'Priority');
+  }
+
+  /**
+   * Copies text to the clipboard: the async Clipboard API where the page may use it, else
+   * a selected off-screen textarea and execCommand('copy'). Resolves true when copied.
+   */
+  async function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      try { await navigator.clipboard.writeText(text); return true; } catch (_) { /* fall back */ }
+    }
+    const ta = document.createElement('textarea');
+    ta.value = text;
+    ta.setAttribute('readonly', '');
+    ta.className = 'visually-hidden';
+    document.body.append(ta);
+    ta.select();
+    let ok = false;
+    try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
+    ta.remove();
+    return ok;
+  }
+
+  function setupInvites(entry) {
+    const c = entry.card;
+    const box = c.querySelector('[data-testid="invites"]');
+    const form = c.querySelector('[data-testid="invite-form"]');
+    const msg = form.querySelector('[data-testid="invite-msg"]');
+    const rows = c.querySelector('[data-testid="invite-rows"]');
+    const live = c.querySelector('[data-testid="invite-count-live"]');
+    const path = () => '/admin/api/queues/' + encodeURIComponent(c.dataset.queue) + '/invites';
+    form.elements.expires_at.value = localInput(new Date(Date.now() + INVITE_TTL_MS));
+    watchFieldErrors(form);
+
+    function say(state, text) {
+      msg.dataset.state = state;
+      msg.textContent = text;
+    }
+
+    function row(inv) {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'invite-row';
+      tr.dataset.code = inv.code;
+      const code = cell('th', inv.code);
+      code.scope = 'row';
+      const exp = new Date(inv.expires_at);
+      tr.append(code, cell('td', laneText(inv.lane)), cell('td', num.format(inv.uses_left), 'num'),
+        cell('td', isNaN(exp) ? inv.expires_at : exp.toLocaleString(lang)));
+      const actions = document.createElement('td');
+      const copy = document.createElement('button');
+      copy.type = 'button';
+      copy.className = 'button-secondary';
+      copy.dataset.testid = 'invite-copy';
+      copy.textContent = tx('admin_invite_copy', 'Copy link');
+      const link = new URL(inv.url, location.origin).href;
+      copy.addEventListener('click', async () => {
+        const ok = await copyText(link);
+        say(ok ? 'ok' : 'error', ok ? tx('admin_invite_copied', 'Link copied: {url}', { url: link })
+          : tx('admin_invite_copy_failed', 'Copy this link: {url}', { url: link }));
+      });
+      const revoke = document.createElement('button');
+      revoke.type = 'button';
+      revoke.className = 'button-secondary';
+      revoke.dataset.testid = 'invite-revoke';
+      revoke.textContent = tx('admin_invite_revoke', 'Revoke');
+      revoke.addEventListener('click', async () => {
+        revoke.disabled = true;
+        const r = await api('DELETE', path() + '/' + encodeURIComponent(inv.code));
+        revoke.disabled = false;
+        if (!r.ok && r.status !== 404) { say('error', errorText(r.err)); return; }
+        say('ok', tx('admin_invite_revoked', 'Code revoked.'));
+        load();
+      });
+      actions.append(copy, ' ', revoke);
+      tr.append(actions);
+      return tr;
+    }
+
+    async function load() {
+      const r = await api('GET', path());
+      if (!r.ok) { say('error', errorText(r.err)); return; }
+      const list = (r.body && Array.isArray(r.body.invites)) ? r.body.invites : [];
+      rows.replaceChildren(...list.map(row));
+      live.textContent = tx('admin_invites_live', '{n} live codes', { n: num.format(list.length) });
+    }
+
+    // Listed when opened and after every change (no polling: an open dashboard costs
+    // Redis nothing for invites).
+    box.addEventListener('toggle', () => { if (box.open) load(); });
+    c.querySelector('[data-testid="invite-refresh"]').addEventListener('click', load);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      clearFieldErrors(form);
+      const body = { count: Number(form.elements.count.value), lane: form.elements.lane.value };
+      if (form.elements.max_uses.value !== '') body.max_uses = Number(form.elements.max_uses.value);
+      if (form.elements.expires_at.value !== '') {
+        const d = new Date(form.elements.expires_at.value);
+        if (isNaN(d)) { showError(form, msg, { field: 'expires_at', message: tx('admin_invite_bad_time', 'Not a date and time.') }); return; }
+        body.expires_at = d.toISOString();
+      }
+      say('pending', t('admin_saving'));
+      const r = await api('POST', path(), body);
+      if (!r.ok) { showError(form, msg, r.err); return; }
+      const n = r.body && Array.isArray(r.body.invites) ? r.body.invites.length : 0;
+      say('ok', tx('admin_invites_created', '{n} codes created.', { n: num.format(n) }));
+      load();
+    });
   }
 
   function renderQueues(list, rates) {

@@ -1,0 +1,314 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Invites let an operator hand out codes that put their holders in a lane of their own:
+// LaneBypass (admitted before anyone else, at the next ticks, within the queue's rate and
+// max_active) or LanePriority (a line that gets priority_share of every tick's admissions).
+// A code is good for MaxUses places until it expires or is revoked, in its queue only.
+//
+// Storage (keys.go): one HASH per queue, code -> "lane:uses_left:expires_ms:max_uses:created_ms",
+// and a ZSET code -> expires_ms that lets expired codes be dropped when codes are created
+// or listed; both keys expire with the last code. Nothing runs on a timer, so invites add
+// no Redis command to an idle queue. join.lua checks a code and spends one use in the same
+// step that makes the place.
+
+// ErrInviteNotFound: no live invite code of that name in the queue (never made, revoked,
+// used up or expired).
+var ErrInviteNotFound = errors.New("invite not found")
+
+// Limits of CreateInvites.
+const (
+	MaxInvitesPerCall = 10000
+	MaxInviteUses     = 1_000_000
+	DefaultInviteTTL  = 7 * 24 * time.Hour
+	MaxInviteTTL      = 90 * 24 * time.Hour
+)
+
+// inviteCodeBytes is the randomness of a code: 128 bits, 22 characters of base64url.
+const inviteCodeBytes = 16
+
+// Invite is one invite code.
+type Invite struct {
+	Code      string
+	Lane      Lane // LaneBypass or LanePriority
+	UsesLeft  int64
+	MaxUses   int64
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+// InviteSpec says which codes CreateInvites makes.
+type InviteSpec struct {
+	Count     int       // 1…MaxInvitesPerCall
+	Lane      Lane      // LaneBypass or LanePriority
+	MaxUses   int64     // places each code makes, 1…MaxInviteUses (0 = 1)
+	ExpiresAt time.Time // in the future, at most MaxInviteTTL ahead (zero = DefaultInviteTTL from now)
+}
+
+// Validate refuses a spec out of range with an *InvalidError naming the JSON field.
+func (s InviteSpec) Validate(now time.Time) error {
+	switch {
+	case s.Count < 1 || s.Count > MaxInvitesPerCall:
+		return invalid("count", "count must be between 1 and %d.", MaxInvitesPerCall)
+	case s.Lane != LaneBypass && s.Lane != LanePriority:
+		return invalid("lane", "lane must be \"bypass\" or \"priority\".")
+	case s.MaxUses < 0 || s.MaxUses > MaxInviteUses:
+		return invalid("max_uses", "max_uses must be between 1 and %d.", MaxInviteUses)
+	case !s.ExpiresAt.IsZero() && !s.ExpiresAt.After(now):
+		return invalid("expires_at", "expires_at must be in the future.")
+	case s.ExpiresAt.After(now.Add(MaxInviteTTL)):
+		return invalid("expires_at", "expires_at must be at most %d days ahead.", int(MaxInviteTTL.Hours()/24))
+	}
+	return nil
+}
+
+// createInvitesLua stores new codes. (Kept next to its only caller; the format of the
+// values is also read by join.lua.)
+// KEYS[1] cfg HASH (missing = unknown queue)   KEYS[2] invites HASH   KEYS[3] invitexp ZSET
+// ARGV[1] lane letter   ARGV[2] uses   ARGV[3] expires_ms   ARGV[4…] codes
+// Returns the creation time (ms), -1 unknown queue, -2 expires_ms not in the future.
+const createInvitesLua = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = tonumber(ARGV[3])
+if exp <= now then return -2 end
+for _, code in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 10000)) do
+  redis.call('HDEL', KEYS[2], code)
+  redis.call('ZREM', KEYS[3], code)
+end
+local val = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[2] .. ':' .. now
+local h, z = {}, {}
+local function flush()
+  if #h > 0 then
+    redis.call('HSET', KEYS[2], unpack(h))
+    redis.call('ZADD', KEYS[3], unpack(z))
+    h, z = {}, {}
+  end
+end
+for i = 4, #ARGV do
+  h[#h + 1] = ARGV[i]
+  h[#h + 1] = val
+  z[#z + 1] = exp
+  z[#z + 1] = ARGV[i]
+  if #h >= 1000 then flush() end
+end
+flush()
+-- Both keys live as long as their last code.
+for _, key in ipairs({KEYS[2], KEYS[3]}) do
+  local pt = redis.call('PTTL', key)
+  if pt < 0 or now + pt < exp then redis.call('PEXPIREAT', key, exp) end
+end
+return now
+`
+
+// listInvitesLua drops expired codes and returns the rest.
+// KEYS[1] cfg   KEYS[2] invites   KEYS[3] invitexp
+// Returns {now, code, value, code, value, …}, or {-1} for an unknown queue.
+const listInvitesLua = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, code in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 10000)) do
+  redis.call('HDEL', KEYS[2], code)
+  redis.call('ZREM', KEYS[3], code)
+end
+local out = {now}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all do out[#out + 1] = all[i] end
+return out
+`
+
+// revokeInviteLua deletes one code.
+// KEYS[1] cfg   KEYS[2] invites   KEYS[3] invitexp   ARGV[1] code
+// Returns 1 revoked, 0 no live code of that name, -1 unknown queue.
+const revokeInviteLua = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if not v then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = tonumber(string.match(v, '^%a:%d+:(%d+)') or '0')
+if exp <= now then return 0 end
+return 1
+`
+
+var (
+	createInvitesScript = redis.NewScript(createInvitesLua)
+	listInvitesScript   = redis.NewScript(listInvitesLua)
+	revokeInviteScript  = redis.NewScript(revokeInviteLua)
+)
+
+// CreateInvites makes spec.Count new codes for queue name (ErrQueueNotFound when it does
+// not exist, an *InvalidError for a spec out of range).
+func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec) ([]Invite, error) {
+	now := time.Now()
+	if spec.MaxUses == 0 {
+		spec.MaxUses = 1
+	}
+	if spec.ExpiresAt.IsZero() {
+		spec.ExpiresAt = now.Add(DefaultInviteTTL)
+	}
+	if err := spec.Validate(now); err != nil {
+		return nil, err
+	}
+	if !ValidName(name) {
+		return nil, ErrQueueNotFound
+	}
+	letter := laneLetter(spec.Lane)
+	exp := spec.ExpiresAt.UnixMilli()
+	args := make([]any, 3, 3+spec.Count)
+	args[0], args[1], args[2] = string(letter), spec.MaxUses, exp
+	out := make([]Invite, spec.Count)
+	for i := range out {
+		code, err := newCode()
+		if err != nil {
+			return nil, fmt.Errorf("invite code: %w", err)
+		}
+		args = append(args, code)
+		out[i] = Invite{Code: code, Lane: spec.Lane, UsesLeft: spec.MaxUses, MaxUses: spec.MaxUses,
+			ExpiresAt: time.UnixMilli(exp)}
+	}
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	k := keysFor(name)
+	created, err := createInvitesScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}, args...).Int64()
+	switch {
+	case err != nil:
+		return nil, fail("create invites "+name, err)
+	case created == -1:
+		return nil, ErrQueueNotFound
+	case created == -2:
+		return nil, invalid("expires_at", "expires_at must be in the future.")
+	}
+	for i := range out {
+		out[i].CreatedAt = time.UnixMilli(created)
+	}
+	return out, nil
+}
+
+// Invites lists queue name's live codes (not revoked, not expired, uses left), oldest
+// first.
+func (q *Queue) Invites(ctx context.Context, name string) ([]Invite, error) {
+	if !ValidName(name) {
+		return nil, ErrQueueNotFound
+	}
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	k := keysFor(name)
+	res, err := listInvitesScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}).Slice()
+	if err != nil {
+		return nil, fail("list invites "+name, err)
+	}
+	if len(res) == 0 || toInt(res[0]) < 0 {
+		return nil, ErrQueueNotFound
+	}
+	now := toInt(res[0])
+	out := make([]Invite, 0, (len(res)-1)/2)
+	for i := 1; i+1 < len(res); i += 2 {
+		inv, ok := parseInvite(toString(res[i]), toString(res[i+1]))
+		if ok && inv.UsesLeft > 0 && inv.ExpiresAt.UnixMilli() > now {
+			out = append(out, inv)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].Code < out[j].Code
+	})
+	return out, nil
+}
+
+// RevokeInvite deletes a code of queue name: it makes no more places (places taken with
+// it stay). ErrInviteNotFound when the queue has no live code of that name.
+func (q *Queue) RevokeInvite(ctx context.Context, name, code string) error {
+	if !ValidName(name) {
+		return ErrQueueNotFound
+	}
+	if !validCode(code) {
+		// Still tell an unknown queue from an unknown code.
+		if _, err := q.Settings(ctx, name); err != nil {
+			return err
+		}
+		return ErrInviteNotFound
+	}
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	k := keysFor(name)
+	n, err := revokeInviteScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}, code).Int64()
+	switch {
+	case err != nil:
+		return fail("revoke invite "+name, err)
+	case n == -1:
+		return ErrQueueNotFound
+	case n == 0:
+		return ErrInviteNotFound
+	}
+	return nil
+}
+
+// parseInvite reads one stored code.
+func parseInvite(code, v string) (Invite, bool) {
+	f := strings.Split(v, ":")
+	if len(f) < 5 || len(f[0]) != 1 {
+		return Invite{}, false
+	}
+	uses, err1 := strconv.ParseInt(f[1], 10, 64)
+	exp, err2 := strconv.ParseInt(f[2], 10, 64)
+	maxUses, err3 := strconv.ParseInt(f[3], 10, 64)
+	created, err4 := strconv.ParseInt(f[4], 10, 64)
+	lane := laneOf(f[0])
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || lane == LaneNormal {
+		return Invite{}, false
+	}
+	return Invite{Code: code, Lane: lane, UsesLeft: uses, MaxUses: maxUses,
+		ExpiresAt: time.UnixMilli(exp), CreatedAt: time.UnixMilli(created)}, true
+}
+
+// laneLetter is the letter a lane is stored under.
+func laneLetter(l Lane) byte {
+	if l == LaneBypass {
+		return laneB
+	}
+	return laneP
+}
+
+// newCode is a random invite code: 128 bits, URL-safe (base64url, no padding).
+func newCode() (string, error) {
+	var b [inviteCodeBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// validCode reports whether s has the shape of a code (base64url, 16–128 characters), so
+// no other input ever reaches Redis as a hash field.
+func validCode(s string) bool {
+	if len(s) < 16 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,176 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// TestLanePositionsMatchRedis is TestLinePositionsMatchRedis with the invite lanes: random
+// joins into the three lines, leaves and admissions; after every tick each instance's
+// position of every waiter in every lane equals its rank in that lane's ZSET. Instance a
+// follows from the start, b starts from a snapshot halfway.
+func TestLanePositionsMatchRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
+	rate, share := 60.0, 0.4
+	if _, _, err := q.Put(ctx, "lanes", queue.SettingsPatch{RatePerSecond: &rate, PriorityShare: &share}); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[queue.Lane]string{}
+	for _, l := range []queue.Lane{queue.LanePriority, queue.LaneBypass} {
+		ins, err := q.CreateInvites(ctx, "lanes", queue.InviteSpec{Count: 1, Lane: l, MaxUses: 100000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[l] = ins[0].Code
+	}
+	adm := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "prop", MaxElapsed: 200 * time.Millisecond})
+	signer := queue.NewSigner([]byte("k"))
+	feed := q.Feed(ctx)
+	defer feed.Close()
+	if err := feed.Follow(ctx, "lanes"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := feed.Receive(ctx); err != nil || ev.Kind != queue.FeedSubscribed {
+		t.Fatalf("subscribe: %+v, %v", ev, err)
+	}
+	snap, err := q.Snapshot(ctx, "lanes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b line
+	a.reset(snap)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var waiting []queue.Ticket
+	checks := map[uint8]int{}
+	for step := range 150 {
+		for range rng.IntN(12) {
+			tk, _ := signer.New("lanes")
+			code := []string{"", "", codes[queue.LanePriority], codes[queue.LaneBypass]}[rng.IntN(4)]
+			if _, _, err := q.JoinWith(ctx, tk, queue.JoinOptions{Invite: code}); err != nil {
+				t.Fatal(err)
+			}
+			waiting = append(waiting, tk)
+		}
+		for range rng.IntN(4) {
+			if len(waiting) == 0 {
+				break
+			}
+			i := rng.IntN(len(waiting))
+			_ = q.Leave(ctx, waiting[i])
+			waiting = append(waiting[:i], waiting[i+1:]...)
+		}
+		// Real time, as in TestLinePositionsMatchRedis: the pause varies what a tick admits.
+		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+		res, err := adm.TickOnce(ctx, "lanes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ev == 0 {
+			continue
+		}
+		m := receiveTick(t, feed)
+		if m.Ev != a.ev+1 {
+			t.Fatalf("step %d: event %d after %d", step, m.Ev, a.ev)
+		}
+		a.apply(m)
+		if step == 60 {
+			s, err := q.Snapshot(ctx, "lanes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.reset(s)
+		} else if b.synced && m.Ev == b.ev+1 {
+			b.apply(m)
+		}
+		for lane, key := range map[uint8]string{laneNormal: "wr:{q:lanes}:waiting", lanePriority: "wr:{q:lanes}:waiting:p", laneBypass: "wr:{q:lanes}:waiting:b"} {
+			zs := laneSeqs(t, rdb, key)
+			for _, l := range []*line{&a, &b} {
+				if !l.synced {
+					continue
+				}
+				if l.waitingIn(lane) != int64(len(zs)) {
+					t.Fatalf("step %d lane %d: line says %d waiting, Redis %d", step, lane, l.waitingIn(lane), len(zs))
+				}
+				for i, seq := range zs {
+					if got := l.positionOf(lane, seq); got != int64(i+1) {
+						t.Fatalf("step %d lane %d: seq %d at position %d, rank %d", step, lane, seq, got, i+1)
+					}
+					checks[lane]++
+				}
+			}
+		}
+	}
+	t.Logf("positions compared with ZRANK+1 per lane (normal, priority, bypass): %v", checks)
+	for lane, n := range checks {
+		if n < 100 {
+			t.Fatalf("lane %d: only %d checks", lane, n)
+		}
+	}
+}
+
+func laneSeqs(t *testing.T, rdb *redis.Client, key string) []int64 {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int64, len(zs))
+	for i, z := range zs {
+		out[i] = int64(z.Score)
+	}
+	return out
+}
+
+// A line state from a message of the release before lanes (no "lanes") keeps the lanes;
+// the ETA of each lane uses its share of the rate while the other line has waiters.
+func TestLaneETAAndOldMessages(t *testing.T) {
+	var l line
+	l.reset(queue.Snapshot{Ev: 1, Head: 10, Tail: 30, Waiting: 20, Rate: 10, AdmitRate: 10, Share: 0.25,
+		Priority: queue.LaneState{Head: 2, Tail: 12, Waiting: 9, Gone: []int64{5}},
+		Bypass:   queue.LaneState{Head: 0, Tail: 3, Waiting: 3}})
+	l.apply(queue.Tick{V: 1, Ev: 2, Head: 11, Tail: 30, Waiting: 19, Rate: 10, ARate: 10})
+	if l.positionOf(lanePriority, 12) != 9 || l.positionOf(laneBypass, 3) != 3 || l.position(30) != 19 {
+		t.Fatalf("positions after an old message: %d %d %d", l.positionOf(lanePriority, 12), l.positionOf(laneBypass, 3), l.position(30))
+	}
+	// Normal: (1 − 0.25) × 10 = 7.5/s; priority 2.5/s; bypass 10/s.
+	for _, c := range []struct {
+		lane uint8
+		pos  int64
+		want float64
+	}{{laneNormal, 15, 2}, {lanePriority, 5, 2}, {laneBypass, 3, 1}} {
+		if got := l.etaOf(c.lane, c.pos); got != c.want {
+			t.Fatalf("lane %d position %d: ETA %v, want %v", c.lane, c.pos, got, c.want)
+		}
+	}
+	// The priority line empties: the normal line gets the whole rate again.
+	l.apply(queue.Tick{V: 1, Ev: 3, Head: 11, Tail: 30, Waiting: 19, Rate: 10, ARate: 10,
+		Lanes: &queue.TickLanes{Share: 0.25, P: &queue.LaneState{Head: 12, Tail: 12}}})
+	if got := l.etaOf(laneNormal, 15); got != 2 {
+		t.Fatalf("normal ETA with an empty priority line: %v, want 2 (15 / 10 per s)", got)
+	}
+	if l.positionOf(lanePriority, 12) != 0 || len(l.lanes[0].gone) != 0 {
+		t.Fatalf("priority line after its head passed: %+v", l.lanes[0])
+	}
+	// Lane waiters' position events say their lane and count their own line.
+	r := newLaneRenderer(&l, laneBypass)
+	data := strings.TrimPrefix(strings.Split(string(r.render(2)), "\n")[2], "data: ")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(data), &m); err != nil || m["lane"] != "bypass" || m["waiting"] != 3.0 || m["position"] != 2.0 {
+		t.Fatalf("bypass position event %s: %v", data, err)
+	}
+	if n := string(newPositionRenderer(&l).render(2)); strings.Contains(n, "lane") {
+		t.Fatalf("a normal waiter's event names a lane: %s", n)
+	}
+}
