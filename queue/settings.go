@@ -2,8 +2,12 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,19 +27,23 @@ type Settings struct {
 	// PriorityShare is the share (0..1) of every tick's admissions that goes to the
 	// priority line (invites of lane "priority").
 	PriorityShare float64 `json:"priority_share"`
+	// AllowedOrigins are the exact origins (scheme://host[:port]) whose pages may use this
+	// queue across origins (CORS) and receive its buyers back (return_to); empty = none.
+	AllowedOrigins []string `json:"allowed_origins"`
 }
 
 // SettingsPatch is a partial update; nil fields keep their value (or the default when
 // the queue is created).
 type SettingsPatch struct {
-	RatePerSecond *float64
-	MaxActive     *int64
-	TokenTTL      *time.Duration
-	Paused        *bool
-	Closed        *bool
-	PlacesPerIP   *int64
-	PowDifficulty *int
-	PriorityShare *float64
+	RatePerSecond  *float64
+	MaxActive      *int64
+	TokenTTL       *time.Duration
+	Paused         *bool
+	Closed         *bool
+	PlacesPerIP    *int64
+	PowDifficulty  *int
+	PriorityShare  *float64
+	AllowedOrigins *[]string
 }
 
 // Limits of the settings accepted by Put.
@@ -51,6 +59,7 @@ const (
 	MaxPowDifficulty     = 32
 	DefaultPriorityShare = 0.5
 	MinTokenTTL          = 10 * time.Second
+	MaxAllowedOrigins    = 32
 	MaxTokenTTL          = 24 * time.Hour
 )
 
@@ -73,11 +82,33 @@ func (s Settings) Validate() error {
 		return invalid("pow_difficulty", "pow_difficulty must be between 0 (off) and %d bits.", MaxPowDifficulty)
 	case !(s.PriorityShare >= 0 && s.PriorityShare <= 1):
 		return invalid("priority_share", "priority_share must be between 0 and 1.")
+	case len(s.AllowedOrigins) > MaxAllowedOrigins:
+		return invalid("allowed_origins", "allowed_origins holds at most %d origins.", MaxAllowedOrigins)
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
 	}
 	return nil
+}
+
+// NormalizeOrigin returns the canonical form of an allowed origin — scheme "http" or
+// "https", a host, an optional port, nothing else (no path, query, fragment or userinfo),
+// lower case — or an error naming what is wrong.
+func NormalizeOrigin(o string) (string, error) {
+	if len(o) == 0 || len(o) > 200 || strings.TrimSpace(o) != o || strings.ContainsAny(o, "\\@ \t\r\n") {
+		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example.", o)
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example (scheme, host and port only).", o)
+	}
+	if u.Port() != "" {
+		if p := u.Port(); len(p) > 5 || strings.Trim(p, "0123456789") != "" {
+			return "", invalid("allowed_origins", "%q has a bad port.", o)
+		}
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 
 // Apply returns s with the fields the patch sets.
@@ -106,6 +137,9 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	if p.PriorityShare != nil {
 		s.PriorityShare = *p.PriorityShare
 	}
+	if p.AllowedOrigins != nil {
+		s.AllowedOrigins = *p.AllowedOrigins
+	}
 	return s
 }
 
@@ -124,6 +158,19 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	}
 	if created {
 		cur = DefaultSettings(name)
+	}
+	if p.AllowedOrigins != nil {
+		norm := make([]string, 0, len(*p.AllowedOrigins))
+		for _, o := range *p.AllowedOrigins {
+			n, err := NormalizeOrigin(o)
+			if err != nil {
+				return Settings{}, false, err
+			}
+			if !slices.Contains(norm, n) {
+				norm = append(norm, n)
+			}
+		}
+		p.AllowedOrigins = &norm
 	}
 	cur = p.Apply(cur)
 	if err := cur.Validate(); err != nil {
@@ -157,6 +204,10 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.PriorityShare != nil {
 		fields = append(fields, "priority_share", strconv.FormatFloat(cur.PriorityShare, 'f', -1, 64))
 	}
+	if created || p.AllowedOrigins != nil {
+		b, _ := json.Marshal(cur.AllowedOrigins)
+		fields = append(fields, "allowed_origins", b)
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -178,7 +229,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
 		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
-		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare,
+		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
 	})
 	return err
 }
@@ -213,8 +264,13 @@ func parseSettings(name string, m map[string]string) Settings {
 	if v, ok := m["priority_share"]; ok {
 		share, _ = strconv.ParseFloat(v, 64)
 	}
+	var origins []string
+	if v := m["allowed_origins"]; v != "" {
+		_ = json.Unmarshal([]byte(v), &origins)
+	}
 	return Settings{
-		Name: name, RatePerSecond: rate, MaxActive: maxActive,
+		AllowedOrigins: origins,
+		Name:           name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
 		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
 		PowDifficulty: pow, PriorityShare: share,

@@ -30,6 +30,11 @@ type QueuePage struct {
 	Queue  string
 	Exists bool
 	Closed bool
+	// ReturnTo is the checked return_to of the redirect flow: at admission the page sends
+	// the buyer there with the token in the fragment (#wr_token=…). BadReturnTo: a
+	// return_to was given and refused; the page says so and joins nothing.
+	ReturnTo    string
+	BadReturnTo bool
 }
 
 // OrderPage is the data of the "order" template, /q/{queue}/order.

@@ -38,21 +38,22 @@ func (s *Server) adminAuth(c *fiber.Ctx) error {
 }
 
 type queueStatsJSON struct {
-	Name            string  `json:"name"`
-	Waiting         int64   `json:"waiting"`
-	AdmittedTotal   int64   `json:"admitted_total"`
-	ActiveTokens    int64   `json:"active_tokens"`
-	RatePerSecond   float64 `json:"rate_per_second"`
-	MaxActive       int64   `json:"max_active"`
-	Paused          bool    `json:"paused"`
-	Closed          bool    `json:"closed"`
-	TokenTTLSeconds int64   `json:"token_ttl_seconds"`
-	PlacesPerIP     int64   `json:"places_per_ip"`
-	PowDifficulty   int     `json:"pow_difficulty"`
-	PriorityShare   float64 `json:"priority_share"`
-	AdmitRate       float64 `json:"admit_rate"`
-	TickLagMs       float64 `json:"tick_lag_ms"`
-	Leader          string  `json:"leader"`
+	Name            string   `json:"name"`
+	Waiting         int64    `json:"waiting"`
+	AdmittedTotal   int64    `json:"admitted_total"`
+	ActiveTokens    int64    `json:"active_tokens"`
+	RatePerSecond   float64  `json:"rate_per_second"`
+	MaxActive       int64    `json:"max_active"`
+	Paused          bool     `json:"paused"`
+	Closed          bool     `json:"closed"`
+	TokenTTLSeconds int64    `json:"token_ttl_seconds"`
+	PlacesPerIP     int64    `json:"places_per_ip"`
+	PowDifficulty   int      `json:"pow_difficulty"`
+	PriorityShare   float64  `json:"priority_share"`
+	AllowedOrigins  []string `json:"allowed_origins"`
+	AdmitRate       float64  `json:"admit_rate"`
+	TickLagMs       float64  `json:"tick_lag_ms"`
+	Leader          string   `json:"leader"`
 }
 
 type statsJSON struct {
@@ -95,7 +96,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
-			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -154,14 +155,15 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 }
 
 type queueBody struct {
-	RatePerSecond   *float64 `json:"rate_per_second"`
-	MaxActive       *int64   `json:"max_active"`
-	TokenTTLSeconds *int64   `json:"token_ttl_seconds"`
-	Paused          *bool    `json:"paused"`
-	Closed          *bool    `json:"closed"`
-	PlacesPerIP     *int64   `json:"places_per_ip"`
-	PowDifficulty   *int     `json:"pow_difficulty"`
-	PriorityShare   *float64 `json:"priority_share"`
+	RatePerSecond   *float64  `json:"rate_per_second"`
+	MaxActive       *int64    `json:"max_active"`
+	TokenTTLSeconds *int64    `json:"token_ttl_seconds"`
+	Paused          *bool     `json:"paused"`
+	Closed          *bool     `json:"closed"`
+	PlacesPerIP     *int64    `json:"places_per_ip"`
+	PowDifficulty   *int      `json:"pow_difficulty"`
+	PriorityShare   *float64  `json:"priority_share"`
+	AllowedOrigins  *[]string `json:"allowed_origins"`
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -185,6 +187,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
 		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
 		"places_per_ip": st.PlacesPerIP, "pow_difficulty": st.PowDifficulty, "priority_share": st.PriorityShare,
+		"allowed_origins": nonNil(st.AllowedOrigins),
 	})
 }
 
@@ -195,7 +198,7 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 		return queue.SettingsPatch{}, err
 	}
 	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
-		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare}
+		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
 			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",
@@ -252,4 +255,12 @@ func clampInt(v *int64) *int {
 		n = -1
 	}
 	return &n
+}
+
+// nonNil makes an absent list an empty JSON array.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

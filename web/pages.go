@@ -86,6 +86,13 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	default:
 		data.Exists, data.Closed = true, st.Closed
 	}
+	if raw := c.Query("return_to"); raw != "" && data.Exists {
+		var ok bool
+		if data.ReturnTo, ok = returnTarget(raw, st.AllowedOrigins); !ok {
+			// Never followed: a clear page, no join.
+			data.ReturnTo, data.BadReturnTo, status = "", true, 400
+		}
+	}
 	return s.render(c, status, "queue", data)
 }
 

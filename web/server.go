@@ -80,7 +80,9 @@ type Server struct {
 	pages *template.Template
 	m     *metrics
 	lim   *queue.LiveLimits
-	fob   localBucket
+	// origins caches each queue's allowed_origins for the CORS check.
+	origins originCache
+	fob     localBucket
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -167,6 +169,7 @@ func (s *Server) routes() {
 	// A panic in one handler must not take down the process and every stream on it.
 	app.Use(recover.New())
 	app.Use(noSniff)
+	app.Use(s.cors)
 	app.Use(s.sameOrigin)
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
@@ -220,6 +223,9 @@ func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	switch c.Method() {
 	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
 		return c.Next()
+	}
+	if corsOrigin(c) != "" {
+		return c.Next() // an allowed origin on a route open to it (cors)
 	}
 	if c.Get("Sec-Fetch-Site") == "cross-site" {
 		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")

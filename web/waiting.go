@@ -202,6 +202,11 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	}
 	last, _ := stream.ParseLastEventID(c.Get("Last-Event-ID"))
 	w := stream.Waiter{Queue: name, Ticket: t.ID, IP: ip, LastEventID: last, Place: p, Reserved: true}
+	if o := corsOrigin(c); o != "" {
+		// The hub writes the answer itself: the CORS headers go with it (o is an exact
+		// allowed origin, so it holds no line break).
+		w.Header = "Access-Control-Allow-Origin: " + o + "\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n"
+	}
 	hub, log := s.d.Hub, s.log
 	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
 	c.Context().HijackSetNoResponse(true)

@@ -3,7 +3,9 @@
  * and renders position, people ahead, ETA, progress, the live admit rate and
  * the connection state; then the admission (countdown + link to the order
  * page) or the expiry (message + rejoin). Configuration comes from
- * data-queue on #room (and an invite code from ?invite= in the address);
+ * data-queue on #room (and an invite code from ?invite= in the address; the
+ * redirect flow's checked return_to from data-return-to: at admission the
+ * buyer goes there with the signed token in the fragment, #wr_token=…);
  * strings from the page's #wr-messages block.
  *
  * When the queue asks for a proof of work, WaitRoom solves it in a Web Worker
@@ -27,6 +29,9 @@
   const START_KEY = 'wr_start:' + queue;
   const invite = (new URLSearchParams(window.location.search).get('invite') || '').slice(0, 128);
   const baseTitle = document.title;
+  // The redirect flow's return_to, checked by the server against the queue's
+  // allowed_origins (a refused one never reaches this script).
+  const returnTo = roomEl.dataset.returnTo || '';
 
   const $ = (id) => document.getElementById(id);
   const el = {
@@ -192,6 +197,13 @@
     if (store) store.removeItem(START_KEY);
     if (a.redirect) el.goOrder.setAttribute('href', a.redirect);
     document.title = '✔ ' + t('admitted_title') + ' · ' + baseTitle;
+    // The redirect flow: back to the shop (an allowed origin, checked by the server) with
+    // the signed token in the fragment, which browsers never send to a server.
+    if (returnTo && a.token) {
+      el.goOrder.setAttribute('href', returnTo + '#wr_token=' + encodeURIComponent(a.token));
+      setNotice(t('returning'));
+      window.location.replace(returnTo + '#wr_token=' + encodeURIComponent(a.token));
+    }
     el.announceUrgent.textContent = t('announce_admitted');
     el.goOrder.focus();
 

@@ -212,7 +212,9 @@
       if (this.base) {
         try { this.crossOrigin = new URL(this.base, global.location.href).origin !== global.location.origin; } catch (_) { /* same */ }
       }
-      this.credentials = this.crossOrigin ? 'include' : 'same-origin';
+      // Across origins the ticket travels with the client (Bearer, ?ticket= on the stream),
+      // never as a third-party cookie: browsers drop those.
+      this.credentials = this.crossOrigin ? 'omit' : 'same-origin';
       this.state = '';
       this.closed = false;
       this.ended = false;     // expired or left: no automatic re-join
@@ -244,13 +246,14 @@
       this.ended = true;
       let ok = true;
       try {
-        const res = await fetch(this._url('/ticket'), { method: 'DELETE', credentials: this.credentials });
+        const res = await fetch(this._url('/ticket'), { method: 'DELETE', credentials: this.credentials, headers: this._headers() });
         ok = res.ok || res.status === 404;
       } catch (_) {
         ok = false;
       }
       this._post({ type: 'left' });
       clearToken(this.queue);
+      if (this.crossOrigin) storeTicket(this.base, this.queue, '');
       this.close();
       return ok;
     }
@@ -287,6 +290,14 @@
       return this.base + '/api/queues/' + encodeURIComponent(this.queue) + suffix;
     }
 
+    /** Request headers: across origins, the ticket as a Bearer token. */
+    _headers(extra) {
+      const h = Object.assign({ Accept: 'application/json' }, extra || {});
+      const ticket = this.crossOrigin ? storedTicket(this.base, this.queue) : '';
+      if (ticket) h.Authorization = 'Bearer ' + ticket;
+      return h;
+    }
+
     _later(fn, ms) {
       const id = setTimeout(() => { this.timers.delete(id); if (!this.closed) fn(); }, ms);
       this.timers.add(id);
@@ -297,15 +308,13 @@
       if (this.closed) return;
       let res;
       try {
-        const init = { method: 'POST', credentials: this.credentials, headers: { Accept: 'application/json' } };
+        const init = { method: 'POST', credentials: this.credentials, headers: this._headers() };
         const body = {};
         if (this.powSolution) body.pow = this.powSolution;
         if (this.invite) body.invite = this.invite;
         if (Object.keys(body).length > 0) {
           init.body = JSON.stringify(body);
-          // Across origins a JSON Content-Type would need a CORS preflight; the server
-          // reads the body as JSON whatever its type.
-          if (!this.crossOrigin) init.headers['Content-Type'] = 'application/json';
+          init.headers['Content-Type'] = 'application/json';
         }
         res = await fetch(this._url('/join'), init);
       } catch (e) {
@@ -314,6 +323,7 @@
       if (this.closed) return;
       if (res.status === 200 || res.status === 201) {
         const body = (await res.json().catch(() => null)) || {};
+        if (this.crossOrigin && typeof body.ticket === 'string') storeTicket(this.base, this.queue, body.ticket);
         this.joinAttempt = 0;
         this.powSolution = null;
         this.powRetries = 0;
@@ -342,6 +352,12 @@
         return this._fatal({ status: 428, code: 'pow_required', message: (body && body.error && body.error.message) || 'Proof of work required.' });
       }
       const err = await readError(res);
+      if (res.status === 401 && this.crossOrigin && storedTicket(this.base, this.queue) && !this.droppedTicket) {
+        // A stored ticket the room no longer accepts (another secret): forget it, join anew.
+        this.droppedTicket = true;
+        storeTicket(this.base, this.queue, '');
+        return this._join();
+      }
       if (res.status === 422 && err.code === 'pow_invalid') {
         // Expired while solving, or used already: a new challenge, a couple of times.
         this.powSolution = null;
@@ -378,7 +394,7 @@
       if (this.closed) return;
       let res;
       try {
-        res = await fetch(this._url('/challenge'), { method: 'POST', credentials: this.credentials, headers: { Accept: 'application/json' } });
+        res = await fetch(this._url('/challenge'), { method: 'POST', credentials: this.credentials, headers: this._headers() });
       } catch (e) {
         this.joinAttempt++;
         this._later(() => this._newChallenge(), backoffMs(this.joinAttempt));
@@ -595,7 +611,10 @@
     _openStream() {
       this._closeStream();
       if (this.closed || this.ended) return;
-      const es = new global.EventSource(this._url('/stream'), { withCredentials: this.crossOrigin });
+      let url = this._url('/stream');
+      const ticket = this.crossOrigin ? storedTicket(this.base, this.queue) : '';
+      if (ticket) url += '?ticket=' + encodeURIComponent(ticket); // EventSource sends no headers
+      const es = new global.EventSource(url);
       this.es = es;
       // Live from the first event, not from the open: an instance at its budget answers a
       // stream with only a retry and ends it, which opens and closes without an event.
@@ -723,9 +742,13 @@
   async function status(queue, opts) {
     if (!QUEUE_RE.test(queue || '')) throw new TypeError('WaitRoom.status: bad queue name');
     const base = String((opts && opts.baseUrl) || '').replace(/\/+$/, '');
+    const cross = isCrossOrigin(base);
+    const headers = { Accept: 'application/json' };
+    const ticket = cross ? storedTicket(base, queue) : '';
+    if (ticket) headers.Authorization = 'Bearer ' + ticket;
     const res = await fetch(base + '/api/queues/' + encodeURIComponent(queue) + '/status', {
-      credentials: base ? 'include' : 'same-origin',
-      headers: { Accept: 'application/json' },
+      credentials: cross ? 'omit' : 'same-origin',
+      headers,
     });
     if (!res.ok) throw await readError(res);
     const body = (await res.json().catch(() => null)) || {};
@@ -734,6 +757,57 @@
       saveToken(queue, body.token, body.token_expires_at, Number.isFinite(st) ? st - Date.now() : 0);
     }
     return body;
+  }
+
+  // --- across origins ---
+
+  function isCrossOrigin(base) {
+    if (!base) return false;
+    try { return new URL(base, global.location.href).origin !== global.location.origin; } catch (_) { return false; }
+  }
+
+  function ticketKey(base, queue) {
+    let origin = '';
+    try { origin = new URL(base, global.location.href).origin; } catch (_) { /* '' */ }
+    return 'wr_ticket:' + origin + ':' + queue;
+  }
+
+  /** The ticket of a cross-origin room, kept by the page (shared by its tabs). */
+  function storedTicket(base, queue) {
+    try { return global.localStorage.getItem(ticketKey(base, queue)) || ''; } catch (_) { return ''; }
+  }
+
+  function storeTicket(base, queue, ticket) {
+    try {
+      if (ticket) global.localStorage.setItem(ticketKey(base, queue), ticket);
+      else global.localStorage.removeItem(ticketKey(base, queue));
+    } catch (_) { /* storage off: the ticket lives as long as the Room */ }
+  }
+
+  /**
+   * The redirect flow, step 1: the address of the waiting page that sends the
+   * buyer back to returnTo (default: this page) with the signed token in the
+   * fragment. returnTo must be on one of the queue's allowed_origins.
+   */
+  function redirectUrl(opts) {
+    if (!opts || !QUEUE_RE.test(opts.queue || '')) throw new TypeError('WaitRoom.redirectUrl: bad queue name');
+    const base = String(opts.baseUrl || '').replace(/\/+$/, '');
+    const back = opts.returnTo || global.location.href.split('#')[0];
+    return base + '/q/' + encodeURIComponent(opts.queue) + '?return_to=' + encodeURIComponent(back);
+  }
+
+  /**
+   * The redirect flow, step 2, on the shop's page: takes the token from
+   * #wr_token=… and removes it from the address (history and bookmarks never
+   * keep it). Returns the token, or null. Hand it to your backend, which
+   * verifies it with the room's JWKS and redeems it once (POST /api/redeem).
+   */
+  function takeReturnedToken() {
+    const h = global.location.hash || '';
+    const m = /(?:^#|&)wr_token=([^&]+)/.exec(h);
+    if (!m) return null;
+    try { global.history.replaceState(null, '', global.location.pathname + global.location.search); } catch (_) { /* ignore */ }
+    try { return decodeURIComponent(m[1]); } catch (_) { return null; }
   }
 
   /** Joins the line of opts.queue and follows it live. Returns the Room. */
@@ -747,6 +821,9 @@
     status,
     getToken,
     clearToken,
+    redirectUrl,
+    takeReturnedToken,
+    ticket: (queue, opts) => storedTicket(String((opts && opts.baseUrl) || '').replace(/\/+$/, ''), queue),
     util: Object.freeze({ parseRetryAfter, readError, retryDelayMs, backoffMs, messages, t, ordinal, safeRedirect }),
   });
 })(typeof window !== 'undefined' ? window : globalThis);
