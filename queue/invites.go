@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -75,80 +76,14 @@ func (s InviteSpec) Validate(now time.Time) error {
 	return nil
 }
 
-// createInvitesLua stores new codes. (Kept next to its only caller; the format of the
-// values is also read by join.lua.)
-// KEYS[1] cfg HASH (missing = unknown queue)   KEYS[2] invites HASH   KEYS[3] invitexp ZSET
-// ARGV[1] lane letter   ARGV[2] uses   ARGV[3] expires_ms   ARGV[4…] codes
-// Returns the creation time (ms), -1 unknown queue, -2 expires_ms not in the future.
-const createInvitesLua = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local exp = tonumber(ARGV[3])
-if exp <= now then return -2 end
-for _, code in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 10000)) do
-  redis.call('HDEL', KEYS[2], code)
-  redis.call('ZREM', KEYS[3], code)
-end
-local val = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[2] .. ':' .. now
-local h, z = {}, {}
-local function flush()
-  if #h > 0 then
-    redis.call('HSET', KEYS[2], unpack(h))
-    redis.call('ZADD', KEYS[3], unpack(z))
-    h, z = {}, {}
-  end
-end
-for i = 4, #ARGV do
-  h[#h + 1] = ARGV[i]
-  h[#h + 1] = val
-  z[#z + 1] = exp
-  z[#z + 1] = ARGV[i]
-  if #h >= 1000 then flush() end
-end
-flush()
--- Both keys live as long as their last code.
-for _, key in ipairs({KEYS[2], KEYS[3]}) do
-  local pt = redis.call('PTTL', key)
-  if pt < 0 or now + pt < exp then redis.call('PEXPIREAT', key, exp) end
-end
-return now
-`
-
-// listInvitesLua drops expired codes and returns the rest.
-// KEYS[1] cfg   KEYS[2] invites   KEYS[3] invitexp
-// Returns {now, code, value, code, value, …}, or {-1} for an unknown queue.
-const listInvitesLua = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, code in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 10000)) do
-  redis.call('HDEL', KEYS[2], code)
-  redis.call('ZREM', KEYS[3], code)
-end
-local out = {now}
-local all = redis.call('HGETALL', KEYS[2])
-for i = 1, #all do out[#out + 1] = all[i] end
-return out
-`
-
-// revokeInviteLua deletes one code.
-// KEYS[1] cfg   KEYS[2] invites   KEYS[3] invitexp   ARGV[1] code
-// Returns 1 revoked, 0 no live code of that name, -1 unknown queue.
-const revokeInviteLua = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local v = redis.call('HGET', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-if not v then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local exp = tonumber(string.match(v, '^%a:%d+:(%d+)') or '0')
-if exp <= now then return 0 end
-return 1
-`
-
 var (
+	//go:embed invites_create.lua
+	createInvitesLua string
+	//go:embed invites_list.lua
+	listInvitesLua string
+	//go:embed invites_revoke.lua
+	revokeInviteLua string
+
 	createInvitesScript = redis.NewScript(createInvitesLua)
 	listInvitesScript   = redis.NewScript(listInvitesLua)
 	revokeInviteScript  = redis.NewScript(revokeInviteLua)

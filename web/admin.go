@@ -40,6 +40,8 @@ func (s *Server) adminAuth(c *fiber.Ctx) error {
 type queueStatsJSON struct {
 	Name            string   `json:"name"`
 	Waiting         int64    `json:"waiting"`
+	WaitingPriority int64    `json:"waiting_priority"`
+	WaitingBypass   int64    `json:"waiting_bypass"`
 	AdmittedTotal   int64    `json:"admitted_total"`
 	ActiveTokens    int64    `json:"active_tokens"`
 	RatePerSecond   float64  `json:"rate_per_second"`
@@ -93,7 +95,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			leader = leader[:i]
 		}
 		out.Queues = append(out.Queues, queueStatsJSON{
-			Name: n, Waiting: st.Waiting, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
+			Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
 			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,

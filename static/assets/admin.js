@@ -56,7 +56,7 @@
   const queueCards = new Map();  // name -> {card, q}
   const productRows = new Map(); // id -> row
   let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
-  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share'];
+  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty'];
   const INVITE_TTL_MS = 7 * 24 * 3600 * 1000; // the server's default expiry, shown in the form
   const PRODUCT_LIMITS = ['max_per_order', 'max_per_ticket'];
 
@@ -499,6 +499,8 @@
         const v = form.elements[k].value.trim();
         if (v !== '') body[k] = Number(v);
       }
+      // One exact origin per line (https://shop.example); the server checks each.
+      body.allowed_origins = form.elements.allowed_origins.value.split(/[\s,]+/).filter((o) => o !== '');
       putQueue(entry, body, () => { entry.dirty = false; });
     });
     card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', () => {
@@ -562,6 +564,7 @@
       for (const k of QUEUE_KNOBS) {
         if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
       }
+      if (Array.isArray(q.allowed_origins)) form.elements.allowed_origins.value = q.allowed_origins.join('\n');
       if (force) entry.dirty = false;
     }
   }

@@ -268,6 +268,16 @@
 
   // ----- wiring -----
 
+  /** An invite's lane: the page says which line the buyer is in (positions are that line's). */
+  function renderLane(lane) {
+    const el2 = document.getElementById('lane');
+    if (!el2) return;
+    const special = lane === 'priority' || lane === 'bypass';
+    el2.hidden = !special;
+    el2.dataset.lane = special ? lane : 'normal';
+    el2.textContent = special ? t('lane_' + lane) : '';
+  }
+
   function start() {
     const gen = ++generation;
     const live = () => gen === generation;
@@ -280,6 +290,7 @@
       queue,
       invite,
       onPow(p) { if (live()) renderPow(p); },
+      onJoin(j) { if (live()) renderLane(j.lane); },
       onState(state) { if (live()) setConn(state); },
       onPosition(p) { if (live()) renderPosition(p); },
       onAdmitted(a) { if (live()) renderAdmitted(a); },
