@@ -75,6 +75,11 @@ type Gate struct {
 	Tickets *queue.Signer
 	// Keys verifies signed tokens; nil accepts only bare tokens (the first release's).
 	Keys *KeyRing
+	// RejectBare refuses bare UUID tokens. They are the only form of the release before
+	// signed tokens and are still checked in Redis (live, the caller's ticket, the route's
+	// queue), but a signed token's jti can be presented bare, skipping the signature: refuse
+	// them once every instance hands out signed tokens and one token lifetime has passed.
+	RejectBare bool
 }
 
 // Pass is a request the gate let through, to be settled after the handler.
@@ -124,8 +129,14 @@ func (g *Gate) run(ctx context.Context, r Request, queues []string, reqKey strin
 		v, _, err := g.Tokens.CheckToken(ctx, t, jti)
 		return v, err
 	}
-	if strings.Count(r.Token, ".") == 2 && g.Keys != nil {
+	if strings.Count(r.Token, ".") == 2 {
+		if g.Keys == nil {
+			return Pass{}, errTokenInvalid
+		}
 		return g.signed(ctx, r, queues, reqKey, op)
+	}
+	if g.RejectBare {
+		return Pass{}, errTokenInvalid
 	}
 	return g.bare(ctx, r, queues, reqKey, op)
 }
@@ -135,6 +146,8 @@ func (g *Gate) run(ctx context.Context, r Request, queues []string, reqKey strin
 func (g *Gate) signed(ctx context.Context, r Request, queues []string, reqKey string, op func(queue.Ticket, string) (queue.Verdict, error)) (Pass, error) {
 	c, err := g.Keys.Verify(ctx, r.Token)
 	switch {
+	case errors.Is(err, queue.ErrUnavailable):
+		return Pass{}, err
 	case errors.Is(err, ErrExpired):
 		return Pass{}, errTokenExpired
 	case err != nil:

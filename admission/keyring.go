@@ -32,6 +32,9 @@ import (
 type KeyStore interface {
 	SigningKeys(ctx context.Context) ([]queue.StoredKey, error)
 	PutSigningKeys(ctx context.Context, keys []queue.StoredKey, drop []string) error
+	// LockFirstSigningKey reports whether this caller may make a deployment's first key
+	// (a lock held for ttl).
+	LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error)
 }
 
 // Config tunes a KeyRing. Zero fields take the documented defaults.
@@ -44,7 +47,7 @@ type Config struct {
 	// longer than Refresh and than the JWKS cache lifetime, so every instance and every
 	// verifier that honours the cache header knows the key before the first token it signs.
 	PublishDelay time.Duration
-	// Refresh is how often the keys are re-read from the store (default 10 s).
+	// Refresh is how often the keys are re-read from the store (default 30 s).
 	Refresh time.Duration
 	// KeepAfterRetire is how long a key stays published after it stopped signing (default
 	// 24 h + 1 min: the longest token lifetime, so no token outlives its key).
@@ -60,7 +63,7 @@ func (c Config) withDefaults() Config {
 		c.PublishDelay = 60 * time.Second
 	}
 	if c.Refresh <= 0 {
-		c.Refresh = 10 * time.Second
+		c.Refresh = 30 * time.Second
 	}
 	if c.KeepAfterRetire <= 0 {
 		c.KeepAfterRetire = queue.MaxTokenTTL + time.Minute
@@ -130,12 +133,41 @@ func (r *KeyRing) Load(ctx context.Context) error {
 	if _, ok := r.current(time.Now()); ok {
 		return nil
 	}
+	// A new deployment: one instance makes the first key, the others wait for it (two
+	// instances starting at once would otherwise make two keys that both sign).
+	for range firstKeyWaits {
+		won, err := r.store.LockFirstSigningKey(ctx, firstKeyLock)
+		if err != nil {
+			return err
+		}
+		if won {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(firstKeyLock / firstKeyWaits):
+		}
+		if err := r.reload(ctx); err != nil {
+			return err
+		}
+		if _, ok := r.current(time.Now()); ok {
+			return nil
+		}
+	}
 	now := time.Now()
 	if _, err := r.add(ctx, now, now); err != nil {
 		return err
 	}
 	return r.reload(ctx)
 }
+
+// How long the instance that makes the first key holds the others back, and in how many
+// steps they look for its key.
+const (
+	firstKeyLock  = 3 * time.Second
+	firstKeyWaits = 10
+)
 
 // Run refreshes the keys every Refresh until ctx ends (one store read each time).
 func (r *KeyRing) Run(ctx context.Context) error {
@@ -274,21 +306,22 @@ func (r *KeyRing) current(now time.Time) (*Key, bool) {
 }
 
 // lookup finds kid, re-reading the store (at most once a second) when it is unknown: a
-// key another instance has just made.
-func (r *KeyRing) lookup(ctx context.Context, kid string) (*Key, bool) {
+// key another instance has just made. An error is the store's (Redis unreachable).
+func (r *KeyRing) lookup(ctx context.Context, kid string) (*Key, bool, error) {
 	if k, ok := r.set.Load().byKid[kid]; ok {
-		return k, true
+		return k, true, nil
 	}
 	now := time.Now().UnixMilli()
 	last := r.lastForce.Load()
 	if now-last < 1000 || !r.lastForce.CompareAndSwap(last, now) {
-		return nil, false
+		return nil, false, nil
 	}
 	if err := r.reload(ctx); err != nil {
-		return nil, false
+		r.lastForce.Store(0) // let the next request try again
+		return nil, false, err
 	}
 	k, ok := r.set.Load().byKid[kid]
-	return k, ok
+	return k, ok, nil
 }
 
 // Keys lists the keys, newest first.

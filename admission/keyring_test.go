@@ -263,3 +263,71 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestIssuedAtSkewAndLegacy: iat comes from Redis's clock, so a little in the future is
+// accepted; far in the future is refused; a token admitted before signed tokens (no stored
+// admission time) verifies whatever its lifetime.
+func TestIssuedAtSkewAndLegacy(t *testing.T) {
+	r := newRing(t, store(t), admission.Config{})
+	ctx := context.Background()
+	c := claims(time.Now().Add(time.Minute))
+	c.IssuedAt = time.Now().Add(30 * time.Second).Unix()
+	tok, _ := r.Sign(c)
+	if _, err := r.Verify(ctx, tok); err != nil {
+		t.Fatalf("iat 30 s ahead (clock skew): %v", err)
+	}
+	c.IssuedAt = time.Now().Add(5 * time.Minute).Unix()
+	c.Expires = time.Now().Add(10 * time.Minute).Unix()
+	tok, _ = r.Sign(c)
+	if _, err := r.Verify(ctx, tok); !errors.Is(err, admission.ErrClaims) {
+		t.Fatalf("iat 5 min ahead: %v", err)
+	}
+	exp := time.Now().Add(30 * time.Minute) // a queue with a 30 min token lifetime
+	legacy, err := r.IssueMs("drop", "ticket-1", "0b6f2a4e-8c1d-4f5e-9a7b-3c2d1e0f4a5b", 0, exp.UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Verify(ctx, legacy)
+	if err != nil || got.IssuedAt != exp.Add(-queue.MaxTokenTTL).Unix() {
+		t.Fatalf("legacy token: %+v %v", got, err)
+	}
+}
+
+// TestFirstKeyMadeOnce: instances starting together on a new deployment sign with one key.
+func TestFirstKeyMadeOnce(t *testing.T) {
+	q := store(t)
+	rings := make([]*admission.KeyRing, 4)
+	errs := make(chan error, len(rings))
+	for i := range rings {
+		r, err := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings[i] = r
+		go func() { errs <- r.Load(context.Background()) }()
+	}
+	for range rings {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rings[1:] {
+		if r.Signing() != rings[0].Signing() || len(r.Keys()) != 1 {
+			t.Fatalf("instances sign with %s and %s (%d keys)", rings[0].Signing(), r.Signing(), len(r.Keys()))
+		}
+	}
+}
+
+// TestUnknownKidWithRedisDown: a token whose key this instance does not know, while the
+// keys cannot be re-read, is the store's failure (503), not the token's (401).
+func TestUnknownKidWithRedisDown(t *testing.T) {
+	rs := redistest.Start(t)
+	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
+	r := newRing(t, q, admission.Config{})
+	other := newRing(t, store(t), admission.Config{})
+	foreign, _ := other.Sign(claims(time.Now().Add(time.Minute)))
+	rs.Stop()
+	if _, err := r.Verify(context.Background(), foreign); !errors.Is(err, queue.ErrUnavailable) {
+		t.Fatalf("unknown kid, Redis down: %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/waitroom/waitroom/queue"
 )
 
 // Claims are the claims of an admission token (API.md, "Trust at the edges").
@@ -61,19 +63,21 @@ func (r *KeyRing) Sign(c Claims) (string, error) {
 
 // IssueMs signs the token of one admission: ticket, queue, the stored token (jti), and
 // the admission and expiry times in Unix ms. iatMs 0 (a token admitted by a leader of the
-// release before signed tokens) is taken as expMs minus the default token lifetime, the
-// same on every instance.
+// release before signed tokens, which did not store the admission time) is taken as expMs
+// minus the longest token lifetime: the same on every instance, and never in the future.
 func (r *KeyRing) IssueMs(queueName, ticket, jti string, iatMs, expMs int64) (string, error) {
 	if iatMs <= 0 {
-		iatMs = expMs - legacyTTL.Milliseconds()
+		iatMs = expMs - queue.MaxTokenTTL.Milliseconds()
 	}
 	return r.Sign(Claims{Subject: ticket, Audience: queueName, ID: jti, IssuedAt: iatMs / 1000, Expires: expMs / 1000})
 }
 
-// legacyTTL is the assumed lifetime of a token whose admission time was not stored.
-const legacyTTL = 5 * time.Minute
+// iatSkew is how far in the future an iat may be: the admission time comes from Redis's
+// clock, the check from this instance's.
+const iatSkew = time.Minute
 
-// Verify checks raw: compact JWS, alg EdDSA only (none, HS256 and every other algorithm
+// Verify checks raw (an error wrapping queue.ErrUnavailable means the keys could not be
+// re-read for an unknown kid; answer 503, not 401): compact JWS, alg EdDSA only (none, HS256 and every other algorithm
 // are refused before any key is used), a kid this deployment publishes, a valid Ed25519
 // signature, our issuer, and claims of the right shape; an expired token is ErrExpired.
 func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
@@ -88,14 +92,18 @@ func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
 			keyErr = ErrUnknownKey
 			return nil, keyErr
 		}
-		k, ok := r.lookup(ctx, kid)
-		if !ok {
+		k, ok, err := r.lookup(ctx, kid)
+		switch {
+		case err != nil:
+			keyErr = err // the store could not be asked: not the token's fault
+			return nil, keyErr
+		case !ok:
 			keyErr = ErrUnknownKey
 			return nil, keyErr
 		}
 		return k.Public, nil
 	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(r.cfg.Issuer),
-		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(0))
+		jwt.WithExpirationRequired(), jwt.WithLeeway(0))
 	switch {
 	case err == nil:
 	case keyErr != nil:
@@ -114,7 +122,8 @@ func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
 	default:
 		return Claims{}, fmt.Errorf("%w: %w", ErrClaims, err)
 	}
-	if c.Subject == "" || c.Audience == "" || c.ID == "" || c.Expires <= c.IssuedAt-1 {
+	if c.Subject == "" || c.Audience == "" || c.ID == "" || c.Expires < c.IssuedAt ||
+		time.Unix(c.IssuedAt, 0).After(time.Now().Add(iatSkew)) {
 		return Claims{}, ErrClaims
 	}
 	return c, nil

@@ -178,14 +178,25 @@ func TestInviteJoin(t *testing.T) {
 	}
 
 	multi := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass, MaxUses: 3})[0]
-	// A ticket with a live place keeps it: the code is not spent.
+	// A normal waiter who brings a bad code keeps the place and is told the code is bad.
 	normal := joinNormal()
-	if p, created, err := f.q.JoinWith(ctx, normal, queue.JoinOptions{Invite: multi.Code}); err != nil || created || p.Lane != queue.LaneNormal {
+	if _, _, err := f.q.JoinWith(ctx, normal, queue.JoinOptions{Invite: "no-such-code-0000000000"}); !errors.Is(err, queue.ErrInviteInvalid) {
+		t.Fatalf("bad code on a normal place: %v", err)
+	}
+	if p, err := f.q.Status(ctx, normal); err != nil || p.Lane != queue.LaneNormal || p.State != queue.StateWaiting {
+		t.Fatalf("the normal place after a bad code: %+v %v", p, err)
+	}
+	// With a good code the place moves to the code's lane (one use spent).
+	if p, created, err := f.q.JoinWith(ctx, normal, queue.JoinOptions{Invite: multi.Code}); err != nil || !created || p.Lane != queue.LaneBypass || p.Position != 1 {
 		t.Fatalf("invite on a live normal place: %+v %v %v", p, created, err)
 	}
-	for i := range 3 {
+	// Its holder's reload (the same link again) spends nothing.
+	if p, created, err := f.q.JoinWith(ctx, normal, queue.JoinOptions{Invite: multi.Code}); err != nil || created || p.Lane != queue.LaneBypass {
+		t.Fatalf("reload of the invite link: %+v %v %v", p, created, err)
+	}
+	for i := range 2 {
 		_, p := joinInvite(t, f, "a", multi.Code)
-		if p.Lane != queue.LaneBypass || p.Position != int64(i+1) {
+		if p.Lane != queue.LaneBypass || p.Position != int64(i+2) {
 			t.Fatalf("bypass place %d: %+v", i, p)
 		}
 	}
@@ -209,13 +220,14 @@ func TestInviteJoin(t *testing.T) {
 	})
 	refused("expired", short.Code)
 
-	// Lane waiters are not in the normal line's count or positions.
+	// Lane waiters are not in the normal line's count or positions (and the waiter who moved
+	// to the bypass lane left the normal line).
 	n := joinNormal()
-	if p, _ := f.q.Status(ctx, n); p.Lane != queue.LaneNormal || p.Position != 4 || p.Waiting != 4 {
+	if p, _ := f.q.Status(ctx, n); p.Lane != queue.LaneNormal || p.Position != 3 || p.Waiting != 3 {
 		t.Fatalf("normal place after lane joins: %+v", p)
 	}
 	stats, err := f.q.Stats(ctx, "a")
-	if err != nil || stats.Waiting != 4 || stats.WaitingPriority != 1 || stats.WaitingBypass != 3 {
+	if err != nil || stats.Waiting != 3 || stats.WaitingPriority != 1 || stats.WaitingBypass != 3 {
 		t.Fatalf("stats %+v %v", stats, err)
 	}
 }

@@ -13,6 +13,8 @@
 -- KEYS[10] invitexp  ZSET  code -> expires_ms
 -- KEYS[11] waiting:p ZSET  ticket -> sequence (the priority line)
 -- KEYS[12] waiting:b ZSET  ticket -> sequence (the bypass line)
+-- KEYS[13] gone      ZSET  departed sequences of the normal line ahead of its head
+-- KEYS[14] gonenew   LIST  departures not yet published
 -- ARGV[1] ticket id
 -- ARGV[2] "1" to join, "0" to only read the state (status)
 -- ARGV[3] the client address key ("" = not capped)
@@ -25,7 +27,8 @@
 --   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
 --   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
 --   (-5 and -6 return {code, difficulty}), -7 the challenge was used already, -8 the invite
---   code is unknown (never made, revoked, used up, or another queue's) or expired.
+--   code is unknown (never made, revoked, used up, or another queue's) or expired (a
+--   normal waiter who brought it keeps the place).
 --   lane: "" normal, "p" priority, "b" bypass. position and waiting are the lane's own.
 --   other_waiting: for a normal waiter the priority line's length, for a priority waiter
 --   the normal line's (the ETA's share of the rate depends on it).
@@ -57,6 +60,38 @@ local function waiter(code, seq, lane)
     lane, share_milli, other}
 end
 
+-- spend_invite checks the invite code ARGV[6] and spends one use, in this same step, so a
+-- code of max_uses N makes N places at most however many use it at once. It returns the
+-- code's lane ('p' or 'b'), or nil for an unknown, revoked, used-up or expired code.
+local function spend_invite()
+  local inv = redis.call('HGET', KEYS[9], ARGV[6])
+  if not inv then return nil end
+  local lane, uses, exp, rest = string.match(inv, '^([pb]):(%d+):(%d+)(.*)$')
+  if not lane or tonumber(exp) <= now or tonumber(uses) < 1 then
+    redis.call('HDEL', KEYS[9], ARGV[6])
+    redis.call('ZREM', KEYS[10], ARGV[6])
+    return nil
+  end
+  if tonumber(uses) == 1 then
+    redis.call('HDEL', KEYS[9], ARGV[6])
+    redis.call('ZREM', KEYS[10], ARGV[6])
+  else
+    redis.call('HSET', KEYS[9], ARGV[6], lane .. ':' .. (tonumber(uses) - 1) .. ':' .. exp .. rest)
+  end
+  return lane
+end
+
+-- lane_place gives the ticket a new place at the end of lane ('p' or 'b').
+local function lane_place(lane)
+  local seq = redis.call('HINCRBY', KEYS[6], 'seq_' .. lane, 1)
+  redis.call('ZADD', LW[lane], seq, ARGV[1])
+  -- 'w' keeps an instance of the release before lanes reading a waiter (at a wrong position
+  -- for one release); the lane goes in the fifth field, which that release ignores.
+  redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq .. ':::' .. lane)
+  redis.call('ZADD', KEYS[5], now, ARGV[1])
+  return waiter(0, seq, lane)
+end
+
 local cur = redis.call('HGET', KEYS[4], ARGV[1])
 if cur then
   local st, seq, token, exp, _, iat = string.match(cur, '^(%a):(%d+):?([^:]*):?(%d*):?([^:]*):?(%d*)')
@@ -65,7 +100,17 @@ if cur then
   local lane = (st ~= 'u' and string.match(cur, ':([pb])$')) or ''
   if st == 'w' then
     redis.call('ZADD', KEYS[5], now, ARGV[1])
-    return waiter(1, seq, lane)
+    -- A reload keeps the place (an invite holder's reload spends nothing).
+    if lane ~= '' or ARGV[2] == '0' or ARGV[6] == '' then return waiter(1, seq, lane) end
+    -- A normal waiter who brings an invite: a good code moves the place to the code's lane
+    -- (a departure from the normal line, published as a leave is); a bad one is refused and
+    -- the place kept.
+    local ilane = spend_invite()
+    if not ilane then return {-8} end
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZADD', KEYS[13], seq, seq)
+    redis.call('RPUSH', KEYS[14], seq)
+    return lane_place(ilane)
   end
   if st == 'a' and tonumber(exp) > now then
     return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0}
@@ -84,37 +129,18 @@ if closed then return {-2} end
 -- places at most however many use it at once. Its holder needs no proof of work and is not
 -- counted against the address cap (the code is the admission ticket the operator gave).
 if ARGV[6] ~= '' then
-  local inv = redis.call('HGET', KEYS[9], ARGV[6])
-  if not inv then return {-8} end
-  local lane, uses, exp, rest = string.match(inv, '^([pb]):(%d+):(%d+)(.*)$')
-  if not lane or tonumber(exp) <= now or tonumber(uses) < 1 then
-    redis.call('HDEL', KEYS[9], ARGV[6])
-    redis.call('ZREM', KEYS[10], ARGV[6])
-    return {-8}
-  end
-  if tonumber(uses) == 1 then
-    redis.call('HDEL', KEYS[9], ARGV[6])
-    redis.call('ZREM', KEYS[10], ARGV[6])
-  else
-    redis.call('HSET', KEYS[9], ARGV[6], lane .. ':' .. (tonumber(uses) - 1) .. ':' .. exp .. rest)
-  end
-  local seq = redis.call('HINCRBY', KEYS[6], 'seq_' .. lane, 1)
-  redis.call('ZADD', LW[lane], seq, ARGV[1])
-  -- 'w' keeps an instance of the release before lanes reading a waiter (at a wrong position
-  -- for one release); the lane goes in the fifth field, which that release ignores.
-  redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq .. ':::' .. lane)
-  redis.call('ZADD', KEYS[5], now, ARGV[1])
-  return waiter(0, seq, lane)
+  local lane = spend_invite()
+  if not lane then return {-8} end
+  return lane_place(lane)
 end
 
 -- Proof of work, for new places only (a reload of a live place costs nothing). The proof
--- was verified by the caller; here it is checked against the live difficulty and recorded,
--- so each challenge makes one place at most.
+-- was verified by the caller; here it is checked against the live difficulty, and recorded
+-- (below, once the place is sure) so that each challenge makes one place at most.
 local need = tonumber(cf[5] or '0') or 0
 if need > 0 then
   if ARGV[4] == '' then return {-5, need} end
   if (tonumber(ARGV[4]) or 0) < need then return {-6, need} end
-  if not redis.call('SET', KEYS[8], '1', 'NX', 'PX', ARGV[5]) then return {-7} end
 end
 -- The per-address cap. Places are admitted in sequence order, so every place of the address
 -- at or below the head has left the line (admitted, left or abandoned) and is dropped here;
@@ -127,6 +153,8 @@ if ARGV[3] ~= '' and cap > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
   if redis.call('ZCARD', KEYS[7]) >= cap then return {-4} end
 end
+-- After the cap: a proof refused for the cap is not spent.
+if need > 0 and not redis.call('SET', KEYS[8], '1', 'NX', 'PX', ARGV[5]) then return {-7} end
 local seq = redis.call('INCR', KEYS[2])
 if ARGV[3] ~= '' and cap > 0 then -- with no cap nothing is counted (no key grows)
   redis.call('ZADD', KEYS[7], seq, ARGV[1])

@@ -231,6 +231,25 @@ func TestPowJoinGate(t *testing.T) {
 	if _, created, err := f.q.JoinWith(ctx, other, queue.JoinOptions{Pow: proof(12)}); err != nil || !created {
 		t.Fatalf("a harder proof than asked: created %v, %v", created, err)
 	}
+
+	// A join refused by the per-address cap does not spend its proof.
+	one := int64(1)
+	if _, _, err := f.q.Put(ctx, "pw", queue.SettingsPatch{PlacesPerIP: &one}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := f.signer.New("pw")
+	if _, _, err := f.q.JoinWith(ctx, a, queue.JoinOptions{Client: "198.51.100.7", Pow: proof(10)}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.signer.New("pw")
+	kept := proof(10)
+	if _, _, err := f.q.JoinWith(ctx, b, queue.JoinOptions{Client: "198.51.100.7", Pow: kept}); !errors.Is(err, queue.ErrTooManyPlaces) {
+		t.Fatalf("over the cap: %v", err)
+	}
+	// The same proof, from another address, makes a place: it was not spent.
+	if _, created, err := f.q.JoinWith(ctx, b, queue.JoinOptions{Client: "198.51.100.8", Pow: kept}); err != nil || !created {
+		t.Fatalf("the proof refused for the cap, used again: created %v, %v", created, err)
+	}
 }
 
 func FuzzParseChallenge(f *testing.F) {

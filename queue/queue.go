@@ -253,7 +253,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	}
 	res, err := joinScript.Run(ctx, q.rdb,
 		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
-			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB)},
+			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew()},
 		t.ID, mode, o.Client, powDiff, powTTL, invite).Slice()
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)

@@ -108,7 +108,12 @@ func NormalizeOrigin(o string) (string, error) {
 			return "", invalid("allowed_origins", "%q has a bad port.", o)
 		}
 	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+	// A browser's Origin never names the scheme's default port.
+	host := strings.ToLower(u.Host)
+	if (u.Scheme == "https" && u.Port() == "443") || (u.Scheme == "http" && u.Port() == "80") {
+		host = strings.TrimSuffix(host, ":"+u.Port())
+	}
+	return strings.ToLower(u.Scheme) + "://" + host, nil
 }
 
 // Apply returns s with the fields the patch sets.

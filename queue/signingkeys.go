@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // signingKeysKey holds the token-signing keys of the deployment: a hash of key id ->
@@ -64,4 +65,18 @@ func (q *Queue) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []str
 		return fail("write signing keys", err)
 	}
 	return nil
+}
+
+// firstKeyLockKey is held by the instance that makes a deployment's first signing key.
+const firstKeyLockKey = "wr:signing-keys:first"
+
+// LockFirstSigningKey takes the first-key lock for ttl; false when another instance holds it.
+func (q *Queue) LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	ok, err := q.rdb.SetNX(ctx, firstKeyLockKey, "1", ttl).Result()
+	if err != nil {
+		return false, fail("lock first signing key", err)
+	}
+	return ok, nil
 }

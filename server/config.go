@@ -18,50 +18,51 @@ import (
 
 // config is every setting of the server, parsed and validated once from the environment.
 type config struct {
-	Addr            string
-	RedisURL        string
-	DatabaseURL     string
-	DataDir         string
-	PGBinDir        string
-	Secret          string
-	SecretGenerated bool
-	AdminToken      string
-	InstanceID      string
-	LogLevel        zerolog.Level
-	LogPretty       bool
-	Demo            bool
-	DemoRate        float64
-	DemoStock       int
-	Tick            time.Duration
-	TickJitter      time.Duration
-	LeaseTTL        time.Duration
-	Grace           time.Duration
-	UpdateInterval  time.Duration
-	UpdateFront     int
-	BackEvery       int
-	Heartbeat       time.Duration
-	StreamsPerIP    int
-	StreamWrite     time.Duration
-	PGMaxConns      int
-	PGAcquire       time.Duration
-	OrderPerTicket  float64
-	OrderGlobal     float64
-	JoinPerIP       float64
-	StatusPerTicket float64
-	RedisTimeout    time.Duration
-	UnboundQueue    string
-	MaxConns        int
-	MaxStreams      int
-	FailOpen        bool
-	Issuer          string
-	KeyPublishDelay time.Duration
-	KeyRefresh      time.Duration
-	TokenFormat     string
-	ProxyHeader     string
-	TrustedProxies  []string
-	ShutdownTimeout time.Duration
-	ReadTimeout     time.Duration
-	WriteTimeout    time.Duration
+	Addr             string
+	RedisURL         string
+	DatabaseURL      string
+	DataDir          string
+	PGBinDir         string
+	Secret           string
+	SecretGenerated  bool
+	AdminToken       string
+	InstanceID       string
+	LogLevel         zerolog.Level
+	LogPretty        bool
+	Demo             bool
+	DemoRate         float64
+	DemoStock        int
+	Tick             time.Duration
+	TickJitter       time.Duration
+	LeaseTTL         time.Duration
+	Grace            time.Duration
+	UpdateInterval   time.Duration
+	UpdateFront      int
+	BackEvery        int
+	Heartbeat        time.Duration
+	StreamsPerIP     int
+	StreamWrite      time.Duration
+	PGMaxConns       int
+	PGAcquire        time.Duration
+	OrderPerTicket   float64
+	OrderGlobal      float64
+	JoinPerIP        float64
+	StatusPerTicket  float64
+	RedisTimeout     time.Duration
+	UnboundQueue     string
+	MaxConns         int
+	MaxStreams       int
+	FailOpen         bool
+	Issuer           string
+	KeyPublishDelay  time.Duration
+	KeyRefresh       time.Duration
+	TokenFormat      string
+	AcceptBareTokens bool
+	ProxyHeader      string
+	TrustedProxies   []string
+	ShutdownTimeout  time.Duration
+	ReadTimeout      time.Duration
+	WriteTimeout     time.Duration
 }
 
 // setting is one documented environment variable (the README table lists the same).
@@ -199,6 +200,7 @@ var settings = []setting{
 		c.TokenFormat = v
 		return nil
 	}},
+	{"WR_ACCEPT_BARE_TOKENS", "true", "guards also accept a token's bare UUID (the form of the release before signed tokens, still checked in Redis: live, this ticket, this queue); set false once every instance hands out jws and one token lifetime has passed", boolSetting(func(c *config) *bool { return &c.AcceptBareTokens })},
 	{"WR_ISSUER", "waitroom", "the iss claim of admission tokens (guards and verifiers require it)", func(c *config, v string) error {
 		if v == "" || len(v) > 200 {
 			return fmt.Errorf("must be 1-200 characters")
@@ -207,7 +209,7 @@ var settings = []setting{
 		return nil
 	}},
 	{"WR_KEY_PUBLISH_DELAY", "60s", "a rotated signing key is in the JWKS this long before it signs (longer than WR_KEY_REFRESH and the JWKS cache lifetime, 15 s)", durSetting(func(c *config) *time.Duration { return &c.KeyPublishDelay }, 100*time.Millisecond)},
-	{"WR_KEY_REFRESH", "10s", "how often each instance re-reads the signing keys from Redis (and at once on an unknown kid)", durSetting(func(c *config) *time.Duration { return &c.KeyRefresh }, 50*time.Millisecond)},
+	{"WR_KEY_REFRESH", "30s", "how often each instance re-reads the signing keys from Redis (and at once on an unknown kid)", durSetting(func(c *config) *time.Duration { return &c.KeyRefresh }, 50*time.Millisecond)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
 	{"WR_PROXY_HEADER", "", "client address header your proxy sets, e.g. X-Forwarded-For; the proxy must overwrite it (as deploy/nginx.conf does), not append", strSetting(func(c *config) *string { return &c.ProxyHeader })},
 	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs whose WR_PROXY_HEADER is believed; empty = every peer's (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {

@@ -77,7 +77,7 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 type app struct {
 	admitter *queue.Admitter
 	hub      *stream.Hub
-	keys     *admission.KeyRing // nil with WR_TOKEN_FORMAT=uuid
+	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
 	srv      *web.Server
 }
@@ -127,13 +127,17 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}
 
-	var keys *admission.KeyRing
-	if cfg.TokenFormat != "uuid" {
-		if keys, err = openKeys(ctx, cfg, q, log); err != nil {
-			return a, closeAll, err
-		}
+	// The key ring always runs, so every instance verifies signed tokens whatever it hands
+	// out (WR_TOKEN_FORMAT only chooses that: the two-step upgrade mixes both).
+	keys, err := openKeys(ctx, cfg, q, log)
+	if err != nil {
+		return a, closeAll, err
 	}
 	a.keys = keys
+	handOutKeys := keys
+	if cfg.TokenFormat == "uuid" {
+		handOutKeys = nil
+	}
 	maxConns, maxStreams := budgets(cfg, log)
 	var srv *web.Server // set below, before anything runs
 	a.hub = stream.NewHub(q, stream.Config{
@@ -141,7 +145,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
-		HandOut: web.HandOut(keys, log),
+		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
@@ -155,7 +159,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		UnboundQueue: cfg.UnboundQueue,
 		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
-		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, Hub: a.hub, Orders: store,
+		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
+		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
 	})
 	a.srv = srv
@@ -198,9 +203,7 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		var g errgroup.Group
 		g.Go(func() error { return a.hub.Run(bgCtx) })
 		g.Go(func() error { return a.limits.Run(bgCtx) })
-		if a.keys != nil {
-			g.Go(func() error { return a.keys.Run(bgCtx) })
-		}
+		g.Go(func() error { return a.keys.Run(bgCtx) })
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()

@@ -382,3 +382,58 @@ func TestNginxAuthRequest(t *testing.T) {
 		t.Fatalf("expired token: %d", code)
 	}
 }
+
+// TestMixedTokenFormats: the two-step upgrade. An instance handing out bare tokens
+// (WR_TOKEN_FORMAT=uuid) and one handing out signed tokens accept each other's; with
+// WR_ACCEPT_BARE_TOKENS=false a bare token (even a signed token's jti) is refused.
+func TestMixedTokenFormats(t *testing.T) {
+	rs := redistest.Start(t)
+	db := pgtest.MustDB(t)
+	bare := startInProcess(t, "mx-uuid", baseEnv(rs.URL(), db, map[string]string{"WR_TOKEN_FORMAT": "uuid"}))
+	signed := startInProcess(t, "mx-jws", baseEnv(rs.URL(), db, nil))
+	strict := startInProcess(t, "mx-strict", baseEnv(rs.URL(), db, map[string]string{"WR_ACCEPT_BARE_TOKENS": "false"}))
+	admin(t, signed, "PUT", "/admin/api/products/mx", map[string]any{"name": "Mx", "price": 1, "stock": 100, "queue": "mx"})
+	buy := map[string]any{"product_id": "mx", "quantity": 1}
+	tickets, jws := admittedUsers(t, signed, "mx", 4)
+	for i, tk := range tickets[:2] {
+		var st joinResp
+		call(t, "GET", bare.url+"/api/queues/mx/status", tk, nil, &st)
+		if st.Token != jtiOf(t, jws[i]) {
+			t.Fatalf("the uuid instance hands out %q, want the bare %q", st.Token, jtiOf(t, jws[i]))
+		}
+	}
+	// A signed token at the uuid instance, a bare one at the jws instance.
+	if res, e, _ := order(t, bare, tickets[0], jws[0], "", buy); res.StatusCode != 201 {
+		t.Fatalf("signed token at a uuid instance: %d %s", res.StatusCode, e.Error.Code)
+	}
+	if res, e, _ := order(t, signed, tickets[1], jtiOf(t, jws[1]), "", buy); res.StatusCode != 201 {
+		t.Fatalf("bare token at a jws instance: %d %s", res.StatusCode, e.Error.Code)
+	}
+	// The strict instance: bare refused, signed accepted.
+	if res, e, _ := order(t, strict, tickets[2], jtiOf(t, jws[2]), "", buy); res.StatusCode != 401 || e.Error.Code != "token_invalid" {
+		t.Fatalf("bare token at a strict instance: %d %s", res.StatusCode, e.Error.Code)
+	}
+	if res, e, _ := order(t, strict, tickets[2], jws[2], "", buy); res.StatusCode != 201 {
+		t.Fatalf("signed token at a strict instance: %d %s", res.StatusCode, e.Error.Code)
+	}
+	// A token admitted by a leader of the release before (no stored admission time) on a
+	// queue whose tokens live 30 min: its signed form verifies everywhere.
+	admin(t, signed, "PUT", "/admin/api/queues/mx", map[string]any{"token_ttl_seconds": 1800})
+	longTickets, longer := admittedUsers(t, signed, "mx", 1)
+	k := "wr:{q:mx}:tickets"
+	id := tokenClaims(t, longer[0])["sub"].(string)
+	cur := rs.Client().HGet(context.Background(), k, id).Val()
+	parts := strings.Split(cur, ":")
+	rs.Client().HSet(context.Background(), k, id, strings.Join(parts[:5], ":")) // as an old leader wrote it
+	var st joinResp
+	res := call(t, "GET", signed.url+"/api/queues/mx/status", longTickets[0], nil, &st)
+	if res.StatusCode != 200 || st.Token == "" {
+		t.Fatalf("status of an old leader's admission: %d %+v", res.StatusCode, st)
+	}
+	if c := tokenClaims(t, st.Token); num(c["exp"])-num(c["iat"]) != 86400 {
+		t.Fatalf("an old leader's admission: iat should be exp − 24 h: %v", c)
+	}
+	if code, e := verifyCall(t, strict, longTickets[0], st.Token, "mx"); code != 204 {
+		t.Fatalf("an old leader's token, signed now, verified: %d %s", code, e)
+	}
+}

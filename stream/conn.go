@@ -98,6 +98,10 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	h.place(c)
 
 	head := responseHead(jitterDur(h.cfg.Retry, 0.25), w.Header)
+	var token string
+	if w.Place.State == queue.StateAdmitted {
+		token = h.placeToken(w.Queue, w.Ticket, w.Place) // signed before the lock: it takes tens of µs
+	}
 	qh.mu.Lock()
 	qh.conns[c] = struct{}{}
 	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
@@ -105,7 +109,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	switch w.Place.State {
 	case queue.StateAdmitted:
 		c.admitted = true
-		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, h.placeToken(w.Queue, w.Ticket, w.Place), w.Place.TokenExpiresAt)
+		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, token, w.Place.TokenExpiresAt)
 	case queue.StateExpired, queue.StateUsed:
 		c.admitted, c.expired = true, true
 		first = expiredFrame(qh.line.ev, qh.line.tick)

@@ -145,6 +145,10 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	p, err := h.src.TicketState(ctx, queue.Ticket{Queue: qh.name, ID: c.ticket})
 	cancel()
+	var token string
+	if err == nil && p.State == queue.StateAdmitted {
+		token = h.placeToken(qh.name, c.ticket, p) // signed before the lock: it takes tens of µs
+	}
 	qh.mu.Lock()
 	c.checking = false
 	c.checkedAt = time.Now()
@@ -156,7 +160,7 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	case p.State == queue.StateAdmitted:
 		if !c.admitted {
 			c.admitted = true
-			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, h.placeToken(qh.name, c.ticket, p), p.TokenExpiresAt), frameFinal)
+			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, token, p.TokenExpiresAt), frameFinal)
 			h.m.admittedSent.Inc()
 		}
 	case p.State == queue.StateExpired, p.State == queue.StateUsed:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/queue"
 )
@@ -136,8 +137,9 @@ func (s *Server) originAllowed(ctx context.Context, name, origin string) bool {
 // originCache keeps each queue's allowed_origins for originTTL, so a cross-origin request
 // costs no Redis read most of the time; a change is seen within originTTL.
 type originCache struct {
-	mu sync.Mutex
-	m  map[string]originEntry // queue name ("" = every queue's) → origins
+	mu    sync.Mutex
+	m     map[string]originEntry // queue name ("" = every queue's) → origins
+	group singleflight.Group
 }
 
 type originEntry struct {
@@ -157,10 +159,12 @@ func (oc *originCache) get(ctx context.Context, q *queue.Queue, name string) []s
 	if ok && time.Since(e.at) < originTTL {
 		return e.origins
 	}
-	origins, err := readOrigins(ctx, q, name)
+	// One read per queue at a time, however many requests miss together.
+	v, err, _ := oc.group.Do(name, func() (any, error) { return readOrigins(context.WithoutCancel(ctx), q, name) })
 	if err != nil {
 		return e.origins // Redis unreachable: the last known list (or none)
 	}
+	origins, _ := v.([]string)
 	oc.mu.Lock()
 	if oc.m == nil || len(oc.m) >= maxOriginEntries {
 		oc.m = map[string]originEntry{}

@@ -23,6 +23,8 @@ type GuardConfig struct {
 	// Keys verifies signed admission tokens (JWS); nil accepts only the bare tokens of the
 	// release before them.
 	Keys *admission.KeyRing
+	// RejectBare refuses bare UUID tokens (the form of the release before signed tokens).
+	RejectBare bool
 	// Queues are the queues whose admission tokens this route accepts.
 	Queues []string
 	// QueuesFor, when set, names the accepted queues for one request (the built-in order
@@ -66,7 +68,7 @@ func Guard(cfg GuardConfig) fiber.Handler {
 	if len(cfg.Queues) == 0 && cfg.QueuesFor == nil {
 		panic("web.Guard: no queue admits to this route: set GuardConfig.Queues")
 	}
-	gate := &admission.Gate{Tokens: cfg.Tokens, Tickets: cfg.Signer, Keys: cfg.Keys}
+	gate := &admission.Gate{Tokens: cfg.Tokens, Tickets: cfg.Signer, Keys: cfg.Keys, RejectBare: cfg.RejectBare}
 	return func(c *fiber.Ctx) error {
 		if c.Get("X-Admission-Token") == "" {
 			return refusal(&admission.Refusal{Status: 401, Code: "token_missing", Message: "An admission token is required: wait for your turn in the queue."})

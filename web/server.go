@@ -59,16 +59,20 @@ type Config struct {
 type Deps struct {
 	Queue  *queue.Queue
 	Signer *queue.Signer
-	// Keys signs the admission tokens handed out and verifies them (nil: bare tokens, as
-	// the release before signed tokens; WR_TOKEN_FORMAT=uuid).
-	Keys     *admission.KeyRing
-	Hub      *stream.Hub
-	Orders   OrderStore
-	Limiter  *queue.Limiter
-	Limits   *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
-	Gatherer prometheus.Gatherer
-	Registry prometheus.Registerer
-	Log      zerolog.Logger
+	// Keys signs the admission tokens handed out and verifies signed ones.
+	Keys *admission.KeyRing
+	// BareTokens hands out bare UUID tokens instead of signed ones (WR_TOKEN_FORMAT=uuid,
+	// the first step of the upgrade); signed tokens are still verified.
+	BareTokens bool
+	// AcceptBareTokens lets the guards accept a token's bare UUID (the release before).
+	AcceptBareTokens bool
+	Hub              *stream.Hub
+	Orders           OrderStore
+	Limiter          *queue.Limiter
+	Limits           *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
+	Gatherer         prometheus.Gatherer
+	Registry         prometheus.Registerer
+	Log              zerolog.Logger
 }
 
 // Server is the waiting room's HTTP server.
@@ -184,7 +188,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/stream", s.stream)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
-	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
 	api.Get("/verify", s.verify)
 	api.Post("/redeem", s.redeem)
 	api.Get("/openapi.json", s.openAPI)

@@ -75,6 +75,8 @@ func (s *Server) redeem(c *fiber.Ctx) error {
 	defer cancel()
 	claims, err := s.d.Keys.Verify(ctx, raw)
 	switch {
+	case errors.Is(err, queue.ErrUnavailable):
+		return err
 	case errors.Is(err, admission.ErrExpired):
 		return errorf(401, "token_expired", "This admission token has expired.")
 	case err != nil:
@@ -88,8 +90,12 @@ func (s *Server) redeem(c *fiber.Ctx) error {
 	}
 	switch v {
 	case queue.TokenLive:
-	case queue.TokenUsed, queue.TokenReplay, queue.TokenBusy, queue.TokenShared:
+	case queue.TokenUsed, queue.TokenReplay:
 		return errorf(409, "token_used", "This admission token was used already.")
+	case queue.TokenBusy, queue.TokenShared:
+		// An order is using it right now; if that order fails the token is usable again.
+		return &Error{Status: 409, Code: "token_in_use", RetryAfter: 1,
+			Message: "This admission token is being used by another request; try again in a moment."}
 	case queue.TokenExpired:
 		return errorf(401, "token_expired", "This admission token has expired.")
 	default:
@@ -153,5 +159,5 @@ func (s *Server) rotateKeys(c *fiber.Ctx) error {
 
 // gate is the guard logic for this server's endpoints.
 func (s *Server) gate() *admission.Gate {
-	return &admission.Gate{Tokens: s.d.Queue, Tickets: s.d.Signer, Keys: s.d.Keys}
+	return &admission.Gate{Tokens: s.d.Queue, Tickets: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens}
 }

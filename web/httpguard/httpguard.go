@@ -31,6 +31,8 @@ type Config struct {
 	Tokens  admission.TokenStore // the queue store (*queue.Queue)
 	Tickets *queue.Signer        // verifies tickets (the deployment's WR_SECRET)
 	Keys    *admission.KeyRing   // verifies signed tokens (nil: bare tokens only)
+	// RejectBare refuses bare UUID tokens (the form of the release before signed tokens).
+	RejectBare bool
 	// Queues are the queues whose admission tokens the route accepts.
 	Queues []string
 	// Timeout bounds each token-store call (default 2 s).
@@ -62,7 +64,7 @@ func New(cfg Config) func(http.Handler) http.Handler {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	gate := &admission.Gate{Tokens: cfg.Tokens, Tickets: cfg.Tickets, Keys: cfg.Keys}
+	gate := &admission.Gate{Tokens: cfg.Tokens, Tickets: cfg.Tickets, Keys: cfg.Keys, RejectBare: cfg.RejectBare}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, idem := r.Header.Get("Idempotency-Key"), true
