@@ -33,15 +33,21 @@ func tokenClaims(t *testing.T, tok string) map[string]any {
 	if len(parts) != 3 {
 		t.Fatalf("not a compact JWS: %q", tok)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return decodeSeg(t, parts[1])
+}
+
+// decodeSeg decodes one base64url JSON segment of a JWS.
+func decodeSeg(t *testing.T, seg string) map[string]any {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c map[string]any
-	if err := json.Unmarshal(b, &c); err != nil {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return m
 }
 
 // jtiOf is the token id Redis stores for a signed admission token.
@@ -231,15 +237,7 @@ func TestSignedTokensEndToEnd(t *testing.T) {
 
 func tokenHeader(t *testing.T, tok string) map[string]any {
 	t.Helper()
-	b, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h map[string]any
-	if err := json.Unmarshal(b, &h); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return decodeSeg(t, strings.Split(tok, ".")[0])
 }
 
 func encodeSeg(t *testing.T, v any) string {

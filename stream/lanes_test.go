@@ -18,18 +18,30 @@ import (
 // joins into the three lines, leaves and admissions; after every tick each instance's
 // position of every waiter in every lane equals its rank in that lane's ZSET. Instance a
 // follows from the start, b starts from a snapshot halfway.
-func TestLanePositionsMatchRedis(t *testing.T) {
+func TestLanePositionsMatchRedis(t *testing.T) { linePositionsProperty(t, "lanes", 7, 8, 0.4) }
+
+// linePositionsProperty drives queue name with random joins (into the invite lanes too when
+// share ≥ 0), leaves and admission ticks, and after every tick compares both instances'
+// local position of every waiting ticket, per lane, with its ZRANK + 1 in Redis.
+func linePositionsProperty(t *testing.T, name string, seed1, seed2 uint64, share float64) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
 	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
-	rate, share := 60.0, 0.4
-	if _, _, err := q.Put(ctx, "lanes", queue.SettingsPatch{RatePerSecond: &rate, PriorityShare: &share}); err != nil {
+	rate := 60.0
+	p := queue.SettingsPatch{RatePerSecond: &rate}
+	if share >= 0 {
+		p.PriorityShare = &share
+	}
+	if _, _, err := q.Put(ctx, name, p); err != nil {
 		t.Fatal(err)
 	}
 	codes := map[queue.Lane]string{}
 	for _, l := range []queue.Lane{queue.LanePriority, queue.LaneBypass} {
-		ins, err := q.CreateInvites(ctx, "lanes", queue.InviteSpec{Count: 1, Lane: l, MaxUses: 100000})
+		if share < 0 {
+			break // the normal line alone
+		}
+		ins, err := q.CreateInvites(ctx, name, queue.InviteSpec{Count: 1, Lane: l, MaxUses: 100000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,24 +51,24 @@ func TestLanePositionsMatchRedis(t *testing.T) {
 	signer := queue.NewSigner([]byte("k"))
 	feed := q.Feed(ctx)
 	defer feed.Close()
-	if err := feed.Follow(ctx, "lanes"); err != nil {
+	if err := feed.Follow(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	if ev, err := feed.Receive(ctx); err != nil || ev.Kind != queue.FeedSubscribed {
 		t.Fatalf("subscribe: %+v, %v", ev, err)
 	}
-	snap, err := q.Snapshot(ctx, "lanes")
+	snap, err := q.Snapshot(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var a, b line
 	a.reset(snap)
-	rng := rand.New(rand.NewPCG(7, 8))
+	rng := rand.New(rand.NewPCG(seed1, seed2))
 	var waiting []queue.Ticket
 	checks := map[uint8]int{}
 	for step := range 150 {
 		for range rng.IntN(12) {
-			tk, _ := signer.New("lanes")
+			tk, _ := signer.New(name)
 			code := []string{"", "", codes[queue.LanePriority], codes[queue.LaneBypass]}[rng.IntN(4)]
 			if _, _, err := q.JoinWith(ctx, tk, queue.JoinOptions{Invite: code}); err != nil {
 				t.Fatal(err)
@@ -73,7 +85,7 @@ func TestLanePositionsMatchRedis(t *testing.T) {
 		}
 		// Real time, as in TestLinePositionsMatchRedis: the pause varies what a tick admits.
 		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
-		res, err := adm.TickOnce(ctx, "lanes")
+		res, err := adm.TickOnce(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +98,7 @@ func TestLanePositionsMatchRedis(t *testing.T) {
 		}
 		a.apply(m)
 		if step == 60 {
-			s, err := q.Snapshot(ctx, "lanes")
+			s, err := q.Snapshot(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +106,7 @@ func TestLanePositionsMatchRedis(t *testing.T) {
 		} else if b.synced && m.Ev == b.ev+1 {
 			b.apply(m)
 		}
-		for lane, key := range map[uint8]string{laneNormal: "wr:{q:lanes}:waiting", lanePriority: "wr:{q:lanes}:waiting:p", laneBypass: "wr:{q:lanes}:waiting:b"} {
+		for lane, key := range map[uint8]string{laneNormal: "wr:{q:" + name + "}:waiting", lanePriority: "wr:{q:" + name + "}:waiting:p", laneBypass: "wr:{q:" + name + "}:waiting:b"} {
 			zs := laneSeqs(t, rdb, key)
 			for _, l := range []*line{&a, &b} {
 				if !l.synced {
@@ -113,8 +125,8 @@ func TestLanePositionsMatchRedis(t *testing.T) {
 		}
 	}
 	t.Logf("positions compared with ZRANK+1 per lane (normal, priority, bypass): %v", checks)
-	for lane, n := range checks {
-		if n < 100 {
+	for _, lane := range []uint8{laneNormal, lanePriority, laneBypass} {
+		if n := checks[lane]; n < 100 && (share >= 0 || lane == laneNormal) {
 			t.Fatalf("lane %d: only %d checks", lane, n)
 		}
 	}
