@@ -35,8 +35,10 @@ func TestBrowserInvites(t *testing.T) {
 			document.getElementById('q-vip-priority_share').value === '0.5';
 	})()`)
 
-	// 1. The priority share, saved with the other knobs.
+	// 1. The priority share, saved with the other knobs (and the allowed origins and the
+	// proof of work, edited on the same form).
 	adminUIRetype(adm, "q-vip-priority_share", "0.3")
+	adm.sendKeys("q-vip-allowed_origins", "https://Shop.Example\nhttp://127.0.0.2:8090")
 	adm.click("q-vip-save")
 	adm.waitJS("vip saved", 10*time.Second, `(() => {
 		const card = document.querySelector('[data-testid=queue-card][data-queue=vip]');
@@ -52,6 +54,15 @@ func TestBrowserInvites(t *testing.T) {
 	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
 	if len(st.Queues) != 1 || st.Queues[0].PriorityShare != 0.3 {
 		t.Fatalf("GET /admin/api/stats after the save: %+v, want priority_share 0.3", st.Queues)
+	}
+	var origins struct {
+		Queues []struct {
+			AllowedOrigins []string `json:"allowed_origins"`
+		} `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &origins)
+	if o := origins.Queues[0].AllowedOrigins; len(o) != 2 || o[0] != "https://shop.example" || o[1] != "http://127.0.0.2:8090" {
+		t.Fatalf("allowed_origins saved from the dashboard: %v", o)
 	}
 
 	// 2. Create 3 bypass codes of 2 uses.
@@ -129,6 +140,15 @@ func TestBrowserInvites(t *testing.T) {
 	if res := call(t, "POST", in.url+"/api/queues/vip/join", "", map[string]any{"invite": list.Invites[0].Code}, &j); res.StatusCode != 201 || j.Lane != "bypass" {
 		t.Fatalf("join with a listed code: %d %+v", res.StatusCode, j)
 	}
+	// 6. A buyer opens the other listed code's link: the waiting page joins the bypass lane and
+	// says so.
+	buyer := b.open(t, "invited-buyer")
+	buyer.navigate(in.url + "/q/vip?invite=" + list.Invites[1].Code)
+	buyer.waitJS("the bypass lane on the waiting page", 10*time.Second, `(() => {
+		const l = document.getElementById('lane');
+		return !!l && !l.hidden && l.dataset.lane === 'bypass' && l.textContent.length > 0;
+	})()`)
+	buyer.screenshot(screenshotDir(t), "9-invited-buyer")
 	adm.screenshot(screenshotDir(t), "9-admin-invites")
 
 	for _, p := range b.pages {
