@@ -331,3 +331,16 @@ func TestUnknownKidWithRedisDown(t *testing.T) {
 		t.Fatalf("unknown kid, Redis down: %v", err)
 	}
 }
+
+// TestOneSpelling: a line break inside a segment (which the base64 decoder would skip) makes
+// another spelling of a valid token: refused.
+func TestOneSpelling(t *testing.T) {
+	r := newRing(t, store(t), admission.Config{})
+	tok, _ := r.Sign(claims(time.Now().Add(time.Minute)))
+	i := strings.LastIndexByte(tok, '.') + 5
+	for _, bad := range []string{tok[:i] + "\n" + tok[i:], tok[:i] + "\r\n" + tok[i:], tok + "\n", " " + tok} {
+		if _, err := r.Verify(context.Background(), bad); !errors.Is(err, admission.ErrMalformed) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

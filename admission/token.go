@@ -81,7 +81,7 @@ const iatSkew = time.Minute
 // are refused before any key is used), a kid this deployment publishes, a valid Ed25519
 // signature, our issuer, and claims of the right shape; an expired token is ErrExpired.
 func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
-	if len(raw) == 0 || len(raw) > MaxTokenLen {
+	if len(raw) == 0 || len(raw) > MaxTokenLen || !compactJWS(raw) {
 		return Claims{}, ErrMalformed
 	}
 	var c Claims
@@ -127,4 +127,16 @@ func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
 		return Claims{}, ErrClaims
 	}
 	return c, nil
+}
+
+// compactJWS reports whether s holds only the characters of a compact JWS (base64url and
+// '.'): the base64 decoder would skip line breaks, letting one token have many spellings.
+func compactJWS(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

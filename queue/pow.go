@@ -94,7 +94,7 @@ func (s *Signer) NewChallenge(queue string, difficulty int, now time.Time) PowCh
 // it does not look at the expiry or at a solution. Malformed or forged input is
 // ErrPowInvalid.
 func (s *Signer) ParseChallenge(raw string) (PowChallenge, error) {
-	if len(raw) == 0 || len(raw) > MaxPowChallenge {
+	if len(raw) == 0 || len(raw) > MaxPowChallenge || !urlSafe(raw) {
 		return PowChallenge{}, powInvalid("malformed challenge")
 	}
 	dot := strings.LastIndexByte(raw, '.')

@@ -50,7 +50,7 @@ func (s *Signer) mac(queue, id string) []byte {
 // Parse verifies raw and returns the ticket it carries. Any malformed or forged input
 // returns ErrTicketInvalid; the signature is compared in constant time.
 func (s *Signer) Parse(raw string) (Ticket, error) {
-	if len(raw) == 0 || len(raw) > 200 {
+	if len(raw) == 0 || len(raw) > 200 || !urlSafe(raw) {
 		return Ticket{}, ErrTicketInvalid
 	}
 	parts := strings.Split(raw, ".")
@@ -66,4 +66,17 @@ func (s *Signer) Parse(raw string) (Ticket, error) {
 		return Ticket{}, ErrTicketInvalid
 	}
 	return Ticket{Queue: parts[0], ID: parts[1]}, nil
+}
+
+// urlSafe reports whether s holds only A-Z a-z 0-9 - _ and '.': the characters of a ticket's
+// canonical form. (The base64 decoder skips line breaks, so without this check a ticket with
+// a line break inside would be read as the same ticket.)
+func urlSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

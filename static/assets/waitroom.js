@@ -20,6 +20,14 @@
  *   room.leave();  // DELETE the ticket (give up the place), then close
  *   room.close();  // stop listening; the place is kept (for a grace period)
  *
+ *   // Across origins (baseUrl on another origin, allowed by the queue's
+ *   // allowed_origins): the ticket travels as Authorization: Bearer and
+ *   // ?ticket= on the stream, kept in this page's localStorage; no cookie.
+ *   WaitRoom.ticket('demo', {baseUrl});             // the ticket, for your order request
+ *   // The redirect flow: send the buyer to the room, get them back with a token.
+ *   location.href = WaitRoom.redirectUrl({baseUrl, queue: 'demo', returnTo: location.href});
+ *   const token = WaitRoom.takeReturnedToken();     // on return: #wr_token=…, removed from the URL
+ *
  * What it does: POST /api/queues/{queue}/join (the HttpOnly `wr_ticket_<queue>`
  * cookie identifies the caller; 201 = new place, 200 = same place again),
  * then one EventSource on /api/queues/{queue}/stream. Only one tab per queue
