@@ -46,11 +46,7 @@ func (s *Server) handOut(t queue.Ticket, p queue.Place) string {
 	if !p.TokenIssuedAt.IsZero() {
 		iat = p.TokenIssuedAt.UnixMilli()
 	}
-	keys := s.d.Keys
-	if s.d.BareTokens {
-		keys = nil
-	}
-	return HandOut(keys, s.log)(t.Queue, t.ID, p.Token, iat, p.TokenExpiresAt.UnixMilli())
+	return s.hand(t.Queue, t.ID, p.Token, iat, p.TokenExpiresAt.UnixMilli())
 }
 
 // HandOut is the hand-out function of keys for the hub and the HTTP answers: the signed

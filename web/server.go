@@ -86,7 +86,9 @@ type Server struct {
 	lim   *queue.LiveLimits
 	// origins caches each queue's allowed_origins for the CORS check.
 	origins originCache
-	fob     localBucket
+	// hand renders the token handed out in join and status answers (see HandOut).
+	hand func(queueName, ticket, jti string, iatMs, expMs int64) string
+	fob  localBucket
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -112,6 +114,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
+	handKeys := d.Keys
+	if d.BareTokens {
+		handKeys = nil
+	}
+	s.hand = HandOut(handKeys, d.Log)
 	if d.Registry != nil {
 		d.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "http_connections",
 			Help: "Open client connections (streams included)."}, func() float64 { return float64(s.conns.Load()) }))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/queue"
 )
 
@@ -14,12 +15,12 @@ import (
 // read: it was set with a one-day lifetime, so it disappears by itself within a day of the
 // upgrade, and the code that reads it can go one release later.
 const (
-	TicketCookiePrefix = "wr_ticket_"
-	LegacyTicketCookie = "wr_ticket"
+	TicketCookiePrefix = admission.TicketCookiePrefix
+	LegacyTicketCookie = admission.LegacyTicketCookie
 )
 
 // TicketCookie is the name of queue's ticket cookie (queue names are valid cookie names).
-func TicketCookie(queue string) string { return TicketCookiePrefix + queue }
+func TicketCookie(queue string) string { return admission.TicketCookie(queue) }
 
 // bearer returns the ticket of an Authorization: Bearer header, else "".
 func bearer(c *fiber.Ctx) string {
