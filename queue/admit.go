@@ -24,6 +24,7 @@ type AdmitConfig struct {
 	MaxElapsed   time.Duration // most time one tick may account for (default 3 × Tick)
 	PublishEvery time.Duration // publish a tick message at least this often (default 1 s)
 	SweepLimit   int           // expired tokens / abandoned places handled per tick (default 500)
+	DrawBatch    int           // pre-queue members placed per script call of the draw (default 5,000)
 	Refresh      time.Duration // how often the list of queues is re-read (default 1 s)
 	Log          zerolog.Logger
 }
@@ -42,6 +43,9 @@ func (c AdmitConfig) withDefaults() AdmitConfig {
 	def(&c.Refresh, time.Second)
 	if c.SweepLimit <= 0 {
 		c.SweepLimit = 500
+	}
+	if c.DrawBatch <= 0 {
+		c.DrawBatch = 5000
 	}
 	if c.Owner == "" {
 		c.Owner = "instance"
@@ -183,6 +187,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 				setLeader(0)
 			default:
 				rate, waiting = res.rate, res.Waiting+res.WaitingPriority+res.WaitingBypass
+				a.afterTick(ctx, name, owner, fence, res, log)
 			}
 		}
 		delay := a.cfg.Tick + jitter(a.cfg.Jitter)
@@ -196,7 +201,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 const maxTokensPerTick = 5000
 
 // admitFixedKeys is how many keys admit.lua takes before the token keys.
-const admitFixedKeys = 20
+const admitFixedKeys = 23
 
 // joinMargin is how many tokens a tick makes beyond last tick's line, for users who joined
 // since; a later tick admits whoever a short margin left behind.
@@ -217,8 +222,13 @@ type TickResult struct {
 	WaitingBypass    int64
 	AdmittedPriority int64
 	AdmittedBypass   int64
-	rate             float64
-	fenced           bool
+	// Phase is the queue's draw phase after the tick (DrawFrozen: the draw is due); EndDue
+	// says ends_at has passed and the line is not yet ended.
+	Phase  DrawPhase
+	EndDue bool
+
+	rate   float64
+	fenced bool
 }
 
 // tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
@@ -233,7 +243,7 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
 		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire(),
 		k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
-		k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB)})
+		k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre(), k.drawSet(), k.draw()})
 	grace := a.q.cfg.Grace.Milliseconds()
 	if grace < 0 {
 		grace = 0
@@ -257,6 +267,10 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		Head: res[5], rate: float64(res[7]) / 1000, Expired: res[9], Abandoned: res[10]}
 	if len(res) >= 15 {
 		r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = res[11], res[12], res[13], res[14]
+	}
+	if len(res) >= 17 {
+		r.Phase = [...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(max(res[15], 0), 3)]
+		r.EndDue = res[16] == 1
 	}
 	a.q.m.issued.WithLabelValues(name).Add(float64(r.Admitted))
 	a.q.m.waiting.WithLabelValues(name).Set(float64(r.Waiting + r.WaitingPriority + r.WaitingBypass))
@@ -300,5 +314,9 @@ func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error
 	if err != nil {
 		return TickResult{}, err
 	}
-	return a.tick(ctx, name, owner, fence, s.RatePerSecond, maxTokensPerTick, 0)
+	res, err := a.tick(ctx, name, owner, fence, s.RatePerSecond, maxTokensPerTick, 0)
+	if err == nil && !res.fenced {
+		a.afterTick(ctx, name, owner, fence, res, a.cfg.Log)
+	}
+	return res, err
 }

@@ -22,7 +22,14 @@
 -- KEYS[16] gone:p    ZSET  its departed sequences ahead of its head
 -- KEYS[17] gonenew:p LIST  its departures not yet published
 -- KEYS[18] waiting:b, KEYS[19] gone:b, KEYS[20] gonenew:b: the bypass line, likewise
--- KEYS[21…] token keys, one per pre-made token in ARGV[8…] (same order)
+-- KEYS[21] pre      ZSET   the pre-queue of a scheduled queue (ticket -> join number)
+-- KEYS[22] drawset  ZSET   the frozen participant list (pre renamed at the start)
+-- KEYS[23] draw     HASH   the draw's record (base, n, frozen_ms, …)
+-- KEYS[24…] token keys, one per pre-made token in ARGV[8…] (same order)
+-- A scheduled queue (cfg draw = 's') admits nobody before its start; at the start this tick
+-- (or a join, whichever comes first) freezes the pre-queue, and nobody is admitted while the
+-- draw places its members (draw 'f'); the caller runs the draw when told (phase 2). Nobody
+-- is admitted while sold out or after the end either (the caller ends the line when told).
 -- The lanes' counters, heads and publication marks are fields of clock (seq_p, head_p,
 -- pubtail_p, seq_b, …) and pcarry is the priority line's fractional carry; a lane whose
 -- counter has not passed its head is empty, and costs no command here.
@@ -33,7 +40,9 @@
 -- ARGV[8…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
 --          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
---          admitted_p, admitted_b} or {-1} when fenced off (waiting and head: the normal line).
+--          admitted_p, admitted_b, phase, end_due} or {-1} when fenced off (waiting and head: the
+--          normal line; phase 0 none, 1 scheduled, 2 frozen (the draw is due), 3 drawn;
+--          end_due 1 when ends_at has passed and the line is not yet ended).
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
   return {-1}
 end
@@ -41,14 +50,40 @@ local RETAIN = 86400000 -- keep a finished ticket's row for a day after its toke
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
-local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share')
+local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share',
+  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw')
 local rate = tonumber(cfg[1] or '0') or 0
 local max_active = tonumber(cfg[2] or '0') or 0
 local ttl = tonumber(cfg[3] or '300000') or 300000
 local paused = cfg[4] == '1'
 local share = tonumber(cfg[5] or '0.5') or 0.5
+local random = cfg[6] == 'random'
+local sold_out = cfg[7] == '1'
+local ended = cfg[8] == '1'
+local starts = tonumber(cfg[9] or '0') or 0
+local ends = tonumber(cfg[10] or '0') or 0
+local phase = cfg[11] or ''
+local end_due = (ends > 0 and now >= ends and not ended) and 1 or 0
+-- The start: the pre-queue is frozen and the next n sequences of the normal line reserved
+-- for its members (as join.lua's freeze).
+if phase == 's' and now >= starts then
+  local n = 0
+  if redis.call('EXISTS', KEYS[21]) == 1 then
+    n = redis.call('ZCARD', KEYS[21])
+    redis.call('RENAME', KEYS[21], KEYS[22])
+  end
+  local base = tonumber(redis.call('GET', KEYS[13]) or '0') or 0
+  if n > 0 then redis.call('INCRBY', KEYS[13], n) end
+  redis.call('HSET', KEYS[23], 'base', base, 'n', n, 'frozen_ms', now)
+  redis.call('HSET', KEYS[1], 'draw', 'f')
+  phase = 'f'
+end
+-- Nobody is let in before the start, while the draw runs, while sold out, or after the end.
+local blocked = phase == 's' or phase == 'f' or sold_out or ended or end_due == 1
+local pq = 0
+if phase == 's' then pq = redis.call('ZCARD', KEYS[21]) end
 local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail',
-  'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry')
+  'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry', 'pubst')
 local last = tonumber(c[1] or '0') or 0
 local carry = tonumber(c[2] or '0') or 0
 local tick = (tonumber(c[3] or '0') or 0) + 1
@@ -70,7 +105,7 @@ local B = lane('b', c[12], c[13], c[14], KEYS[18], KEYS[19], KEYS[20])
 local P = lane('p', c[9], c[10], c[11], KEYS[15], KEYS[16], KEYS[17])
 local LANES = {B, P}
 local used = B.tail > 0 or P.tail > 0
-local NK = 20 -- token keys start after this many keys
+local NK = 23 -- token keys start after this many keys
 local elapsed = 0
 if last > 0 then elapsed = (now_us - last) / 1000 end
 if elapsed < 0 then elapsed = 0 end
@@ -127,7 +162,7 @@ end
 
 -- How many to admit: rate × elapsed plus the carried fraction, within every cap.
 local allowance = 0
-if not paused and rate > 0 then allowance = carry + rate * elapsed / 1000 end
+if not paused and not blocked and rate > 0 then allowance = carry + rate * elapsed / 1000 end
 local n = math.floor(allowance)
 local cap = math.min(#ARGV - 7, #KEYS - NK)
 local waiting = redis.call('ZCARD', KEYS[2])
@@ -199,7 +234,20 @@ for _, L in ipairs(LANES) do
     L.n = got
   end
 end
-if nn > 0 then
+if nn > 0 and random then
+  -- A lottery: nn waiters chosen at random. Each leaves a hole ahead of the head, kept as a
+  -- departure (so positions stay exact if the method changes back to fifo); when the line
+  -- is empty the head moves to the tail and the holes are dropped (below).
+  local picked = redis.call('ZRANDMEMBER', KEYS[2], nn)
+  for _, tk in ipairs(picked) do
+    local s = redis.call('ZSCORE', KEYS[2], tk)
+    redis.call('ZREM', KEYS[2], tk)
+    admit(tk, s, '', nil)
+    redis.call('ZADD', KEYS[7], s, s)
+    redis.call('RPUSH', KEYS[8], s)
+  end
+  nn = #picked
+elseif nn > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], nn)
   for i = 1, #popped, 2 do
     local tk, s = popped[i], popped[i + 1]
@@ -213,7 +261,7 @@ total = total + n
 -- The measured rate is a 5 s moving average of what was really admitted while there was
 -- someone to admit: a pause or an empty line does not drag it to zero (the ETA of the next
 -- arrivals would explode). It starts from the configured rate.
-if elapsed > 0 and not paused and rate > 0 and everyone > 0 then
+if elapsed > 0 and not paused and not blocked and rate > 0 and everyone > 0 then
   if arate <= 0 then arate = rate end
   local alpha = 1 - math.exp(-elapsed / 5000)
   arate = arate + alpha * (n * 1000 / elapsed - arate)
@@ -224,6 +272,18 @@ if #gonelist > 0 then redis.call('DEL', KEYS[8]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
 local tail = tonumber(redis.call('GET', KEYS[13]) or '0')
 waiting = waiting - nn
+if random and nn > 0 and waiting == 0 and phase ~= 'f' then
+  -- Every sequence up to the tail has been admitted or has left.
+  head = tail
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
+end
+-- What the streams show besides the line: the schedule (starts, pre-queue size, phase),
+-- sold out, the method, the end. A change is published at once.
+local mth = cfg[6] or ''
+if mth == 'fifo' then mth = '' end
+local IDLE = ':0:0:0::0' -- no schedule, not sold out, fifo, not ended (pubst unset)
+local st = phase .. ':' .. pq .. ':' .. starts .. ':' .. (sold_out and 1 or 0) .. ':' .. mth .. ':' .. (ended and 1 or 0)
+local st_changed = st ~= (c[16] or IDLE)
 local lanes_changed = false
 for _, L in ipairs(LANES) do
   -- A live lane left with nobody waiting: every sequence up to its tail was admitted or
@@ -243,7 +303,7 @@ for _, L in ipairs(LANES) do
 end
 
 local ev = 0
-if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or now - lastpub >= tonumber(ARGV[6]) then
+if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or st_changed or now - lastpub >= tonumber(ARGV[6]) then
   ev = redis.call('INCR', KEYS[11])
   -- The message format is queue.Tick (tick.go); v is queue.TickVersion.
   local msg = {v = 1, ev = ev, tick = tick, head = head, tail = tail, waiting = waiting, now = now,
@@ -255,6 +315,15 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
     msg.gone = g
   end
   if #expired > 0 then msg.exp = expired end
+  -- Added in version 1 without a version change (readers of the release before ignore
+  -- them): the schedule while the queue has one, sold out, a method other than fifo, the end.
+  if phase ~= '' then
+    local d = redis.call('HMGET', KEYS[23], 'base', 'n')
+    msg.sched = {starts = starts, pq = pq, phase = phase, base = tonumber(d[1] or '0') or 0, n = tonumber(d[2] or '0') or 0}
+  end
+  if sold_out then msg.so = true end
+  if mth ~= '' then msg.m = mth end
+  if ended then msg['end'] = true end
   -- The lanes, once one has been used (queue.TickLanes); empty arrays are left out, as
   -- cjson would write them as {}.
   if used then
@@ -277,6 +346,7 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
   lastpub = now
   pubtail = tail
 end
+if st_changed and ev > 0 then redis.call('HSET', KEYS[5], 'pubst', st) end
 if used then
   redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
     'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
@@ -285,5 +355,6 @@ else
   redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
     'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7])
 end
+local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
-  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n}
+  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due}

@@ -28,6 +28,16 @@ var (
 	// ErrInviteInvalid: the invite code presented at join is used up, expired, revoked or
 	// of another queue.
 	ErrInviteInvalid = errors.New("invite invalid")
+	// ErrQueueEnded: the queue's sale ended (ends_at); places were dropped.
+	ErrQueueEnded = errors.New("the sale has ended")
+	// ErrSoldOut: every product the queue sells has stock 0; no new places.
+	ErrSoldOut = errors.New("sold out")
+	// ErrQueueNotOpen: the queue's method is reject (the sale is not open).
+	ErrQueueNotOpen = errors.New("the sale is not open")
+	// ErrQueueNotEmpty: a schedule cannot be set on a queue that has people waiting.
+	ErrQueueNotEmpty = errors.New("queue not empty")
+	// ErrDrawDone: the queue's start cannot change once its draw has begun.
+	ErrDrawDone = errors.New("the draw has been done")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")

@@ -15,34 +15,54 @@
 -- KEYS[12] waiting:b ZSET  ticket -> sequence (the bypass line)
 -- KEYS[13] gone      ZSET  departed sequences of the normal line ahead of its head
 -- KEYS[14] gonenew   LIST  departures not yet published
+-- KEYS[15] pre       ZSET  the pre-queue of a scheduled queue: ticket -> join number
+-- KEYS[16] drawset   ZSET  the frozen participant list (pre renamed at the start)
+-- KEYS[17] draw      HASH  the draw's record (joins, base, n, frozen_ms, …; schedule.go)
+-- KEYS[18] active    ZSET  admitted ticket -> token expiry (passthrough admits here)
+-- KEYS[19] retire    ZSET  admitted ticket -> when its row may be dropped
+-- KEYS[20] token     STRING the key of ARGV[7] (a passthrough admission's token)
 -- ARGV[1] ticket id
 -- ARGV[2] "1" to join, "0" to only read the state (status)
 -- ARGV[3] the client address key ("" = not capped)
 -- ARGV[4] difficulty of the verified proof-of-work challenge presented ("" = none)
 -- ARGV[5] how long the challenge record is kept (ms; until the challenge expires)
 -- ARGV[6] invite code ("" = none)
+-- ARGV[7] a fresh token (UUID) for a passthrough admission
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
---          iat_ms, lane, share_milli, other_waiting}
+--          iat_ms, lane, share_milli, other_waiting, starts_ms, prequeue_size, sold_out, method}
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
 --   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
 --   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
 --   (-5 and -6 return {code, difficulty}), -7 the challenge was used already, -8 the invite
 --   code is unknown (never made, revoked, used up, or another queue's) or expired (a
---   normal waiter who brought it keeps the place).
+--   normal waiter who brought it keeps the place), -9 the sale has ended (ends_at), -10 sold
+--   out, -11 the queue's method is reject.
+--   A pre-queue place answers state 'prequeue' with position 0 (the caller shows null).
 --   lane: "" normal, "p" priority, "b" bypass. position and waiting are the lane's own.
 --   other_waiting: for a normal waiter the priority line's length, for a priority waiter
 --   the normal line's (the ETA's share of the rate depends on it).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share')
+local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
+  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms')
 local closed = cf[1] == '1'
+local method = cf[7] or 'fifo'
+local sold_out = cf[8] == '1'
+local starts = tonumber(cf[10] or '0') or 0
+local phase = cf[11] or ''
 local rate_milli = math.floor((tonumber(cf[2] or '0') or 0) * 1000)
 local paused = (cf[3] == '1') and 1 or 0
 local share_milli = math.floor((tonumber(cf[6] or '0.5') or 0.5) * 1000 + 0.5)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p')
+local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p', 'seq_b', 'head_b', 'tick', 'ptb', 'ptt')
 local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
 local LW = {p = KEYS[11], b = KEYS[12]}
+local so = sold_out and 1 or 0
+-- The pre-queue's size while the queue is scheduled (0 otherwise: no command).
+local function pqsize()
+  if phase == 's' then return redis.call('ZCARD', KEYS[15]) end
+  return 0
+end
 
 -- The answer for a waiter of a lane ('' = normal) with sequence seq.
 local function waiter(code, seq, lane)
@@ -57,7 +77,30 @@ local function waiter(code, seq, lane)
     other = redis.call('ZCARD', KEYS[3])
   end
   return {code, tonumber(seq), pos, redis.call('ZCARD', w), arate_milli, '', 0, 'waiting', rate_milli, paused, 0,
-    lane, share_milli, other}
+    lane, share_milli, other, starts, 0, so, method}
+end
+
+-- The answer for a member of the pre-queue (before the start, or while the draw places it).
+local function prequeuer(code)
+  return {code, 0, 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, 'prequeue', rate_milli, paused, 0,
+    '', share_milli, 0, starts, pqsize(), so, method}
+end
+
+-- freeze starts the draw: the pre-queue becomes the frozen participant list, and the next
+-- n sequences of the normal line are reserved for its members (the draw gives each one of
+-- them), so whoever joins from now on queues FIFO behind them. The same step is in
+-- admit.lua: whichever runs first after the start freezes.
+local function freeze()
+  local n = 0
+  if redis.call('EXISTS', KEYS[15]) == 1 then
+    n = redis.call('ZCARD', KEYS[15])
+    redis.call('RENAME', KEYS[15], KEYS[16])
+  end
+  local base = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if n > 0 then redis.call('INCRBY', KEYS[2], n) end
+  redis.call('HSET', KEYS[17], 'base', base, 'n', n, 'frozen_ms', now)
+  redis.call('HSET', KEYS[1], 'draw', 'f')
+  phase = 'f'
 end
 
 -- spend_invite checks the invite code ARGV[6] and spends one use, in this same step, so a
@@ -112,18 +155,22 @@ if cur then
     redis.call('RPUSH', KEYS[14], seq)
     return lane_place(ilane)
   end
+  if st == 'q' then return prequeuer(1) end
   if st == 'a' and tonumber(exp) > now then
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0, starts, 0, so, method}
   end
   if ARGV[2] == '0' then
     local name = 'expired'
     if st == 'u' then name = 'used' end
     if st == 'a' then name = 'expired' end
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0, starts, 0, so, method}
   end
 end
 if ARGV[2] == '0' then return {-3} end
+if cf[9] == '1' then return {-9} end
+if method == 'reject' then return {-11} end
 if closed then return {-2} end
+if sold_out then return {-10} end
 
 -- An invite: checked and one use spent in this same step, so a code of max_uses N makes N
 -- places at most however many use it at once. Its holder needs no proof of work and is not
@@ -155,11 +202,58 @@ if ARGV[3] ~= '' and cap > 0 then
 end
 -- After the cap: a proof refused for the cap is not spent.
 if need > 0 and not redis.call('SET', KEYS[8], '1', 'NX', 'PX', ARGV[5]) then return {-7} end
+
+-- A scheduled queue before its start: the place is in the pre-queue, drawn at the start. It
+-- counts against the address cap until the key expires (its sequence is not known yet:
+-- stricter, never looser); it needs no sign of life before the start.
+if phase == 's' and now < starts then
+  local idx = redis.call('HINCRBY', KEYS[17], 'joins', 1)
+  redis.call('ZADD', KEYS[15], idx, ARGV[1])
+  redis.call('HSET', KEYS[4], ARGV[1], 'q:' .. idx)
+  if ARGV[3] ~= '' and cap > 0 then
+    redis.call('ZADD', KEYS[7], 9e15, ARGV[1])
+    redis.call('PEXPIRE', KEYS[7], 86400000)
+  end
+  return prequeuer(0)
+end
+if phase == 's' then freeze() end
+
 local seq = redis.call('INCR', KEYS[2])
 if ARGV[3] ~= '' and cap > 0 then -- with no cap nothing is counted (no key grows)
   redis.call('ZADD', KEYS[7], seq, ARGV[1])
   redis.call('PEXPIRE', KEYS[7], 86400000)
 end
+
+-- passthrough: while nobody waits (in any line), max_active allows and the rate allows (a
+-- token bucket of one second's worth, refilled at the rate), the join itself admits. Every
+-- sequence up to this one has then left the line, so the head moves to it.
+if method == 'passthrough' and phase ~= 'f' and paused == 0 and not sold_out then
+  local max_active = tonumber(cf[12] or '0') or 0
+  local idle = (tonumber(ck[2] or '0') or 0) <= (tonumber(ck[3] or '0') or 0) and
+    (tonumber(ck[4] or '0') or 0) <= (tonumber(ck[5] or '0') or 0)
+  if max_active > 0 and idle and redis.call('ZCARD', KEYS[3]) == 0 and redis.call('ZCARD', KEYS[18]) < max_active then
+    local rate = rate_milli / 1000
+    local size = math.max(1, rate)
+    local bucket = size
+    if ck[7] then bucket = math.min(size, (tonumber(ck[7]) or 0) + rate * (now - (tonumber(ck[8]) or now)) / 1000) end
+    if bucket >= 1 then
+      local ttl = tonumber(cf[13] or '300000') or 300000
+      local exp = now + ttl
+      local tick = tonumber(ck[6] or '0') or 0
+      redis.call('SET', KEYS[20], ARGV[1], 'PX', ttl)
+      redis.call('HSET', KEYS[4], ARGV[1], 'a:' .. seq .. ':' .. ARGV[7] .. ':' .. exp .. ':' .. tick .. ':' .. now)
+      redis.call('ZADD', KEYS[18], exp, ARGV[1])
+      redis.call('ZADD', KEYS[19], exp + 86400000, ARGV[1])
+      redis.call('HSET', KEYS[6], 'head', seq, 'ptb', bucket - 1, 'ptt', now)
+      redis.call('HINCRBY', KEYS[6], 'total', 1)
+      redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', seq)
+      return {0, seq, 0, 0, arate_milli, ARGV[7], exp, 'admitted', rate_milli, paused, now, '', share_milli, 0,
+        starts, 0, so, method}
+    end
+    redis.call('HSET', KEYS[6], 'ptb', bucket, 'ptt', now)
+  end
+end
+
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])

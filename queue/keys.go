@@ -61,5 +61,15 @@ func (k keys) places(client string) string {
 // (read them with Feed; exported for tests that watch the wire).
 func Channel(name string) string { return keysFor(name).p + "events" }
 
+// The schedule and the draw (schedule.go): pre is the pre-queue before the start (ZSET
+// ticket -> join number); at the start it is renamed drawset, the frozen participant list
+// the draw orders. draw is the draw's record (HASH: seed, commitment, base, n,
+// participants hash, progress); drawOrder the drawn order (STRING: the draw ids' raw
+// 32 bytes, concatenated in drawn order).
+func (k keys) pre() string       { return k.p + "pre" }
+func (k keys) drawSet() string   { return k.p + "drawset" }
+func (k keys) draw() string      { return k.p + "draw" }
+func (k keys) drawOrder() string { return k.p + "draworder" }
+
 // queuesKey is the set of all queue names (a global key, outside any queue's slot).
 const queuesKey = "wr:queues"

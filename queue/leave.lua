@@ -9,6 +9,9 @@
 -- KEYS[7]  token     STRING the ticket's token key ("" state when not admitted)
 -- KEYS[8]  waiting:p ZSET  the priority line; KEYS[9] gone:p, KEYS[10] gonenew:p (as above)
 -- KEYS[11] waiting:b ZSET  the bypass line;   KEYS[12] gone:b, KEYS[13] gonenew:b
+-- KEYS[14] pre       ZSET  the pre-queue (a member leaving before the start leaves it; one
+--                          leaving after the freeze stays in the frozen list, and the draw
+--                          records its reserved sequence as a departure)
 -- ARGV[1] ticket id
 -- ARGV[2] token the caller believes the ticket holds ("" when waiting)
 -- Returns 1 when a place or token was given up, 0 when the ticket had none, -1 when the
@@ -22,6 +25,11 @@ if lane == 'p' then
   w, g, gn = KEYS[8], KEYS[9], KEYS[10]
 elseif lane == 'b' then
   w, g, gn = KEYS[11], KEYS[12], KEYS[13]
+end
+if cur and string.sub(cur, 1, 2) == 'q:' then
+  redis.call('ZREM', KEYS[14], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return 1
 end
 local seq = redis.call('ZSCORE', w, ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])

@@ -13,6 +13,7 @@ type metrics struct {
 	leader        *prometheus.GaugeVec
 	expired       *prometheus.CounterVec
 	abandoned     *prometheus.CounterVec
+	draws         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,9 +52,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_abandoned_total", Help: "Places removed after the abandonment grace.",
 		}, []string{"queue"}),
+		draws: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_draws_total", Help: "Pre-queue draws completed by this instance's loops.",
+		}, []string{"queue"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned)
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws)
 	}
 	return m
 }

@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/queue/draw"
 )
 
 var (
@@ -127,6 +130,15 @@ type Place struct {
 	// by a leader of the release before signed tokens (see IssuedAt).
 	TokenIssuedAt time.Time
 	Tick          int64 // the admission tick, for an admitted ticket read by TicketState
+	// A scheduled queue: its start, and for a pre-queue member the pre-queue's size and
+	// its public draw id (draw.ID of the ticket id).
+	StartsAt     time.Time
+	PrequeueSize int64
+	DrawID       string
+	// SoldOut: every product the queue sells has stock 0 (admission stops, places kept).
+	SoldOut bool
+	// Method is the queue's queueing method (a random queue shows no position).
+	Method Method
 	// rateCut is the part of the queue's rate that does not go to this place's lane while
 	// it waits (1 − LaneShare; 0, the zero value, for the whole rate).
 	rateCut float64
@@ -251,10 +263,13 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	if invite != "" && !validCode(invite) {
 		invite = "!" // no code has this shape: the script refuses it (after returning a live place)
 	}
+	// A fresh token for a passthrough admission by the join itself (unused otherwise).
+	token := uuid.NewString()
 	res, err := joinScript.Run(ctx, q.rdb,
 		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
-			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew()},
-		t.ID, mode, o.Client, powDiff, powTTL, invite).Slice()
+			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew(),
+			k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)},
+		t.ID, mode, o.Client, powDiff, powTTL, invite, token).Slice()
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
 	}
@@ -274,6 +289,12 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		return Place{}, code, ErrPowInvalid
 	case -8:
 		return Place{}, code, ErrInviteInvalid
+	case -9:
+		return Place{}, code, ErrQueueEnded
+	case -10:
+		return Place{}, code, ErrSoldOut
+	case -11:
+		return Place{}, code, ErrQueueNotOpen
 	}
 	p := Place{
 		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
@@ -291,6 +312,18 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		if p.State == StateWaiting {
 			p.rateCut = 1 - LaneShare(p.Lane, float64(toInt(res[12]))/1000, toInt(res[13]))
 		}
+	}
+	if len(res) > 17 {
+		if ms := toInt(res[14]); ms > 0 {
+			p.StartsAt = time.UnixMilli(ms)
+		}
+		p.PrequeueSize, p.SoldOut, p.Method = toInt(res[15]), toInt(res[16]) == 1, Method(toString(res[17]))
+	}
+	if p.State == StatePrequeue {
+		p.DrawID = draw.ID(t.ID)
+	}
+	if code == 0 && p.State == StateAdmitted {
+		q.m.issued.WithLabelValues(t.Queue).Inc() // a passthrough admission by the join itself
 	}
 	return p, code, nil
 }
@@ -312,7 +345,7 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 		n, err := leaveScript.Run(ctx, q.rdb,
 			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token),
 				k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
-				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB)},
+				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre()},
 			t.ID, st.token).Int64()
 		switch {
 		case err != nil:
@@ -361,6 +394,11 @@ type Snapshot struct {
 	Share    float64
 	Priority LaneState
 	Bypass   LaneState
+	// Drop day: the schedule (Sched nil when the queue has none), sold out, the method, the end.
+	Sched   *TickSchedule
+	SoldOut bool
+	Method  Method
+	Ended   bool
 }
 
 // LaneState is one invite lane's line: positions in it are seq − Head − departures in
@@ -379,11 +417,11 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	k := keysFor(name)
 	res, err := snapshotScript.Run(ctx, q.rdb,
 		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting(),
-			k.laneGone(laneP), k.laneWaiting(laneP), k.laneGone(laneB), k.laneWaiting(laneB)}).Int64Slice()
+			k.laneGone(laneP), k.laneWaiting(laneP), k.laneGone(laneB), k.laneWaiting(laneB), k.pre(), k.draw()}).Int64Slice()
 	if err != nil {
 		return Snapshot{}, fail("snapshot "+name, err)
 	}
-	if len(res) < 17 {
+	if len(res) < 25 {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %d values", name, len(res))
 	}
 	s := Snapshot{Ev: res[0], Head: res[1], Tail: res[2], Tick: res[3],
@@ -391,7 +429,13 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 		Share:    float64(res[8]) / 1e6,
 		Priority: LaneState{Head: res[9], Tail: res[10], Waiting: res[11]},
 		Bypass:   LaneState{Head: res[13], Tail: res[14], Waiting: res[15]}}
-	rest := res[17:]
+	if ph := res[19]; ph > 0 {
+		s.Sched = &TickSchedule{Starts: res[17], Prequeue: res[18], Phase: string([...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(ph, 3)]),
+			Base: res[20], N: res[21]}
+	}
+	s.SoldOut, s.Ended = res[22] == 1, res[24] == 1
+	s.Method = [...]Method{MethodFIFO, MethodRandom, MethodPassthrough, MethodReject}[min(max(res[23], 0), 3)]
+	rest := res[25:]
 	np, nb := min(res[12], int64(len(rest))), int64(0)
 	s.Priority.Gone = append([]int64(nil), rest[:np]...)
 	rest = rest[np:]
@@ -436,6 +480,7 @@ type QueueStats struct {
 	Waiting         int64 // the normal line
 	WaitingPriority int64 // the priority line (invites)
 	WaitingBypass   int64 // the bypass line (invites)
+	Prequeue        int64 // the pre-queue of a scheduled queue before its start
 	AdmittedTotal   int64
 	ActiveTokens    int64
 	AdmitRate       float64
@@ -454,13 +499,15 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
 	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms", "seq_p", "head_p", "seq_b", "head_b")
 	l := pipe.Get(ctx, k.lease())
+	pq := pipe.ZCard(ctx, k.pre())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return QueueStats{}, fail("stats "+name, err)
 	}
 	if len(cfg.Val()) == 0 {
 		return QueueStats{}, ErrQueueNotFound
 	}
-	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val()}
+	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
+		Prequeue: pq.Val()}
 	v := c.Val()
 	if len(v) != 7 {
 		return s, nil

@@ -30,7 +30,53 @@ type Settings struct {
 	// AllowedOrigins are the exact origins (scheme://host[:port]) whose pages may use this
 	// queue across origins (CORS) and receive its buyers back (return_to); empty = none.
 	AllowedOrigins []string `json:"allowed_origins"`
+	// StartsAt schedules the sale (nil: none): before it joiners wait in a pre-queue whose
+	// order is drawn at the start (schedule.go). EndsAt ends it: every place is dropped.
+	StartsAt *time.Time `json:"starts_at"`
+	EndsAt   *time.Time `json:"ends_at"`
+	Method   Method     `json:"method"`
+
+	// Read-only state (not set by a patch).
+	SoldOut   bool      `json:"sold_out"` // every product the queue sells has stock 0 (SetSoldOut)
+	Ended     bool      `json:"ended"`    // ends_at has passed and the line was dropped
+	DrawPhase DrawPhase `json:"-"`
 }
+
+// Method is how a queue lets people in.
+type Method string
+
+// Queueing methods.
+const (
+	// MethodFIFO admits in order of arrival (the default).
+	MethodFIFO Method = "fifo"
+	// MethodRandom admits randomly chosen waiters each tick (a lottery: no positions).
+	MethodRandom Method = "random"
+	// MethodPassthrough admits a joiner at once while nobody waits, max_active and the
+	// rate allow; otherwise the line forms FIFO and drains back by itself.
+	MethodPassthrough Method = "passthrough"
+	// MethodReject refuses every join (the sale is not open).
+	MethodReject Method = "reject"
+)
+
+// Valid reports whether m is one of the methods.
+func (m Method) Valid() bool {
+	switch m {
+	case MethodFIFO, MethodRandom, MethodPassthrough, MethodReject:
+		return true
+	}
+	return false
+}
+
+// DrawPhase is where a scheduled queue's draw stands.
+type DrawPhase string
+
+// Draw phases (the cfg hash's "draw" field).
+const (
+	DrawNone      DrawPhase = ""  // not scheduled
+	DrawScheduled DrawPhase = "s" // before the start: joiners enter the pre-queue
+	DrawFrozen    DrawPhase = "f" // started: the participant list is frozen, places being drawn
+	DrawDone      DrawPhase = "d" // every participant has its place; the seed is revealed
+)
 
 // SettingsPatch is a partial update; nil fields keep their value (or the default when
 // the queue is created).
@@ -44,6 +90,10 @@ type SettingsPatch struct {
 	PowDifficulty  *int
 	PriorityShare  *float64
 	AllowedOrigins *[]string
+	// StartsAt and EndsAt: a pointer to the zero time clears the value.
+	StartsAt *time.Time
+	EndsAt   *time.Time
+	Method   *Method
 }
 
 // Limits of the settings accepted by Put.
@@ -84,6 +134,12 @@ func (s Settings) Validate() error {
 		return invalid("priority_share", "priority_share must be between 0 and 1.")
 	case len(s.AllowedOrigins) > MaxAllowedOrigins:
 		return invalid("allowed_origins", "allowed_origins holds at most %d origins.", MaxAllowedOrigins)
+	case s.Method != "" && !s.Method.Valid():
+		return invalid("method", "method must be fifo, random, passthrough or reject.")
+	case s.Method == MethodPassthrough && s.MaxActive <= 0:
+		return invalid("method", "passthrough needs max_active > 0 (the cap at which a line forms).")
+	case s.StartsAt != nil && s.EndsAt != nil && !s.StartsAt.Before(*s.EndsAt):
+		return invalid("starts_at", "starts_at must be before ends_at.")
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
@@ -145,7 +201,32 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	if p.AllowedOrigins != nil {
 		s.AllowedOrigins = *p.AllowedOrigins
 	}
+	if p.StartsAt != nil {
+		s.StartsAt = optTime(*p.StartsAt)
+	}
+	if p.EndsAt != nil {
+		s.EndsAt = optTime(*p.EndsAt)
+	}
+	if p.Method != nil {
+		s.Method = *p.Method
+	}
 	return s
+}
+
+// optTime is t as an optional time: nil for the zero time.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.Truncate(time.Millisecond)
+	return &t
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 // Put creates queue name or changes its settings; it returns the result and whether the
@@ -177,11 +258,30 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		}
 		p.AllowedOrigins = &norm
 	}
+	prev := cur
 	cur = p.Apply(cur)
 	if err := cur.Validate(); err != nil {
 		return Settings{}, false, err
 	}
+	// A new start or end must lie ahead (re-sending an unchanged value is always accepted).
+	now := time.Now()
+	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) && cur.StartsAt != nil && !cur.StartsAt.After(now) {
+		return Settings{}, false, invalid("starts_at", "starts_at must be in the future.")
+	}
+	if p.EndsAt != nil && !sameTime(prev.EndsAt, cur.EndsAt) && cur.EndsAt != nil && !cur.EndsAt.After(now) {
+		return Settings{}, false, invalid("ends_at", "ends_at must be in the future.")
+	}
+	if p.EndsAt != nil && cur.EndsAt != nil && prev.Ended {
+		return Settings{}, false, invalid("ends_at", "The sale has ended; make a new queue for a new sale.")
+	}
 	k := keysFor(name)
+	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) {
+		ph, err := q.schedule(ctx, name, cur.StartsAt)
+		if err != nil {
+			return Settings{}, false, err
+		}
+		cur.DrawPhase = ph
+	}
 	// Write only what the patch names (every field when creating), so two partial
 	// updates at once cannot undo each other.
 	var fields []any
@@ -213,6 +313,16 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		b, _ := json.Marshal(cur.AllowedOrigins)
 		fields = append(fields, "allowed_origins", b)
 	}
+	if created || p.EndsAt != nil {
+		fields = append(fields, "ends_ms", msOf(cur.EndsAt))
+	}
+	if created || p.Method != nil {
+		m := cur.Method
+		if m == "" {
+			m = MethodFIFO
+		}
+		fields = append(fields, "method", string(m))
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -235,6 +345,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
 		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
 		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
+		Method: &s.Method,
 	})
 	return err
 }
@@ -273,7 +384,13 @@ func parseSettings(name string, m map[string]string) Settings {
 	if v := m["allowed_origins"]; v != "" {
 		_ = json.Unmarshal([]byte(v), &origins)
 	}
+	method := Method(m["method"])
+	if method == "" {
+		method = MethodFIFO // queues made before the setting existed
+	}
 	return Settings{
+		StartsAt: msTime(m["starts_ms"]), EndsAt: msTime(m["ends_ms"]), Method: method,
+		SoldOut: m["sold_out"] == "1", Ended: m["ended"] == "1", DrawPhase: DrawPhase(m["draw"]),
 		AllowedOrigins: origins,
 		Name:           name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
@@ -299,4 +416,22 @@ func boolStr(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// msOf is t in Unix ms, 0 for none (the stored form of starts_ms and ends_ms).
+func msOf(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// msTime reads a stored time in Unix ms (0 or absent: none).
+func msTime(v string) *time.Time {
+	ms, _ := strconv.ParseInt(v, 10, 64)
+	if ms <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(ms).UTC()
+	return &t
 }

@@ -10,8 +10,11 @@
 -- KEYS[8]  waiting:p ZSET
 -- KEYS[9]  gone:b    ZSET   the bypass line's
 -- KEYS[10] waiting:b ZSET
+-- KEYS[11] pre       ZSET   the pre-queue   KEYS[12] draw HASH the draw's record (base, n)
 -- Returns {ev, head, tail, tick, arate_milli, rate_milli, paused, waiting, share_micro,
 --          p_head, p_tail, p_waiting, p_ngone, b_head, b_tail, b_waiting, b_ngone,
+--          starts_ms, prequeue, phase (0 none, 1 s, 2 f, 3 d), base, n, sold_out, method
+--          (0 fifo, 1 random, 2 passthrough, 3 reject), ended,
 --          p_gone..., b_gone..., gone...}
 local c = redis.call('HMGET', KEYS[2], 'head', 'arate', 'tick', 'head_p', 'seq_p', 'head_b', 'seq_b')
 local cfg = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'priority_share')
@@ -41,6 +44,22 @@ for i, lk in ipairs({{h = c[4], t = c[5], g = KEYS[7], w = KEYS[8]}, {h = c[6], 
   out[#out + 1] = #g
   gones[i] = g
 end
+local sc = redis.call('HMGET', KEYS[5], 'starts_ms', 'draw', 'sold_out', 'method', 'ended')
+local phase = sc[2] or ''
+local pq, base, n = 0, 0, 0
+if phase == 's' then pq = redis.call('ZCARD', KEYS[11]) end
+if phase ~= '' then
+  local d = redis.call('HMGET', KEYS[12], 'base', 'n')
+  base, n = tonumber(d[1] or '0') or 0, tonumber(d[2] or '0') or 0
+end
+out[#out + 1] = tonumber(sc[1] or '0') or 0
+out[#out + 1] = pq
+out[#out + 1] = ({s = 1, f = 2, d = 3})[phase] or 0
+out[#out + 1] = base
+out[#out + 1] = n
+out[#out + 1] = (sc[3] == '1') and 1 or 0
+out[#out + 1] = ({random = 1, passthrough = 2, reject = 3})[sc[4] or ''] or 0
+out[#out + 1] = (sc[5] == '1') and 1 or 0
 for _, g in ipairs(gones) do
   for _, s in ipairs(g) do out[#out + 1] = tonumber(s) end
 end

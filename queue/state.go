@@ -14,6 +14,9 @@ const (
 	StateAdmitted State = "admitted" // holds a live admission token
 	StateExpired  State = "expired"  // its token lapsed unused; it must join again
 	StateUsed     State = "used"     // its token bought something
+	// StatePrequeue: joined a scheduled queue before its start; its place is drawn at the
+	// start (schedule.go).
+	StatePrequeue State = "prequeue"
 )
 
 // storedState is a ticket's value in the queue's tickets hash. The format is read and
@@ -27,6 +30,11 @@ const (
 // written since signed tokens), e (expired unused; as a), u (used by an order; extra = the
 // request key that used it). A reader of the release before signed tokens splits at most
 // five fields, so it sees "tick:iat" as extra and falls back to the line's tick.
+//
+// Pre-queue (scheduled queues): "q:<n>" — code q, n the member's join number in the
+// pre-queue; the draw replaces it with "w:<seq>". An instance of the release before
+// schedules reads no known state from it (it is not waiting there), which is why a
+// scheduled queue needs every instance on a release that knows schedules (README, upgrade).
 //
 // Lanes (invites): a waiter of the priority or bypass line is "w:<seq>:::<lane>" — code w,
 // seq its number in that lane's own sequence, token and exp empty, and the lane letter
@@ -54,6 +62,7 @@ const (
 	codeAdmitted = 'a'
 	codeExpired  = 'e'
 	codeUsed     = 'u'
+	codePrequeue = 'q'
 )
 
 // Lane letters in stored states, keys and tick messages.
@@ -130,6 +139,8 @@ func (st storedState) state() State {
 		return StateExpired
 	case codeUsed:
 		return StateUsed
+	case codePrequeue:
+		return StatePrequeue
 	}
 	return ""
 }

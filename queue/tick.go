@@ -36,6 +36,23 @@ type Tick struct {
 	// Gone above are the normal line's only. Added in version 1 without a version change:
 	// readers of the release before ignore the field.
 	Lanes *TickLanes `json:"lanes,omitempty"`
+	// Drop day, added in version 1 without a version change (readers of the release before
+	// ignore them): the schedule while the queue has one; sold out; the method when not
+	// fifo; the end of the sale.
+	Sched   *TickSchedule `json:"sched,omitempty"`
+	SoldOut bool          `json:"so,omitempty"`
+	Method  string        `json:"m,omitempty"`
+	Ended   bool          `json:"end,omitempty"`
+}
+
+// TickSchedule is a scheduled queue's state in a tick message.
+type TickSchedule struct {
+	Starts   int64  `json:"starts"` // the start, Unix ms
+	Prequeue int64  `json:"pq"`     // the pre-queue's size (before the start)
+	Phase    string `json:"phase"`  // "s" scheduled, "f" drawing, "d" drawn (DrawPhase)
+	// The sequences the draw gives: Base+1 … Base+N (known from the start).
+	Base int64 `json:"base"`
+	N    int64 `json:"n"`
 }
 
 // TickLanes is the invite lanes' part of a tick message.

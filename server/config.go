@@ -34,6 +34,7 @@ type config struct {
 	DemoStock        int
 	Tick             time.Duration
 	TickJitter       time.Duration
+	DrawBatch        int
 	LeaseTTL         time.Duration
 	Grace            time.Duration
 	UpdateInterval   time.Duration
@@ -169,6 +170,7 @@ var settings = []setting{
 	{"WR_DEMO_STOCK", "100", "stock of the demo product", intSetting(func(c *config) *int { return &c.DemoStock }, 0, 1_000_000_000)},
 	{"WR_TICK", "100ms", "admission tick (fixed delay)", durSetting(func(c *config) *time.Duration { return &c.Tick }, 10*time.Millisecond)},
 	{"WR_TICK_JITTER", "0s", "random extra delay per tick, 0..value", durSetting(func(c *config) *time.Duration { return &c.TickJitter }, 0)},
+	{"WR_DRAW_BATCH", "5000", "pre-queue members placed per Redis script call of a draw (smaller: shorter Redis pauses, a longer draw)", intSetting(func(c *config) *int { return &c.DrawBatch }, 1, 7000)},
 	{"WR_LEASE_TTL", "2s", "admission lease; a dead leader is replaced within it", durSetting(func(c *config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond)},
 	{"WR_GRACE", "60s", "a waiting place with no open stream and no status call for this long is abandoned", durSetting(func(c *config) *time.Duration { return &c.Grace }, 5*time.Second)},
 	{"WR_UPDATE_INTERVAL", "1s", "at most one position event per stream per interval", durSetting(func(c *config) *time.Duration { return &c.UpdateInterval }, 100*time.Millisecond)},

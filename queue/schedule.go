@@ -1,0 +1,305 @@
+package queue
+
+import (
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/queue/draw"
+)
+
+// A scheduled queue (starts_at) holds a pre-queue before its start. At the start the
+// pre-queue is frozen (by the first admission tick or join after it: admit.lua, join.lua)
+// and the next n sequences of the normal line are reserved for its n members, so that
+// anyone joining later queues FIFO behind them; the leader then draws their order
+// (queue/draw: from the seed committed to when the start was set and the hash of the frozen
+// list), gives each member its reserved sequence (drawplace.lua, in batches, idempotent) and
+// finishes (drawdone.lua), which reveals the seed and lets admission start. Positions are
+// then computed as for any waiter — the draw only assigns sequence numbers, nothing runs per
+// waiter per tick. A leader that dies mid-draw leaves the phase at "frozen"; the next
+// leader's first tick sees it and runs the whole draw again, which places nobody twice.
+
+var (
+	//go:embed schedule.lua
+	scheduleLua string
+	//go:embed drawplace.lua
+	drawPlaceLua string
+	//go:embed drawdone.lua
+	drawDoneLua string
+	//go:embed end.lua
+	endLua string
+
+	scheduleScript  = redis.NewScript(scheduleLua)
+	drawPlaceScript = redis.NewScript(drawPlaceLua)
+	drawDoneScript  = redis.NewScript(drawDoneLua)
+	endScript       = redis.NewScript(endLua)
+)
+
+// schedule sets (or clears, with nil) the start of queue name, with the contract's rules.
+func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawPhase, error) {
+	k := keysFor(name)
+	seed := draw.NewSeed()
+	commitment, err := draw.Commitment(seed)
+	if err != nil {
+		return "", err
+	}
+	v := ""
+	if at != nil {
+		v = strconv.FormatInt(at.UnixMilli(), 10)
+	}
+	res, err := scheduleScript.Run(ctx, q.rdb,
+		[]string{k.cfg(), k.waiting(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.draw(), k.pre(), k.drawSet(), k.drawOrder()},
+		v, seed, commitment).Slice()
+	if err != nil {
+		return "", fail("schedule "+name, err)
+	}
+	switch toInt(res[0]) {
+	case -1:
+		return "", ErrDrawDone
+	case -2:
+		return "", ErrQueueNotEmpty
+	}
+	return DrawPhase(toString(res[1])), nil
+}
+
+// afterTick runs what a tick said is due: the draw at the start, the end at ends_at.
+func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int64, res TickResult, log zerolog.Logger) {
+	if res.Phase == DrawFrozen {
+		start := time.Now()
+		n, err := a.runDraw(ctx, name, owner, fence)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn().Err(err).Msg("draw: will try again at the next tick")
+			}
+		} else {
+			a.q.m.draws.WithLabelValues(name).Inc()
+			log.Info().Int("participants", n).Dur("took", time.Since(start)).Msg("draw: done")
+		}
+	}
+	if res.EndDue {
+		if err := a.runEnd(ctx, name, owner, fence); err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Msg("end: will try again at the next tick")
+		}
+	}
+}
+
+// errFenced: another loop took the lease during a multi-step job.
+var errFenced = fmt.Errorf("lease lost")
+
+// runDraw orders and places every member of the frozen participant list; it returns their
+// number.
+func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64) (int, error) {
+	k := keysFor(name)
+	rec, err := a.q.rdb.HMGet(ctx, k.draw(), "seed", "base", "n").Result()
+	if err != nil {
+		return 0, fail("draw "+name, err)
+	}
+	seed, base := toString(rec[0]), toInt(rec[1])
+	tickets, err := a.q.rdb.ZRange(ctx, k.drawSet(), 0, -1).Result()
+	if err != nil {
+		return 0, fail("draw "+name, err)
+	}
+	if int64(len(tickets)) != toInt(rec[2]) {
+		return 0, fmt.Errorf("draw %s: the frozen list holds %d members, the freeze counted %d", name, len(tickets), toInt(rec[2]))
+	}
+	ids := make([]string, len(tickets))
+	for i, t := range tickets {
+		ids[i] = draw.ID(t)
+	}
+	phash := draw.ParticipantsHash(ids)
+	key, err := draw.Key(seed, phash)
+	if err != nil {
+		return 0, fmt.Errorf("draw %s: %w", name, err)
+	}
+	// The participants hash is published as soon as it is known (GET …/draw).
+	if err := a.q.rdb.HSet(ctx, k.draw(), "phash", phash).Err(); err != nil {
+		return 0, fail("draw "+name, err)
+	}
+	perm := draw.OrderIndex(key, ids)
+	order := make([]byte, 0, 32*len(perm))
+	batch := a.cfg.DrawBatch
+	keys := []string{k.lease(), k.fence(), k.tickets(), k.waiting(), k.seen(), k.gone(), k.goneNew(), k.draw()}
+	for from := 0; from < len(perm); from += batch {
+		to := min(from+batch, len(perm))
+		args := make([]any, 0, 3+2*(to-from))
+		args = append(args, owner, fence, to)
+		for i := from; i < to; i++ {
+			args = append(args, tickets[perm[i]], base+int64(i)+1)
+		}
+		n, err := drawPlaceScript.Run(ctx, a.q.rdb, keys, args...).Int64()
+		if err != nil {
+			return 0, fail("draw "+name, err)
+		}
+		if n < 0 {
+			return 0, errFenced
+		}
+	}
+	for _, i := range perm {
+		b, _ := hex.DecodeString(ids[i])
+		order = append(order, b...)
+	}
+	n, err := drawDoneScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.cfg(), k.draw(), k.drawOrder()},
+		owner, fence, order, phash).Int64()
+	if err != nil {
+		return 0, fail("draw "+name, err)
+	}
+	if n < 0 {
+		return 0, errFenced
+	}
+	return len(perm), nil
+}
+
+// endBatch is how many places one call of end.lua drops.
+const endBatch = 2000
+
+// runEnd drops every place of a queue whose ends_at has passed.
+func (a *Admitter) runEnd(ctx context.Context, name, owner string, fence int64) error {
+	k := keysFor(name)
+	keys := []string{k.lease(), k.fence(), k.cfg(), k.tickets(), k.seen(), k.waiting(), k.laneWaiting(laneP),
+		k.laneWaiting(laneB), k.pre(), k.drawSet(), k.gone(), k.goneNew(), k.laneGone(laneP), k.laneGoneNew(laneP),
+		k.laneGone(laneB), k.laneGoneNew(laneB), k.clock(), k.seq()}
+	for {
+		left, err := endScript.Run(ctx, a.q.rdb, keys, owner, fence, endBatch).Int64()
+		switch {
+		case err != nil:
+			return fail("end "+name, err)
+		case left < 0:
+			return errFenced
+		case left == 0:
+			return nil
+		}
+	}
+}
+
+// DrawInfo is what GET /api/queues/{queue}/draw publishes about a scheduled queue's draw.
+type DrawInfo struct {
+	StartsAt   time.Time
+	Commitment string
+	Phase      DrawPhase
+	// Known once the list is frozen and hashed (at the start).
+	ParticipantsHash string
+	Participants     int64
+	// Revealed after the draw.
+	Seed string
+}
+
+// ErrNoDraw: the queue is not scheduled (it has no draw).
+var ErrNoDraw = fmt.Errorf("the queue has no scheduled start")
+
+// Draw returns the draw record of queue name (ErrQueueNotFound, ErrNoDraw).
+func (q *Queue) Draw(ctx context.Context, name string) (DrawInfo, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	if !ValidName(name) {
+		return DrawInfo{}, ErrQueueNotFound
+	}
+	k := keysFor(name)
+	pipe := q.rdb.Pipeline()
+	cf := pipe.HMGet(ctx, k.cfg(), "rate", "draw", "starts_ms")
+	rec := pipe.HMGet(ctx, k.draw(), "commitment", "phash", "n", "seed")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return DrawInfo{}, fail("draw "+name, err)
+	}
+	c, r := cf.Val(), rec.Val()
+	if c[0] == nil {
+		return DrawInfo{}, ErrQueueNotFound
+	}
+	ph := DrawPhase(toString(c[1]))
+	if ph == DrawNone || toString(r[0]) == "" {
+		return DrawInfo{}, ErrNoDraw
+	}
+	d := DrawInfo{StartsAt: time.UnixMilli(toInt(c[2])).UTC(), Commitment: toString(r[0]), Phase: ph}
+	if ph == DrawFrozen || ph == DrawDone {
+		d.ParticipantsHash, d.Participants = toString(r[1]), toInt(r[2])
+	}
+	if ph == DrawDone {
+		d.Seed = toString(r[3])
+	}
+	return d, nil
+}
+
+// DrawOrder returns the draw ids of a drawn queue in drawn order, one per line (ErrNoDraw
+// before the draw is done).
+func (q *Queue) DrawOrder(ctx context.Context, name string) (string, error) {
+	d, err := q.Draw(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if d.Phase != DrawDone {
+		return "", ErrNoDraw
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*q.cfg.OpTimeout)
+	defer cancel()
+	raw, err := q.rdb.Get(ctx, keysFor(name).drawOrder()).Bytes()
+	if err != nil && err != redis.Nil {
+		return "", fail("draw order "+name, err)
+	}
+	var b strings.Builder
+	b.Grow(len(raw) / 32 * 65)
+	for i := 0; i+32 <= len(raw); i += 32 {
+		b.WriteString(hex.EncodeToString(raw[i : i+32]))
+		b.WriteByte('\n')
+	}
+	return b.String(), nil
+}
+
+// Seqs returns the sequence numbers of waiting tickets of queue name, in the order of ids
+// (0 for a ticket that is not waiting in the normal line): how a stream instance learns
+// its pre-queue members' drawn places. One round trip per 1,000 tickets.
+func (q *Queue) Seqs(ctx context.Context, name string, ids []string) ([]int64, error) {
+	out := make([]int64, len(ids))
+	k := keysFor(name)
+	const chunk = 1000
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, 0, len(ids)/chunk+1)
+	for from := 0; from < len(ids); from += chunk {
+		cmds = append(cmds, pipe.HMGet(ctx, k.tickets(), ids[from:min(from+chunk, len(ids))]...))
+	}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, fail("seqs "+name, err)
+	}
+	i := 0
+	for _, c := range cmds {
+		for _, v := range c.Val() {
+			if st := parseState(toString(v)); st.code == codeWaiting && st.laneC == 0 {
+				out[i] = st.seq
+			}
+			i++
+		}
+	}
+	return out, nil
+}
+
+// SetSoldOut marks queue name sold out (every product it sells has stock 0) or not. The
+// leader's next tick stops (or resumes) admission and tells every stream; places are kept.
+// An unknown queue is ignored.
+func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	if !ValidName(name) {
+		return nil
+	}
+	k := keysFor(name)
+	// Only a queue that exists gets the field (HSET would create a stray cfg hash).
+	n, err := q.rdb.Exists(ctx, k.cfg()).Result()
+	if err != nil {
+		return fail("sold out "+name, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := q.rdb.HSet(ctx, k.cfg(), "sold_out", boolStr(soldOut)).Err(); err != nil {
+		return fail("sold out "+name, err)
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/draw"
+)
+
+func timep(t time.Time) *time.Time { return &t }
+
+// schedule makes queue name start at `at` (rate 1000/s so the line drains fast).
+func (f *fixture) schedule(t testing.TB, name string, at time.Time) {
+	t.Helper()
+	if _, _, err := f.q.Put(context.Background(), name, queue.SettingsPatch{RatePerSecond: f64(1000), StartsAt: timep(at)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDrawPlacesEveryPrequeueMemberOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "drop", 0, 0)
+	start := time.Now().Add(1500 * time.Millisecond)
+	f.schedule(t, "drop", start)
+	d, err := f.q.Draw(ctx, "drop")
+	if err != nil || d.Phase != queue.DrawScheduled || len(d.Commitment) != 64 || d.Seed != "" {
+		t.Fatalf("draw before the start: %+v, %v", d, err)
+	}
+
+	const n = 300
+	tickets := make([]queue.Ticket, n)
+	for i := range tickets {
+		tickets[i], _ = f.signer.New("drop")
+		p, created, err := f.q.Join(ctx, tickets[i])
+		if err != nil || !created || p.State != queue.StatePrequeue || p.PrequeueSize != int64(i+1) || p.DrawID != draw.ID(tickets[i].ID) {
+			t.Fatalf("pre-queue join %d: %+v %v %v", i, p, created, err)
+		}
+	}
+	// A reload keeps the entry.
+	if p, created, err := f.q.Join(ctx, tickets[0]); err != nil || created || p.State != queue.StatePrequeue {
+		t.Fatalf("pre-queue reload: %+v %v %v", p, created, err)
+	}
+	// One leaves before the start.
+	if err := f.q.Leave(ctx, tickets[n-1]); err != nil {
+		t.Fatal(err)
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{DrawBatch: 64})
+	if r, err := a.TickOnce(ctx, "drop"); err != nil || r.Admitted != 0 || r.Phase != queue.DrawScheduled {
+		t.Fatalf("tick before the start admitted: %+v %v", r, err)
+	}
+	time.Sleep(time.Until(start) + 10*time.Millisecond)
+	// A joiner after the start (before the leader's tick) freezes the list and queues behind.
+	late, _ := f.signer.New("drop")
+	lp, _, err := f.q.Join(ctx, late)
+	if err != nil || lp.State != queue.StateWaiting || lp.Seq != n {
+		t.Fatalf("late join: %+v %v", lp, err)
+	}
+	r, err := a.TickOnce(ctx, "drop") // runs the draw
+	if err != nil || r.Phase != queue.DrawFrozen || r.Admitted != 0 {
+		t.Fatalf("start tick: %+v %v", r, err)
+	}
+	d, err = f.q.Draw(ctx, "drop")
+	if err != nil || d.Phase != queue.DrawDone || d.Participants != n-1 || d.Seed == "" {
+		t.Fatalf("draw after: %+v %v", d, err)
+	}
+	order, err := f.q.DrawOrder(ctx, "drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(order, "\n"), "\n")
+	if err := draw.Verify(d.Seed, d.Commitment, d.ParticipantsHash, lines); err != nil {
+		t.Fatalf("published draw does not verify: %v", err)
+	}
+	// Every member placed once, at its drawn place; positions 1…n-1 exact.
+	byID := map[string]int{}
+	for i, id := range lines {
+		byID[id] = i + 1
+	}
+	seen := map[int64]bool{}
+	for _, tk := range tickets[:n-1] {
+		p, err := f.q.Status(ctx, tk)
+		if err != nil || p.State != queue.StateWaiting {
+			t.Fatalf("status after the draw: %+v %v", p, err)
+		}
+		if int64(byID[draw.ID(tk.ID)]) != p.Position || seen[p.Position] {
+			t.Fatalf("ticket at position %d, drawn place %d", p.Position, byID[draw.ID(tk.ID)])
+		}
+		seen[p.Position] = true
+	}
+	if p, _ := f.q.Status(ctx, late); p.Position != n {
+		t.Fatalf("late joiner at %d, want %d", p.Position, n)
+	}
+	if _, _, err := f.q.Put(ctx, "drop", queue.SettingsPatch{StartsAt: timep(time.Now().Add(time.Hour))}); !errors.Is(err, queue.ErrDrawDone) {
+		t.Fatalf("changed start after the draw: %v", err)
+	}
+	// Admission now runs in drawn order.
+	time.Sleep(50 * time.Millisecond)
+	got := map[string]bool{}
+	for range 20 {
+		if _, err := a.TickOnce(ctx, "drop"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var admitted []int
+	for _, tk := range tickets[:n-1] {
+		if p, _ := f.q.Status(ctx, tk); p.State == queue.StateAdmitted {
+			admitted = append(admitted, byID[draw.ID(tk.ID)])
+			got[tk.ID] = true
+		}
+	}
+	sort.Ints(admitted)
+	for i, v := range admitted {
+		if v != i+1 {
+			t.Fatalf("admitted drawn places %v: not a prefix", admitted)
+		}
+	}
+	if len(admitted) == 0 {
+		t.Fatal("nobody admitted after the draw")
+	}
+}
+
+// TestDrawIsUniform runs 40 draws of 2,000 pre-queue members each through the real join,
+// freeze and draw code and tests, with a chi-square test on a 10 × 10 table (join decile
+// against drawn decile), that the drawn place does not depend on the order of joining.
+func TestDrawIsUniform(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const draws, members, bins = 40, 2000, 10
+	counts := make([][]int, bins)
+	for i := range counts {
+		counts[i] = make([]int, bins)
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	for d := range draws {
+		name := "uniform-" + string(rune('a'+d/26)) + string(rune('a'+d%26))
+		f.mkQueue(t, name, 0, 0)
+		f.schedule(t, name, time.Now().Add(time.Hour))
+		ids := make([]string, members)
+		for i := range members {
+			tk, _ := f.signer.New(name)
+			if _, _, err := f.q.Join(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = tk.ID
+		}
+		// The sale starts now (a cleared start on a scheduled queue).
+		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.TickOnce(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		order, err := f.q.DrawOrder(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		place := map[string]int{}
+		for i, id := range strings.Split(strings.TrimSuffix(order, "\n"), "\n") {
+			place[id] = i
+		}
+		if len(place) != members {
+			t.Fatalf("draw %d ordered %d members, want %d", d, len(place), members)
+		}
+		for i, id := range ids {
+			p, ok := place[draw.ID(id)]
+			if !ok {
+				t.Fatalf("draw %d lost member %d", d, i)
+			}
+			counts[i*bins/members][p*bins/members]++
+		}
+	}
+	stat, df := draw.ChiSquareUniform(counts)
+	crit := draw.ChiSquareCritical001(df)
+	t.Logf("chi-square over %d draws of %d: %.1f with %d degrees of freedom (p = 0.001 critical value %.1f)", draws, members, stat, df, crit)
+	if stat > crit {
+		t.Fatalf("drawn place depends on join order: chi-square %.1f > %.1f", stat, crit)
+	}
+}
+
+func TestScheduleRules(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "busy", 0, 0)
+	tk, _ := f.signer.New("busy")
+	if _, _, err := f.q.Join(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.q.Put(ctx, "busy", queue.SettingsPatch{StartsAt: timep(time.Now().Add(time.Hour))}); !errors.Is(err, queue.ErrQueueNotEmpty) {
+		t.Fatalf("schedule with people waiting: %v", err)
+	}
+	f.mkQueue(t, "sched", 0, 0)
+	for _, c := range []struct {
+		p     queue.SettingsPatch
+		field string
+	}{
+		{queue.SettingsPatch{StartsAt: timep(time.Now().Add(-time.Minute))}, "starts_at"},
+		{queue.SettingsPatch{EndsAt: timep(time.Now().Add(-time.Minute))}, "ends_at"},
+		{queue.SettingsPatch{StartsAt: timep(time.Now().Add(2 * time.Hour)), EndsAt: timep(time.Now().Add(time.Hour))}, "starts_at"},
+		{queue.SettingsPatch{Method: methodp("lottery")}, "method"},
+		{queue.SettingsPatch{Method: methodp(queue.MethodPassthrough)}, "method"},
+	} {
+		_, _, err := f.q.Put(ctx, "sched", c.p)
+		var ie *queue.InvalidError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Fatalf("%+v: %v, want a refusal of %s", c.p, err, c.field)
+		}
+	}
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	s, _, err := f.q.Put(ctx, "sched", queue.SettingsPatch{StartsAt: timep(at)})
+	if err != nil || s.StartsAt == nil || !s.StartsAt.Equal(at) {
+		t.Fatalf("schedule: %+v %v", s, err)
+	}
+	d1, _ := f.q.Draw(ctx, "sched")
+	// Moving the start of a scheduled queue keeps its pre-queue and its commitment.
+	tk2, _ := f.signer.New("sched")
+	if p, _, err := f.q.Join(ctx, tk2); err != nil || p.State != queue.StatePrequeue {
+		t.Fatalf("pre-queue join: %+v %v", p, err)
+	}
+	if _, _, err := f.q.Put(ctx, "sched", queue.SettingsPatch{StartsAt: timep(at.Add(time.Minute))}); err != nil {
+		t.Fatal(err)
+	}
+	if d2, _ := f.q.Draw(ctx, "sched"); d2.Commitment != d1.Commitment {
+		t.Fatal("moving the start changed the commitment")
+	}
+	// Re-sending the same value is accepted; clearing it starts the sale now.
+	if _, _, err := f.q.Put(ctx, "sched", queue.SettingsPatch{StartsAt: timep(at.Add(time.Minute))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.q.Put(ctx, "sched", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
+		t.Fatal(err)
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	if r, err := a.TickOnce(ctx, "sched"); err != nil || r.Phase != queue.DrawFrozen {
+		t.Fatalf("tick after clearing the start: %+v %v", r, err)
+	}
+	if p, err := f.q.Status(ctx, tk2); err != nil || p.State != queue.StateWaiting || p.Position != 1 {
+		t.Fatalf("member after the draw: %+v %v", p, err)
+	}
+}
+
+func methodp(m queue.Method) *queue.Method { return &m }
+
+// TestDrawRerunAfterLeaderLoss: a leader that lost its lease in the middle of a draw leaves
+// the phase at "drawing"; the next leader draws again and nobody is placed twice or lost,
+// including a member who left between the freeze and the draw.
+func TestDrawRerunAfterLeaderLoss(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "rerun", 0, 0)
+	start := time.Now().Add(300 * time.Millisecond)
+	f.schedule(t, "rerun", start)
+	var tickets []queue.Ticket
+	for range 500 {
+		tk, _ := f.signer.New("rerun")
+		if _, _, err := f.q.Join(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	time.Sleep(time.Until(start) + 5*time.Millisecond)
+	// A join after the start freezes the list (nobody has drawn yet).
+	late, _ := f.signer.New("rerun")
+	if _, _, err := f.q.Join(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	// One member leaves while the draw has not placed it.
+	if err := f.q.Leave(ctx, tickets[7]); err != nil {
+		t.Fatal(err)
+	}
+	// The first leader places part of the list, then its lease is taken away mid-draw.
+	first := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "first", DrawBatch: 100})
+	stop := make(chan struct{})
+	go func() {
+		defer close(stop)
+		for {
+			placed, _ := f.rdb.HGet(ctx, "wr:{q:rerun}:draw", "placed").Int()
+			if placed > 0 {
+				f.rdb.Del(ctx, "wr:{q:rerun}:lease")
+				return
+			}
+		}
+	}()
+	_, _ = first.TickOnce(ctx, "rerun")
+	<-stop
+	second := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "second"})
+	f.rdb.Del(ctx, "wr:{q:rerun}:lease")
+	if _, err := second.TickOnce(ctx, "rerun"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.q.Draw(ctx, "rerun")
+	if err != nil || d.Phase != queue.DrawDone || d.Participants != 500 {
+		t.Fatalf("draw: %+v %v", d, err)
+	}
+	positions := map[int64]bool{}
+	for i, tk := range tickets {
+		p, err := f.q.Status(ctx, tk)
+		if i == 7 {
+			if !errors.Is(err, queue.ErrNoPlace) {
+				t.Fatalf("the member who left: %+v %v", p, err)
+			}
+			continue
+		}
+		if err != nil || p.State != queue.StateWaiting || positions[p.Position] || p.Position < 1 || p.Position > 499 {
+			t.Fatalf("member %d: %+v %v", i, p, err)
+		}
+		positions[p.Position] = true
+	}
+	if p, _ := f.q.Status(ctx, late); p.Position != 500 {
+		t.Fatalf("late joiner at %d, want 500 (behind 499 drawn members)", p.Position)
+	}
+	if n, _ := f.rdb.ZCard(ctx, "wr:{q:rerun}:waiting").Result(); n != 500 {
+		t.Fatalf("%d in the line, want 500", n)
+	}
+}
+
+func TestMethodsSoldOutAndEnd(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+
+	t.Run("reject", func(t *testing.T) {
+		f.mkQueue(t, "rej", 5, 0)
+		if _, _, err := f.q.Put(ctx, "rej", queue.SettingsPatch{Method: methodp(queue.MethodReject)}); err != nil {
+			t.Fatal(err)
+		}
+		tk, _ := f.signer.New("rej")
+		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrQueueNotOpen) {
+			t.Fatalf("join a reject queue: %v", err)
+		}
+	})
+
+	t.Run("passthrough admits at once until max_active, then a line forms and drains back", func(t *testing.T) {
+		f.mkQueue(t, "pt", 1000, 3)
+		if _, _, err := f.q.Put(ctx, "pt", queue.SettingsPatch{Method: methodp(queue.MethodPassthrough)}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = a.TickOnce(ctx, "pt") // the first tick only starts the clock
+		var tks []queue.Ticket
+		for i := range 5 {
+			tk, _ := f.signer.New("pt")
+			p, _, err := f.q.Join(ctx, tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := queue.StateAdmitted
+			if i >= 3 {
+				want = queue.StateWaiting
+			}
+			if p.State != want || (want == queue.StateAdmitted && p.Token == "") {
+				t.Fatalf("joiner %d: %+v, want %s", i, p, want)
+			}
+			if want == queue.StateWaiting && p.Position != int64(i-2) {
+				t.Fatalf("joiner %d at %d", i, p.Position)
+			}
+			tks = append(tks, tk)
+		}
+		// Two tokens are given back: the line (2) drains by ticks, then joins pass through again.
+		for _, tk := range tks[:2] {
+			if err := f.q.Leave(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		if r, err := a.TickOnce(ctx, "pt"); err != nil || r.Admitted != 2 {
+			t.Fatalf("drain tick: %+v %v", r, err)
+		}
+		_ = f.q.Leave(ctx, tks[2])
+		tk, _ := f.signer.New("pt")
+		if p, _, err := f.q.Join(ctx, tk); err != nil || p.State != queue.StateAdmitted {
+			t.Fatalf("after the line drained: %+v %v", p, err)
+		}
+	})
+
+	t.Run("random admits chosen waiters and keeps positions exact", func(t *testing.T) {
+		f.mkQueue(t, "rnd", 0, 0)
+		if _, _, err := f.q.Put(ctx, "rnd", queue.SettingsPatch{Method: methodp(queue.MethodRandom)}); err != nil {
+			t.Fatal(err)
+		}
+		var tks []queue.Ticket
+		for range 200 {
+			tk, _ := f.signer.New("rnd")
+			if _, _, err := f.q.Join(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			tks = append(tks, tk)
+		}
+		_, _ = a.TickOnce(ctx, "rnd")
+		if _, _, err := f.q.Put(ctx, "rnd", queue.SettingsPatch{RatePerSecond: f64(200)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		r, err := a.TickOnce(ctx, "rnd")
+		if err != nil || r.Admitted < 5 {
+			t.Fatalf("random tick: %+v %v", r, err)
+		}
+		var firstHalf int
+		pos := map[int64]bool{}
+		for i, tk := range tks {
+			p, _ := f.q.Status(ctx, tk)
+			if p.State == queue.StateAdmitted {
+				if i < 100 {
+					firstHalf++
+				}
+				continue
+			}
+			if pos[p.Position] || p.Position < 1 || p.Position > 200-r.Admitted {
+				t.Fatalf("position %d after a random admission of %d", p.Position, r.Admitted)
+			}
+			pos[p.Position] = true
+		}
+		if firstHalf == int(r.Admitted) {
+			t.Logf("all %d admitted came from the first half (possible, unlikely)", r.Admitted)
+		}
+	})
+
+	t.Run("sold out stops admission and keeps places; restock resumes in order", func(t *testing.T) {
+		f.mkQueue(t, "so", 1000, 0)
+		var tks []queue.Ticket
+		for range 3 {
+			tk, _ := f.signer.New("so")
+			_, _, _ = f.q.Join(ctx, tk)
+			tks = append(tks, tk)
+		}
+		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
+			t.Fatal(err)
+		}
+		tk, _ := f.signer.New("so")
+		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrSoldOut) {
+			t.Fatalf("join while sold out: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 0 {
+			t.Fatalf("admitted %d while sold out", r.Admitted)
+		}
+		if p, _ := f.q.Status(ctx, tks[2]); p.Position != 3 || !p.SoldOut {
+			t.Fatalf("place while sold out: %+v", p)
+		}
+		_ = f.q.SetSoldOut(ctx, "so", false)
+		time.Sleep(20 * time.Millisecond)
+		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 3 {
+			t.Fatalf("admitted %d after restock", r.Admitted)
+		}
+		if err := f.q.SetSoldOut(ctx, "nope", true); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := f.rdb.Exists(ctx, "wr:{q:nope}:cfg").Result(); n != 0 {
+			t.Fatal("sold out made a stray queue")
+		}
+	})
+
+	t.Run("ends_at drops every place", func(t *testing.T) {
+		f.mkQueue(t, "end", 0, 0)
+		var tks []queue.Ticket
+		for range 2500 {
+			tk, _ := f.signer.New("end")
+			_, _, _ = f.q.Join(ctx, tk)
+			tks = append(tks, tk)
+		}
+		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: timep(time.Now().Add(200 * time.Millisecond))}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if _, err := a.TickOnce(ctx, "end"); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := f.q.Settings(ctx, "end")
+		if !s.Ended {
+			t.Fatal("not ended")
+		}
+		if _, err := f.q.Status(ctx, tks[0]); !errors.Is(err, queue.ErrNoPlace) {
+			t.Fatalf("a place survived the end: %v", err)
+		}
+		tk, _ := f.signer.New("end")
+		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrQueueEnded) {
+			t.Fatalf("join after the end: %v", err)
+		}
+		if n, _ := f.rdb.ZCard(ctx, "wr:{q:end}:waiting").Result(); n != 0 {
+			t.Fatalf("%d still waiting", n)
+		}
+		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: timep(time.Now().Add(time.Hour))}); err == nil {
+			t.Fatal("a new end accepted after the end")
+		}
+	})
+}
