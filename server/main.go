@@ -151,7 +151,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
-		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, Log: log,
+		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
 	})
 	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
