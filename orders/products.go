@@ -210,3 +210,18 @@ func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err
 	}
 	return created, nil
 }
+
+// QueueSoldOut reports whether queue name is sold out: at least one product names it and
+// every product that does has stock 0. A queue that sells nothing is not sold out (its
+// line is not the shop's to stop). One query; products are few, so no index is needed.
+func (s *Store) QueueSoldOut(ctx context.Context, name string) (bool, error) {
+	var soldOut bool
+	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT count(*) > 0 AND COALESCE(bool_and(stock = 0), false) FROM products WHERE queue = $1`,
+			name).Scan(&soldOut)
+	})
+	if err != nil {
+		return false, fmt.Errorf("orders: queue %q sold out: %w", name, err)
+	}
+	return soldOut, nil
+}

@@ -68,6 +68,15 @@ end
 local function waiter(code, seq, lane)
   local w = LW[lane] or KEYS[3]
   local pos = redis.call('ZCOUNT', w, '-inf', seq)
+  if phase == 'f' and lane == '' then
+    -- The draw is placing the pre-queue: the reserved sequences it has not processed yet
+    -- (neither placed in the line nor recorded as departed) are ahead of this place too.
+    local d = redis.call('HMGET', KEYS[17], 'base', 'n')
+    local base, n = tonumber(d[1] or '0') or 0, tonumber(d[2] or '0') or 0
+    if tonumber(seq) > base + n then
+      pos = pos + n - redis.call('ZCOUNT', KEYS[3], base + 1, base + n) - redis.call('ZCOUNT', KEYS[13], base + 1, base + n)
+    end
+  end
   local other = 0
   if lane == '' then
     -- The priority line is empty when its counter has not passed its head (nobody joined

@@ -172,8 +172,10 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 	})
 
 	t.Run("a failed order leaves the token usable", func(t *testing.T) {
-		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 0, "queue": "retry"})
+		// The stock runs out after the buyer was admitted: a queue whose products are all
+		// out of stock admits nobody (drop day).
 		tickets, tokens := admittedUsers(t, in, "retry", 1)
+		admin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 0, "queue": "retry"})
 		if res, e, _ := order(t, in, tickets[0], tokens[0], "", buy); res.StatusCode != 409 || e.Error.Code != "sold_out" {
 			t.Fatalf("sold out: %d %s", res.StatusCode, e.Error.Code)
 		}
@@ -219,8 +221,9 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 func TestRateLimitScopes(t *testing.T) {
 	rs := redistest.Start(t)
 	in := startInProcess(t, "rl", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
-	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0, "queue": "rl"})
+	// Out of stock only after the buyers were admitted: a sold-out queue admits nobody (drop day).
 	tickets, tokens := admittedUsers(t, in, "rl", 12)
+	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0, "queue": "rl"})
 	buy := map[string]any{"product_id": "p", "quantity": 1}
 
 	// Slow refills (one token per 10 s) so the test's own duration cannot refill a bucket.

@@ -157,6 +157,14 @@ func TestBrowserJourney(t *testing.T) {
 		t.Errorf("the server log contains alice's admission token")
 	}
 
+	// The queue's only product is sold out, so drop refuses new joiners (423 sold_out);
+	// a restock reopens it for the next two.
+	var e errResp
+	if res := call(t, "POST", in.url+"/api/queues/drop/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "sold_out" {
+		t.Fatalf("join of a sold-out queue: %d %+v", res.StatusCode, e)
+	}
+	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"stock": 5})
+
 	// 4. The admin dashboard follows the live SSE connections. Alice's and Bob's streams
 	// ended when they left their waiting pages, so the count settles at 0.
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": true})

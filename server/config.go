@@ -176,7 +176,7 @@ var settings = []setting{
 	{"WR_UPDATE_INTERVAL", "1s", "at most one position event per stream per interval", durSetting(func(c *config) *time.Duration { return &c.UpdateInterval }, 100*time.Millisecond)},
 	{"WR_UPDATE_FRONT", "5000", "positions 1…N get a position event every interval (when it changed)", intSetting(func(c *config) *int { return &c.UpdateFront }, 1, 100_000_000)},
 	{"WR_UPDATE_BACK_EVERY", "3", "waiters behind the front get one every N-th interval, spread evenly (1 = every interval)", intSetting(func(c *config) *int { return &c.BackEvery }, 1, 3600)},
-	{"WR_HEARTBEAT", "15s", "SSE heartbeat comment and dead-client check", durSetting(func(c *config) *time.Duration { return &c.Heartbeat }, time.Second)},
+	{"WR_HEARTBEAT", "15s", "SSE heartbeat (event: ping) and dead-client check", durSetting(func(c *config) *time.Duration { return &c.Heartbeat }, time.Second)},
 	{"WR_STREAMS_PER_IP", "50", "concurrent streams per client address on each instance", intSetting(func(c *config) *int { return &c.StreamsPerIP }, 1, 1_000_000)},
 	{"WR_STREAM_WRITE_TIMEOUT", "250ms", "a stream write blocked this long drops the (non-reading) client", durSetting(func(c *config) *time.Duration { return &c.StreamWrite }, 10*time.Millisecond)},
 	{"WR_PG_MAX_CONNS", "20", "PostgreSQL pool size", intSetting(func(c *config) *int { return &c.PGMaxConns }, 1, 10000)},

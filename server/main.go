@@ -167,8 +167,20 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
 	})
 	a.srv = srv
+	if err == nil {
+		// Sold-out flags follow the products' stock; stock changed while no instance ran
+		// (or by hand in PostgreSQL) is picked up here.
+		sctx, cancel := context.WithTimeout(ctx, soldOutSyncTimeout)
+		if serr := srv.SyncSoldOut(sctx); serr != nil {
+			log.Warn().Err(serr).Msg("sold out: could not check every queue at start")
+		}
+		cancel()
+	}
 	return a, closeAll, err
 }
+
+// soldOutSyncTimeout bounds the sold-out check of every queue at start.
+const soldOutSyncTimeout = 10 * time.Second
 
 // openKeys loads the token-signing keys from Redis (making the first one on a new
 // deployment). The secret that seals them is WR_SECRET.

@@ -155,7 +155,10 @@ var requiredIDs = map[string][]string{
 	"index": {"main", "queues", "wr-messages"},
 	"queue": {"room", "conn-state", "joining", "waiting", "position", "ahead", "eta", "waiting-count", "rate",
 		"progress", "leave", "admitted", "countdown", "go-order", "expired", "rejoin", "left", "join-again",
-		"join-error", "notice", "announce", "announce-urgent"},
+		"join-error", "notice", "announce", "announce-urgent",
+		// Drop day: the pre-queue, the draw id, the lottery, sold out, the end.
+		"prequeue", "starts-countdown", "starts-at", "prequeue-size", "draw-id-box", "draw-id", "draw-id-full",
+		"draw-verify", "prequeue-leave", "lottery", "lottery-line", "sold-out", "ended", "drawn"},
 	"order": {"shop", "token-state", "token-left", "no-token", "product", "product-name", "price", "stock",
 		"buy-form", "qty", "buy", "order-result", "order-result-text", "order-id", "back-to-line"},
 	"admin": {"login", "admin-login", "admin-token", "dashboard", "admin-conn", "admin-error", "admin-logout",
@@ -264,6 +267,12 @@ func TestEveryKeyUsedExists(t *testing.T) {
 	// Keys built at run time: t('conn_' + state).
 	for _, state := range []string{"connecting", "live", "reconnecting", "closed"} {
 		check("conn_ state", "conn_"+state)
+	}
+	for _, draw := range []string{"none", "scheduled", "drawing", "done"} {
+		check("admin_draw_ state", "admin_draw_"+draw)
+	}
+	for _, method := range []string{"random", "passthrough", "reject"} {
+		check("admin_badge_ method", "admin_badge_"+method)
 	}
 }
 
@@ -376,6 +385,59 @@ func TestIndexGroupsDigits(t *testing.T) {
 		}
 		if !strings.Contains(buf.String(), tt.want) {
 			t.Errorf("waiting %d: output lacks %q", tt.n, tt.want)
+		}
+	}
+}
+
+// The drop-day states of the waiting page and the dashboard's sale form: the sentences the
+// buyer reads, the verification link, and the sale controls with their error slots.
+func TestDropDay(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	en := static.Messages("en")
+	for key, want := range map[string]string{
+		"pre_draw_explain":   "The draw happens at the start: everyone who is here before then gets a random place",
+		"lottery":            "You are in the draw — {n} waiting",
+		"sold_out_body":      "Sold out — your place is kept in case stock comes back",
+		"ended_title":        "The sale has ended",
+		"err_not_open_title": "The sale is not open",
+	} {
+		if en[key] != want {
+			t.Errorf("%s = %q, want %q", key, en[key], want)
+		}
+	}
+	q := render(t, tmpl, "queue", pages("en")["queue"])
+	for _, want := range []string{
+		`<a id="draw-verify" href="/api/queues/demo/draw">`,
+		`<section id="sold-out" class="card warning" hidden role="status"`,
+		`<strong id="starts-countdown" class="countdown countdown-big" role="timer" data-seconds="">`,
+		`<details id="draw-id-box"`,
+	} {
+		if !strings.Contains(q, want) {
+			t.Errorf("queue page lacks %s", want)
+		}
+	}
+	out := render(t, tmpl, "admin", pages("ko")["admin"])
+	m := regexp.MustCompile(`(?s)<form class="queue-form sale-form" data-testid="sale-form"[^>]*>(.*?)</form>`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("tpl-queue has no sale form")
+	}
+	form := m[1]
+	for _, want := range []string{
+		`<input name="starts_at" type="datetime-local" step="1"`, `<input name="ends_at" type="datetime-local" step="1"`,
+		`data-clear="starts_at"`, `data-clear="ends_at"`, `<select name="method"`,
+		`<option value="fifo">`, `<option value="random">`, `<option value="passthrough">`, `<option value="reject">`,
+		`data-error-for="starts_at"`, `data-error-for="ends_at"`, `data-error-for="method"`,
+	} {
+		if !strings.Contains(form, want) {
+			t.Errorf("sale form lacks %s", want)
+		}
+	}
+	for _, f := range []string{"starts_at", "ends_at", "prequeue", "draw", "products", "badge-sold-out", "badge-ended", "badge-method"} {
+		if !strings.Contains(out, `data-field="`+f+`"`) {
+			t.Errorf("queue card lacks [data-field=%s]", f)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/draw"
 )
 
 // conn is one open SSE stream. After the HTTP handshake no goroutine belongs to it: the
@@ -15,30 +16,36 @@ import (
 // a kilobyte of server memory (Fiber's SetBodyStreamWriter costs ~29 KB and 2 goroutines).
 type conn struct {
 	nc     net.Conn
+	qh     *qhub // its queue (nil only for conns made by tests without Attach)
 	queue  string
 	ticket string
-	seq    int64
 	ip     string
 	shard  *shard
 	hbSlot int   // which of the shard's heartbeat slots pings this stream
 	tier   int64 // behind the front of the line, the fan-out rounds (mod BackEvery) that refresh it
 
 	// Guarded by the queue's lock (qhub.mu).
+	seq       int64 // its place in its lane's line; 0 while in the pre-queue (set by the draw)
 	lastPos   int64
 	lastETA   float64
-	admitted  bool // admitted or expired: no more position events
-	expired   bool // the expired event has been queued
+	lastWait  int64 // the waiting count last sent, where no position is shown (random)
+	lastPre   int64 // the pre-queue size last sent
+	admitted  bool  // admitted or expired (or the sale ended): no more position events
+	expired   bool  // the expired event has been queued
+	pre       bool  // in a scheduled queue's pre-queue: no position until the draw places it
+	ended     bool  // the closed event has been queued
 	checking  bool
 	lane      uint8 // the line this stream's ticket waits in (laneNormal…); set at attach, never changed
 	checkedAt time.Time
 
 	// Guarded by shard.mu.
-	pri    [][]byte // handshake, admitted, expired: never dropped, written first
-	pos    []byte   // latest position wins
-	queued bool
-	closed bool
-	ready  bool // the response head has been written; heartbeats may follow
-	final  bool // admitted/expired queued: later position frames are dropped
+	pri     [][]byte // handshake, admitted, expired: never dropped, written first
+	pos     []byte   // latest position wins
+	queued  bool
+	closed  bool
+	ready   bool // the response head has been written; heartbeats may follow
+	final   bool // admitted/expired queued: later position frames are dropped
+	closing bool // the closed event is queued: nothing more, and the stream closes after it
 	// admitAt is when Redis admitted this stream's ticket, set while its live admitted
 	// frame waits to be written (for sse_admitted_delivery_seconds).
 	admitAt time.Time
@@ -93,38 +100,65 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		h.Unreserve()
 		return ErrClosed
 	}
-	c := &conn{nc: nc, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1,
-		lane: laneIndex(w.Place.Lane)}
+	c := &conn{nc: nc, qh: qh, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1, lastWait: -1,
+		lastPre: -1, lane: laneIndex(w.Place.Lane)}
 	h.place(c)
 
 	head := responseHead(jitterDur(h.cfg.Retry, 0.25), w.Header)
-	var token string
-	if w.Place.State == queue.StateAdmitted {
+	var token, drawID string
+	switch w.Place.State {
+	case queue.StateAdmitted:
 		token = h.placeToken(w.Queue, w.Ticket, w.Place) // signed before the lock: it takes tens of µs
+	case queue.StatePrequeue:
+		if drawID = w.Place.DrawID; drawID == "" {
+			drawID = draw.ID(w.Ticket) // a hash: also kept out of the lock
+		}
 	}
 	qh.mu.Lock()
 	qh.conns[c] = struct{}{}
 	qh.byTicket[c.ticket] = append(qh.byTicket[c.ticket], c)
+	l := &qh.line
 	var first []byte
-	switch w.Place.State {
-	case queue.StateAdmitted:
+	kind, soldOut := framePriority, false
+	switch {
+	case l.sale.ended:
+		// The sale is over and every place dropped: the closed event, then the stream ends
+		// (the client's reconnect is answered 204 by the web layer, which stops it).
+		c.admitted, c.ended = true, true
+		first, kind = closedFrame(l.ev), frameClose
+	case w.Place.State == queue.StateAdmitted:
 		c.admitted = true
-		first = admittedFrame(qh.line.ev, admitTick(w.Place, qh.line.tick), w.Queue, token, w.Place.TokenExpiresAt)
-	case queue.StateExpired, queue.StateUsed:
+		first = admittedFrame(l.ev, admitTick(w.Place, l.tick), w.Queue, token, w.Place.TokenExpiresAt)
+	case w.Place.State == queue.StateExpired, w.Place.State == queue.StateUsed:
 		c.admitted, c.expired = true, true
-		first = expiredFrame(qh.line.ev, qh.line.tick)
+		first = expiredFrame(l.ev, l.tick)
+	case w.Place.State == queue.StatePrequeue:
+		// Its Seq is its join number in the pre-queue, not a place in line: the draw gives it
+		// one (sale.go). A stream that connects once the draw is done (its Place was read
+		// before) is resolved by the next fan-out.
+		c.pre, c.seq = true, 0
+		starts, size := l.sale.sched.Starts, l.sale.prequeueSize()
+		if l.sale.phase() == queue.DrawNone { // a line not yet told of the schedule
+			starts, size = w.Place.StartsAt.UnixMilli(), w.Place.PrequeueSize
+		}
+		c.lastPre, soldOut = size, l.sale.soldOut
+		first = prequeueFrame(l.ev, starts, size, soldOut, drawID)
 	default:
-		pos := qh.line.positionOf(c.lane, c.seq)
+		pos := l.positionOf(c.lane, c.seq)
 		if pos == 0 {
 			// The line has passed this ticket since Redis was read: the admission message
 			// is being handled; the fan-out's check delivers the token.
 			pos = 1
 		}
-		c.lastPos, c.lastETA = pos, qh.line.etaOf(c.lane, pos)
-		first = newLaneRenderer(&qh.line, c.lane).render(pos)
+		c.lastPos, c.lastETA, c.lastWait = pos, l.etaOf(c.lane, pos), l.waitingIn(c.lane)
+		first = newLaneRenderer(l, c.lane).render(pos)
+		soldOut = l.sale.soldOut
 	}
 	c.shard.add(c)
-	c.shard.push(c, append(head, first...), framePriority)
+	c.shard.push(c, append(head, first...), kind)
+	if soldOut {
+		c.shard.push(c, soldOutFrame(l.ev), framePriority) // after its state, which says sold_out too
+	}
 	qh.mu.Unlock()
 	if h.isClosed() {
 		// Closed after the check above: shutdownConns may have taken its list already.
@@ -168,12 +202,18 @@ func (h *Hub) drop(c *conn, reason string) {
 	}
 	_ = c.nc.Close()
 
-	h.mu.Lock()
-	qh := h.queues[c.queue]
-	h.gone[c.queue] = append(h.gone[c.queue], c.ticket)
-	h.mu.Unlock()
+	qh := c.qh
+	if qh == nil {
+		qh = h.localQueue(c.queue)
+	}
+	touch := true
 	if qh != nil {
-		qh.forget(c)
+		touch = qh.forget(c)
+	}
+	if touch {
+		h.mu.Lock()
+		h.gone[c.queue] = append(h.gone[c.queue], c.ticket)
+		h.mu.Unlock()
 	}
 	h.ReleaseIP(c.ip)
 	n := h.count.Add(-1)
@@ -181,8 +221,10 @@ func (h *Hub) drop(c *conn, reason string) {
 	h.m.drops.WithLabelValues(reason).Inc()
 }
 
-// forget removes c from the queue's connection sets.
-func (qh *qhub) forget(c *conn) {
+// forget removes c from the queue's connection sets; it reports whether c's ticket wants a
+// last sign of life (not a pre-queue member, whose place does not expire before the start,
+// nor a stream closed by the end of the sale, whose place is gone).
+func (qh *qhub) forget(c *conn) bool {
 	qh.mu.Lock()
 	defer qh.mu.Unlock()
 	delete(qh.conns, c)
@@ -198,6 +240,7 @@ func (qh *qhub) forget(c *conn) {
 	} else {
 		qh.byTicket[c.ticket] = list
 	}
+	return !c.pre && !c.ended
 }
 
 // shutdownWriteTimeout bounds the last write (the retry) to each stream at shutdown.

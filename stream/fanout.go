@@ -61,15 +61,36 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 			return
 		}
 	}
+	qh.pushMu.Lock()
+	defer qh.pushMu.Unlock()
 	qh.mu.Lock()
 	var changes []change
+	var pres []*conn
+	l := &qh.line
 	qh.round++
 	front, every := h.cfg.UpdateFront, h.cfg.BackEvery
+	force := qh.force
+	qh.force = false
+	phase, size := l.sale.phase(), l.sale.prequeueSize()
 	for c := range qh.conns {
 		if c.admitted {
 			continue
 		}
-		pos := qh.line.positionOf(c.lane, c.seq)
+		if c.pre {
+			switch phase {
+			case queue.DrawScheduled:
+				if c.lastPre != size || force {
+					c.lastPre = size
+					pres = append(pres, c)
+				}
+			case queue.DrawDone:
+				// Drawn, and not placed by the draw loop yet: it connected with a place read
+				// before the draw finished, or the loop's read failed.
+				h.askDraw(qh)
+			}
+			continue
+		}
+		pos := l.positionOf(c.lane, c.seq)
 		if pos == 0 {
 			if !c.checking && time.Since(c.checkedAt) > checkEvery {
 				h.askCheck(qh, c)
@@ -79,34 +100,58 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 		// Behind the front of the line a waiter's turn comes every `every` rounds; tiers
 		// (given in order of arrival on this instance) spread the back of the line evenly
 		// over them, so each round carries the front plus 1/every of the rest.
-		if pos > front && every > 1 && (c.tier+qh.round)%every != 0 {
+		if !force && pos > front && every > 1 && (c.tier+qh.round)%every != 0 {
 			continue
 		}
-		eta := qh.line.etaOf(c.lane, pos)
+		eta := l.etaOf(c.lane, pos)
+		if l.hidesPosition(c.lane) {
+			// A lottery shows no place: the event changes with the number waiting.
+			if w := l.waitingIn(c.lane); w != c.lastWait || eta != c.lastETA || force {
+				c.lastPos, c.lastETA, c.lastWait = pos, eta, w
+				changes = append(changes, change{c, pos})
+			}
+			continue
+		}
+		if force {
+			c.lastPos = -1
+		}
 		if pos > c.lastPos && c.lastPos > 0 {
 			pos = c.lastPos // never show a higher number than before (cannot happen; belt and braces)
 		}
 		if pos != c.lastPos || eta != c.lastETA {
-			c.lastPos, c.lastETA = pos, eta
+			c.lastPos, c.lastETA, c.lastWait = pos, eta, l.waitingIn(c.lane)
 			changes = append(changes, change{c, pos})
 		}
 	}
 	// The renderers copy what they need of the line now (the lanes' renderers are made only
-	// when a stream of that lane changed).
-	r := renderers{l: &qh.line}
+	// when a stream of that lane changed); the prequeue event is one frame for all.
+	r := renderers{l: l}
 	for _, ch := range changes {
 		r.of(ch.c.lane)
+	}
+	var pf []byte
+	if len(pres) > 0 {
+		pf = prequeueFrame(l.ev, l.sale.sched.Starts, size, l.sale.soldOut, "")
 	}
 	qh.mu.Unlock()
 	// Rendering and queueing happen outside the queue's lock, so a tick message (and its
 	// admitted events) never waits for a fan-out; a position can no longer overtake an
 	// admitted event because push refuses positions after a final frame.
+	for _, c := range pres {
+		c.shard.push(c, pf, framePosition)
+	}
+	h.pushPositions(changes, &r)
+	h.m.fanout.Observe(time.Since(start).Seconds())
+}
+
+// pushPositions renders and queues position events, front of the line first; the caller
+// holds qh.pushMu (not qh.mu) and made r's renderers under qh.mu.
+func (h *Hub) pushPositions(changes []change, r *renderers) {
 	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
 	for _, ch := range changes {
 		ch.c.shard.push(ch.c, r.of(ch.c.lane).render(ch.pos), framePosition)
 	}
 	h.m.positionsSent.Add(float64(len(changes)))
-	h.m.fanout.Observe(time.Since(start).Seconds())
 }
 
 // checkReq asks a checker about one stream's ticket.
@@ -168,6 +213,13 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 			c.admitted, c.expired = true, true
 			c.shard.push(c, expiredFrame(qh.line.ev, qh.line.tick), frameFinal)
 		}
+	case p.State == queue.StateWaiting && c.seq == 0 && !c.pre && laneIndex(p.Lane) == c.lane:
+		// A pre-queue stream the draw loop found without a place, which has one after all:
+		// it takes it (else it would be checked again every checkEvery).
+		c.seq, c.lastPos = p.Seq, -1
+	case p.State == queue.StatePrequeue && !c.pre:
+		// Not drawn yet: back to the pre-queue until the draw is done.
+		c.pre, c.seq, c.lastPre = true, 0, -1
 	}
 	qh.mu.Unlock()
 	if drop {

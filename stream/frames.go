@@ -23,6 +23,27 @@ type expiredData struct {
 	Tick       int64  `json:"tick"`
 }
 
+// prequeueData is the pre-queue event of a scheduled queue before its start. DrawID (the
+// buyer's public id in the draw) is only in the event sent on connect: the later ones are
+// rendered once for every pre-queue stream.
+type prequeueData struct {
+	StartsAt     *string `json:"starts_at"`
+	PrequeueSize int64   `json:"prequeue_size"`
+	SoldOut      bool    `json:"sold_out"`
+	DrawID       string  `json:"draw_id,omitempty"`
+	ServerTime   string  `json:"server_time"`
+}
+
+type closedData struct {
+	Reason     string `json:"reason"`
+	ServerTime string `json:"server_time"`
+}
+
+// timeData is the payload of events that say nothing but when (sold_out, ping).
+type timeData struct {
+	ServerTime string `json:"server_time"`
+}
+
 // TimeFormat is RFC 3339 with milliseconds, as every event's server_time.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
@@ -73,7 +94,8 @@ func admittedFrame(ev, tick int64, queueName, token string, exp time.Time) []byt
 // hand (it is the fan-out's hot path: one event per changed waiter per second).
 type positionRenderer struct {
 	waiting int64
-	paused  bool
+	noETA   bool    // paused or sold out: nobody is let in
+	hidden  bool    // a lottery (method random): "position" and "eta_seconds" are null
 	arate   float64 // the lane's share of the measured rate (for the ETA)
 	rate    float64 // the lane's share of the configured rate (for the ETA)
 	prefix  []byte
@@ -88,7 +110,8 @@ func newPositionRenderer(l *line) *positionRenderer { return newLaneRenderer(l, 
 // "lane" (absent = normal, as before lanes existed).
 func newLaneRenderer(l *line, lane uint8) *positionRenderer {
 	f := l.rateShare(lane)
-	r := &positionRenderer{waiting: l.waitingIn(lane), paused: l.paused, arate: l.arate * f, rate: l.rate * f}
+	r := &positionRenderer{waiting: l.waitingIn(lane), noETA: l.paused || l.sale.soldOut, hidden: l.hidesPosition(lane),
+		arate: l.arate * f, rate: l.rate * f}
 	rate := l.rate
 	if l.paused {
 		rate = 0 // nobody is let in while paused
@@ -104,6 +127,10 @@ func newLaneRenderer(l *line, lane uint8) *positionRenderer {
 	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
 	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
 	r.suffix = strconv.AppendFloat(r.suffix, queue.RoundRate(l.arate), 'f', -1, 64)
+	r.suffix = append(r.suffix, ",\"paused\":"...)
+	r.suffix = strconv.AppendBool(r.suffix, l.paused)
+	r.suffix = append(r.suffix, ",\"sold_out\":"...)
+	r.suffix = strconv.AppendBool(r.suffix, l.sale.soldOut)
 	r.suffix = append(r.suffix, ",\"server_time\":\""...)
 	r.suffix = append(r.suffix, stamp()...)
 	r.suffix = append(r.suffix, "\",\"tick\":"...)
@@ -112,9 +139,10 @@ func newLaneRenderer(l *line, lane uint8) *positionRenderer {
 	return r
 }
 
-// eta is the ETA of position pos, -1 when there is none (paused, no rate).
+// eta is the ETA of position pos, -1 when there is none (paused, sold out, no rate, no
+// position shown).
 func (r *positionRenderer) eta(pos int64) float64 {
-	if r.paused {
+	if r.noETA || r.hidden {
 		return -1
 	}
 	return queue.ETA(pos, r.arate, r.rate)
@@ -123,7 +151,11 @@ func (r *positionRenderer) eta(pos int64) float64 {
 func (r *positionRenderer) render(pos int64) []byte {
 	b := make([]byte, 0, len(r.prefix)+len(r.suffix)+48)
 	b = append(b, r.prefix...)
-	b = strconv.AppendInt(b, pos, 10)
+	if r.hidden {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, pos, 10)
+	}
 	b = append(b, ",\"waiting\":"...)
 	b = strconv.AppendInt(b, r.waiting, 10)
 	b = append(b, ",\"eta_seconds\":"...)
@@ -138,3 +170,25 @@ func (r *positionRenderer) render(pos int64) []byte {
 func expiredFrame(ev, tick int64) []byte {
 	return frame(ev, "expired", expiredData{ServerTime: stamp(), Tick: tick})
 }
+
+// prequeueFrame is the pre-queue event: the start (Unix ms; 0 unknown, sent as null), the
+// pre-queue's size, sold out, and on connect the buyer's draw id.
+func prequeueFrame(ev, startsMs, size int64, soldOut bool, drawID string) []byte {
+	d := prequeueData{PrequeueSize: size, SoldOut: soldOut, DrawID: drawID, ServerTime: stamp()}
+	if startsMs > 0 {
+		s := time.UnixMilli(startsMs).UTC().Format(TimeFormat)
+		d.StartsAt = &s
+	}
+	return frame(ev, "prequeue", d)
+}
+
+func soldOutFrame(ev int64) []byte { return frame(ev, "sold_out", timeData{ServerTime: stamp()}) }
+
+// closedFrame ends a stream at the end of the sale (ends_at).
+func closedFrame(ev int64) []byte {
+	return frame(ev, "closed", closedData{Reason: "ended", ServerTime: stamp()})
+}
+
+// pingFrame is the heartbeat: an event, not a comment, so that pages can tell a silent
+// stream (a proxy that dropped it without closing) from a quiet queue. now is a stamp().
+func pingFrame(ev int64, now string) []byte { return frame(ev, "ping", timeData{ServerTime: now}) }

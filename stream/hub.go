@@ -6,28 +6,32 @@
 //
 // Files by noun: hub.go (the Hub, its lifecycle and registries), conn.go (one stream:
 // attach, drop, shutdown), shard.go (the writers), line.go (a queue's local copy of the
-// line), subscription.go (tick messages in), fanout.go (position events out), frames.go
-// (event rendering), presence.go (signs of life and the instance report).
+// line), subscription.go (tick messages in), fanout.go (position events out), sale.go (the
+// sale's announcements: pre-queue, draw, sold out, end), frames.go (event rendering),
+// presence.go (signs of life and the instance report).
 //
 // Lock order. There are three kinds of mutex, always taken in this order and never the
 // other way round:
 //
-//  1. qhub.mu — one queue's line and its connection sets, and the per-conn fields marked
+//  1. qhub.pushMu — one queue's pushers of position-like frames (the fan-out, the draw, the
+//     sold-out announcement), so that a frame computed earlier is never queued after one
+//     computed later; held while they push, never while reading Redis;
+//  2. qhub.mu — one queue's line and its connection sets, and the per-conn fields marked
 //     "guarded by the queue's lock";
-//  2. shard.mu — one writer's queues and the per-conn fields marked "guarded by shard.mu";
-//     taken under qhub.mu only inside shard.push/pushAt, and never held while taking
-//     another lock.
+//  3. shard.mu — one writer's queues and the per-conn fields marked "guarded by shard.mu";
+//     taken under the locks above only inside shard.push/pushAt, and never held while
+//     taking another lock.
 //
 // Hub.mu (the registries: queues, ips, gone, closed) is a leaf: it is held only to read or
 // change those maps and never while another lock is held or taken. drop takes shard.mu,
-// Hub.mu and qhub.mu one after the other and releases each before the next, so it must be
+// qhub.mu and Hub.mu one after the other and releases each before the next, so it must be
 // called with no lock held — code that finds a connection to drop while holding a lock
 // collects it and drops it after unlocking.
 //
 // Goroutines: Run starts every one of them (writers, subscription, fan-out, ticket checkers,
-// presence, report and sweep loops) in one errgroup and returns only when all have stopped; the
-// only other goroutine, the subscription's feed reader, is started by subscribe and waited
-// for before it returns.
+// the draw, presence, report and sweep loops) in one errgroup and returns only when all have
+// stopped; the only other goroutine, the subscription's feed reader, is started by subscribe
+// and waited for before it returns.
 package stream
 
 import (
@@ -53,6 +57,7 @@ type Source interface {
 	Snapshot(ctx context.Context, name string) (queue.Snapshot, error)
 	Touch(ctx context.Context, queue string, ids []string) error
 	TicketState(ctx context.Context, t queue.Ticket) (queue.Place, error)
+	Seqs(ctx context.Context, queue string, ids []string) ([]int64, error)
 	ReportInstance(ctx context.Context, in queue.Instance, ttl time.Duration) error
 	RemoveInstance(ctx context.Context, id string) error
 }
@@ -63,7 +68,7 @@ type Config struct {
 	UpdateInterval time.Duration // at most one position event per stream per interval (1 s)
 	UpdateFront    int64         // positions 1…UpdateFront are refreshed every interval (5,000)
 	BackEvery      int64         // the rest every BackEvery-th interval, spread evenly over them (3; 1 = every interval)
-	Heartbeat      time.Duration // ": ping" comment and dead-client check (15 s)
+	Heartbeat      time.Duration // "ping" event and dead-client check (15 s)
 	WriteTimeout   time.Duration // one write may block this long before the client is dropped (250 ms)
 	Retry          time.Duration // base EventSource retry sent on connect, jittered ±25 % (2 s)
 	ShutdownRetry  time.Duration // retry sent at shutdown is random in [Retry/4, this] (5 s)
@@ -144,21 +149,39 @@ type Hub struct {
 	sub    chan string   // queues to subscribe to
 	checks chan checkReq // tickets the line has passed, for the checkers to ask Redis about
 	sweeps chan struct{} // asks for a sweep of streams whose peer has gone (capacity needed)
+	draws  chan *qhub    // queues whose draw is done, for the draw loop to place their pre-queue streams
 }
 
 // qhub is one queue's local state and streams.
 type qhub struct {
-	name     string
-	mu       sync.Mutex
+	name   string
+	pushMu sync.Mutex // see the lock order above
+	mu     sync.Mutex
+	// ev is line.ev, readable without the lock (the writers' pings carry it).
+	ev       atomic.Int64
 	line     line
 	conns    map[*conn]struct{}
 	byTicket map[string][]*conn
 	round    int64 // fan-out rounds so far (picks this round's share of the back of the line)
+	// force makes the next fan-out send every stream its state, changed or not, whatever its
+	// tier (stock came back, or the method changed what a position event shows).
+	force bool
+	// drawAsked: the queue is with the draw loop, or queued for it.
+	drawAsked bool
+}
+
+// lastEv is the queue's current event id (0 for no queue).
+func (qh *qhub) lastEv() int64 {
+	if qh == nil {
+		return 0
+	}
+	return qh.ev.Load()
 }
 
 // Sizes of the hub's internal queues: a full one drops the request (it is repeated later).
 const (
 	subQueue   = 64   // queues waiting to be subscribed to
+	drawQueue  = 64   // queues waiting for the draw loop
 	checkQueue = 8192 // tickets waiting for a check (a lost tick may pass thousands at once)
 	checkers   = 8    // goroutines asking Redis about passed tickets
 )
@@ -169,7 +192,7 @@ func NewHub(src Source, cfg Config, reg prometheus.Registerer) *Hub {
 	h := &Hub{src: src, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
 		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue),
-		sweeps: make(chan struct{}, 1)}
+		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue)}
 	for range cfg.Shards {
 		h.shards = append(h.shards, newShard(h))
 	}
@@ -197,6 +220,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return h.subscribe(gctx) })
 	g.Go(func() error { h.fanoutLoop(gctx); return nil })
+	g.Go(func() error { h.drawLoop(gctx); return nil })
 	g.Go(func() error { h.presenceLoop(gctx); return nil })
 	g.Go(func() error { h.reportLoop(gctx); return nil })
 	g.Go(func() error { h.sweepLoop(gctx); return nil })

@@ -101,7 +101,7 @@ func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
 	for pings < 5 {
 		select {
 		case l := <-lines:
-			if l == ": ping" {
+			if l == "event: ping" {
 				pings++
 			}
 		case <-timeout:

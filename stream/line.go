@@ -25,6 +25,28 @@ type line struct {
 	gone    []int64 // sorted departed sequences above head
 	share   float64 // the queue's priority_share
 	lanes   [2]laneLine
+	sale    saleState
+}
+
+// saleState is what a line says besides positions (drop day): the schedule, sold out, the
+// method, the end. The stream turns its changes into announcements (sale.go).
+type saleState struct {
+	sched   queue.TickSchedule // Phase "" while the queue has no schedule
+	soldOut bool
+	random  bool // method random: a lottery, no position numbers in the normal line
+	ended   bool
+}
+
+// phase is the draw phase of a scheduled queue ("" for none).
+func (s saleState) phase() queue.DrawPhase { return queue.DrawPhase(s.sched.Phase) }
+
+// prequeueSize is the pre-queue's size: counted live before the start, the frozen list's
+// size after it (the leader counts the pre-queue only while it is open).
+func (s saleState) prequeueSize() int64 {
+	if s.phase() == queue.DrawScheduled {
+		return s.sched.Prequeue
+	}
+	return s.sched.N
 }
 
 // Lane indexes of a conn (lane) and of line.lanes (lane-1).
@@ -79,6 +101,10 @@ func (l *line) reset(s queue.Snapshot) {
 	l.gone = resetGone(l.gone, s.Gone, l.head)
 	l.lanes[0].reset(s.Priority)
 	l.lanes[1].reset(s.Bypass)
+	l.sale = saleState{soldOut: s.SoldOut, random: s.Method == queue.MethodRandom, ended: s.Ended}
+	if s.Sched != nil {
+		l.sale.sched = *s.Sched
+	}
 }
 
 // resetGone refills dst with the departures in src above head, sorted.
@@ -108,6 +134,12 @@ func (l *line) apply(m queue.Tick) {
 		if ls.B != nil {
 			l.lanes[1].apply(*ls.B)
 		}
+	}
+	// Every message states the whole sale (absent fields are their zero value), so the
+	// line takes it as it is.
+	l.sale = saleState{soldOut: m.SoldOut, random: m.Method == string(queue.MethodRandom), ended: m.Ended}
+	if m.Sched != nil {
+		l.sale.sched = *m.Sched
 	}
 }
 
@@ -171,9 +203,14 @@ func (l *line) rateShare(lane uint8) float64 {
 
 func (l *line) eta(pos int64) float64 { return l.etaOf(laneNormal, pos) }
 
-// etaOf is the ETA of a waiter at position pos of lane's line.
+// hidesPosition reports whether waiters of lane's line are shown no position: the normal
+// line of a random queue admits by lottery, so a place number would mean nothing.
+func (l *line) hidesPosition(lane uint8) bool { return l.sale.random && lane == laneNormal }
+
+// etaOf is the ETA of a waiter at position pos of lane's line, -1 when there is none:
+// paused or sold out (nobody is let in), or no position to estimate from.
 func (l *line) etaOf(lane uint8, pos int64) float64 {
-	if l.paused {
+	if l.paused || l.sale.soldOut || l.hidesPosition(lane) {
 		return -1
 	}
 	f := l.rateShare(lane)
@@ -191,15 +228,20 @@ func (h *Hub) resync(ctx context.Context, qh *qhub) error {
 	defer cancel()
 	s, err := h.src.Snapshot(ctx, qh.name)
 	qh.mu.Lock()
-	defer qh.mu.Unlock()
 	if err != nil {
 		qh.line.synced = false
+		qh.mu.Unlock()
 		return err
 	}
 	if qh.line.synced && s.Ev < qh.line.ev {
+		qh.mu.Unlock()
 		return nil // already newer than the snapshot
 	}
+	prev := qh.line.sale
 	qh.line.reset(s)
+	news := h.saleChanged(qh, prev)
+	qh.mu.Unlock()
 	h.m.resyncs.Inc()
+	h.announce(qh, news)
 	return nil
 }

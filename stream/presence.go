@@ -55,7 +55,9 @@ func (h *Hub) touchAll(ctx context.Context) {
 		qh.mu.Lock()
 		ids := make([]string, 0, len(qh.conns))
 		for c := range qh.conns {
-			if !c.admitted {
+			// A pre-queue place does not expire before the start (the grace starts when the
+			// draw places it), so it needs no sign of life: an idle pre-queue costs nothing.
+			if !c.admitted && !c.pre {
 				ids = append(ids, c.ticket)
 			}
 		}

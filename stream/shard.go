@@ -61,11 +61,25 @@ func (s *shard) isReady(c *conn) bool {
 	return c.ready
 }
 
+// pingable reports whether c may be pinged: its response head is out and it is not about
+// to close (nothing may follow a closed event).
+func (s *shard) pingable(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.ready && !c.closing && !c.closed
+}
+
 // Kinds of frames for push.
 const (
 	framePosition = iota // latest wins
 	framePriority        // never dropped, written first
 	frameFinal           // priority, and no position may follow it (admitted, expired)
+	// frameAnnounce is priority, and drops a position frame not yet written: it was
+	// rendered before the announcement (sold_out) and would contradict it if written after.
+	frameAnnounce
+	// frameClose is the last frame (closed): nothing may follow it, and the stream is
+	// closed once it is written.
+	frameClose
 )
 
 // push queues a frame for c; priority frames are never dropped, a position frame replaces
@@ -76,7 +90,7 @@ func (s *shard) push(c *conn, b []byte, kind int) { s.pushAt(c, b, kind, time.Ti
 // delivery delay is observed once the frame is written.
 func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 	s.mu.Lock()
-	if c.closed {
+	if c.closed || c.closing {
 		s.mu.Unlock()
 		return
 	}
@@ -90,8 +104,13 @@ func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 		if !admitAt.IsZero() {
 			c.admitAt = admitAt
 		}
-		if kind == frameFinal {
+		switch kind {
+		case frameFinal:
 			c.pos, c.final = nil, true
+		case frameAnnounce:
+			c.pos = nil
+		case frameClose:
+			c.pos, c.final, c.closing = nil, true, true
 		}
 	} else {
 		c.pos = b
@@ -145,6 +164,7 @@ type job struct {
 	c       *conn
 	frames  [][]byte
 	admitAt time.Time
+	close   bool // the frames end with a closing one: close the stream once they are written
 }
 
 // flush writes everything pending: priority frames first, then positions in the order the
@@ -191,7 +211,7 @@ func (s *shard) flush() {
 func (s *shard) takePriority(jobs []job) []job {
 	for _, c := range s.pri {
 		if len(c.pri) > 0 && !c.closed {
-			jobs = append(jobs, job{c, c.pri, c.admitAt})
+			jobs = append(jobs, job{c, c.pri, c.admitAt, c.closing})
 			c.pri, c.admitAt = nil, time.Time{}
 		}
 	}
@@ -210,6 +230,10 @@ func (s *shard) runJobs(jobs []job) {
 		if ok && !j.admitAt.IsZero() {
 			s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
 		}
+		if ok && j.close {
+			s.h.drop(j.c, "ended")
+			continue
+		}
 		if ok && !j.c.ready {
 			s.mu.Lock()
 			j.c.ready = true
@@ -218,10 +242,9 @@ func (s *shard) runJobs(jobs []job) {
 	}
 }
 
-var ping = []byte(": ping\n\n")
-
 // heartbeat pings one slot's streams (and notices closed peers), writing any admitted
-// event that arrives meanwhile before the next chunk of pings.
+// event that arrives meanwhile before the next chunk of pings. The ping is an event that
+// carries its queue's current event id, rendered once per queue per slot.
 func (s *shard) heartbeat(slot int) {
 	s.mu.Lock()
 	cs := make([]*conn, 0, len(s.conns)/hbSlots+1)
@@ -232,6 +255,8 @@ func (s *shard) heartbeat(slot int) {
 	}
 	s.mu.Unlock()
 	s.flush() // the response head of a new stream must precede any ping
+	now := stamp()
+	pings := map[*qhub][]byte{}
 	var jobs []job
 	for i, c := range cs {
 		if i > 0 && i%flushChunk == 0 {
@@ -241,14 +266,19 @@ func (s *shard) heartbeat(slot int) {
 			s.runJobs(jobs)
 			runtime.Gosched()
 		}
-		if !s.isReady(c) {
+		if !s.pingable(c) {
 			continue
 		}
 		if peerClosed(c.nc) {
 			s.h.drop(c, "client_closed")
 			continue
 		}
-		s.write(c, ping)
+		b := pings[c.qh]
+		if b == nil {
+			b = pingFrame(c.qh.lastEv(), now)
+			pings[c.qh] = b
+		}
+		s.write(c, b)
 	}
 }
 

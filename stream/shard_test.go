@@ -39,6 +39,9 @@ func (stubSource) Touch(context.Context, string, []string) error { return nil }
 func (stubSource) TicketState(context.Context, queue.Ticket) (queue.Place, error) {
 	return queue.Place{}, nil
 }
+func (stubSource) Seqs(_ context.Context, _ string, ids []string) ([]int64, error) {
+	return make([]int64, len(ids)), nil
+}
 func (stubSource) ReportInstance(context.Context, queue.Instance, time.Duration) error { return nil }
 func (stubSource) RemoveInstance(context.Context, string) error                        { return nil }
 
@@ -95,7 +98,7 @@ func (c *pipeClient) pings() []time.Time {
 	defer c.mu.Unlock()
 	var out []time.Time
 	for i, l := range c.lines {
-		if l == ": ping" {
+		if l == "event: ping" {
 			out = append(out, c.at[i])
 		}
 	}

@@ -181,8 +181,11 @@ func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 	}
 	// A message the snapshot already covers is not applied again, but its admissions and
 	// expiries are still delivered (both are idempotent per connection).
+	var news saleNews
 	if qh.line.synced && m.Ev == qh.line.ev+1 {
+		prev := qh.line.sale
 		qh.line.apply(m)
+		news = h.saleChanged(qh, prev)
 	}
 	// The tokens are signed after the lock is released (a signature costs tens of
 	// microseconds; a big tick must not hold the writers that long).
@@ -207,6 +210,7 @@ func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 		o.c.shard.pushAt(o.c, admittedFrame(m.Ev, m.Tick, name, token, time.UnixMilli(o.a.Exp)), frameFinal, admitAt)
 		h.m.admittedSent.Inc()
 	}
+	h.announce(qh, news) // after the admitted events: it may wait for a fan-out's pushes
 }
 
 // handout is an admitted connection waiting for its token.

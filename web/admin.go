@@ -56,6 +56,49 @@ type queueStatsJSON struct {
 	AdmitRate       float64  `json:"admit_rate"`
 	TickLagMs       float64  `json:"tick_lag_ms"`
 	Leader          string   `json:"leader"`
+	dropDayJSON
+}
+
+// dropDayJSON is a queue's schedule, method and sale state, in its settings and its stats.
+type dropDayJSON struct {
+	StartsAt *string      `json:"starts_at"` // RFC 3339, null when not scheduled
+	EndsAt   *string      `json:"ends_at"`
+	Method   queue.Method `json:"method"`
+	SoldOut  bool         `json:"sold_out"` // read-only: every product the queue sells has stock 0
+	Ended    bool         `json:"ended"`    // read-only: ends_at passed and the line was dropped
+	Prequeue int64        `json:"prequeue"` // read-only: the pre-queue's size before the start
+	Draw     string       `json:"draw"`     // read-only: none | scheduled | drawing | done
+}
+
+func dropDay(st queue.Settings, prequeue int64) dropDayJSON {
+	m := st.Method
+	if m == "" {
+		m = queue.MethodFIFO
+	}
+	return dropDayJSON{StartsAt: timeJSON(st.StartsAt), EndsAt: timeJSON(st.EndsAt), Method: m,
+		SoldOut: st.SoldOut, Ended: st.Ended, Prequeue: prequeue, Draw: drawPhaseName(st.DrawPhase)}
+}
+
+// drawPhaseName is the public name of a draw phase (the stored one is a letter).
+func drawPhaseName(p queue.DrawPhase) string {
+	switch p {
+	case queue.DrawScheduled:
+		return "scheduled"
+	case queue.DrawFrozen:
+		return "drawing"
+	case queue.DrawDone:
+		return "done"
+	}
+	return "none"
+}
+
+// timeJSON is an optional time as the API writes it (null for none).
+func timeJSON(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC().Format(stream.TimeFormat)
+	return &v
 }
 
 type statsJSON struct {
@@ -99,6 +142,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
 			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			dropDayJSON: dropDay(st.Settings, st.Prequeue),
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -166,6 +210,26 @@ type queueBody struct {
 	PowDifficulty   *int      `json:"pow_difficulty"`
 	PriorityShare   *float64  `json:"priority_share"`
 	AllowedOrigins  *[]string `json:"allowed_origins"`
+	// starts_at and ends_at are RFC 3339 or null (null clears); read raw so that a bad
+	// time is a 422 naming the field, not a 400 for the whole body.
+	StartsAt json.RawMessage `json:"starts_at"`
+	EndsAt   json.RawMessage `json:"ends_at"`
+	Method   *queue.Method   `json:"method"`
+}
+
+// queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}.
+type queueSettingsJSON struct {
+	Name            string   `json:"name"`
+	RatePerSecond   float64  `json:"rate_per_second"`
+	MaxActive       int64    `json:"max_active"`
+	TokenTTLSeconds int64    `json:"token_ttl_seconds"`
+	Paused          bool     `json:"paused"`
+	Closed          bool     `json:"closed"`
+	PlacesPerIP     int64    `json:"places_per_ip"`
+	PowDifficulty   int      `json:"pow_difficulty"`
+	PriorityShare   float64  `json:"priority_share"`
+	AllowedOrigins  []string `json:"allowed_origins"`
+	dropDayJSON
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -177,7 +241,17 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	st, created, err := s.d.Queue.Put(c.UserContext(), name, p)
+	_, created, err := s.d.Queue.Put(c.UserContext(), name, p)
+	if err != nil {
+		return err
+	}
+	if created {
+		s.resyncSoldOut(c.UserContext(), name)
+	}
+	// The answer is read back rather than taken from Put: it carries the pre-queue's size
+	// and what the schedule script stored (a start cleared on a scheduled queue means
+	// "start now", stored as the current time).
+	st, err := s.d.Queue.Stats(c.UserContext(), name)
 	if err != nil {
 		return err
 	}
@@ -185,21 +259,21 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(fiber.Map{
-		"name": st.Name, "rate_per_second": st.RatePerSecond, "max_active": st.MaxActive,
-		"token_ttl_seconds": int64(st.TokenTTL.Seconds()), "paused": st.Paused, "closed": st.Closed,
-		"places_per_ip": st.PlacesPerIP, "pow_difficulty": st.PowDifficulty, "priority_share": st.PriorityShare,
-		"allowed_origins": nonNil(st.AllowedOrigins),
+	return c.Status(status).JSON(queueSettingsJSON{
+		Name: st.Name, RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive,
+		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
+		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
+		AllowedOrigins: nonNil(st.AllowedOrigins), dropDayJSON: dropDay(st.Settings, st.Prequeue),
 	})
 }
 
 // parseQueueBody reads a partial queue settings body (the queue validates the values).
-func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
+func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 	var b queueBody
 	if err := decodeBody(body, &b); err != nil {
 		return queue.SettingsPatch{}, err
 	}
-	p := queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
+	p = queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
 		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
@@ -209,7 +283,37 @@ func parseQueueBody(body []byte) (queue.SettingsPatch, error) {
 		d := time.Duration(*b.TokenTTLSeconds) * time.Second
 		p.TokenTTL = &d
 	}
+	p.Method = b.Method
+	if p.StartsAt, err = parseTimeField("starts_at", b.StartsAt); err != nil {
+		return p, err
+	}
+	if p.EndsAt, err = parseTimeField("ends_at", b.EndsAt); err != nil {
+		return p, err
+	}
 	return p, nil
+}
+
+// parseTimeField reads an optional time of a settings body: absent → nil (keep), null →
+// the zero time (clear), an RFC 3339 string → that time; anything else is a 422 naming the
+// field. Times before 1970 are refused here because the zero time means "clear".
+func parseTimeField(field string, raw json.RawMessage) (*time.Time, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if string(raw) == "null" {
+		return &time.Time{}, nil
+	}
+	bad := &Error{Status: 422, Code: "invalid_settings", Field: field,
+		Message: field + " must be an RFC 3339 time (like 2030-06-01T10:00:00Z) or null."}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.Year() < 1970 {
+		return nil, bad
+	}
+	return &t, nil
 }
 
 type productBody struct {
@@ -230,9 +334,23 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &b); err != nil {
 		return err
 	}
+	// The queue the product is sold through before the change: when it moves, the queue it
+	// leaves may stop (or start) being sold out too. Two admins moving one product at the
+	// same instant may leave a flag stale until the next change or start.
+	var before string
+	if b.Queue != nil {
+		if old, err := s.d.Orders.Product(c.UserContext(), id); err == nil {
+			before = old.Queue
+		} else if !errors.Is(err, orders.ErrNotFound) {
+			return err
+		}
+	}
 	p, created, err := s.d.Orders.PutProduct(c.UserContext(), id, toPatch(b))
 	if err != nil {
 		return err
+	}
+	if b.Stock != nil || b.Queue != nil {
+		s.resyncSoldOut(c.UserContext(), p.Queue, before)
 	}
 	status := fiber.StatusOK
 	if created {

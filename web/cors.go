@@ -16,10 +16,10 @@ import (
 )
 
 // Cross-origin use (API.md, Integration). A queue's allowed_origins may use its buyer API
-// from their pages: join, challenge, status, stream, leave, and the orders and products of
-// the shop. Those routes answer an allowed origin with exact CORS headers (credentials
-// allowed) and a preflight for the methods and headers they take; every other origin gets
-// no CORS header, and every other route (admin API, pages) stays same-origin.
+// from their pages: join, challenge, status, stream, leave, the draw, and the orders and
+// products of the shop. Those routes answer an allowed origin with exact CORS headers
+// (credentials allowed) and a preflight for the methods and headers they take; every other
+// origin gets no CORS header, and every other route (admin API, pages) stays same-origin.
 
 // corsRoute is one route open to allowed origins.
 type corsRoute struct {
@@ -48,7 +48,7 @@ func corsRouteOf(path string) (corsRoute, bool) {
 	switch rest {
 	case "join", "challenge":
 		return corsRoute{queue: name, methods: "POST"}, true
-	case "status":
+	case "status", "draw", "draw/order":
 		return corsRoute{queue: name, methods: "GET"}, true
 	case "stream":
 		return corsRoute{queue: name, methods: "GET, HEAD"}, true

@@ -103,6 +103,21 @@ func mapError(err error) *Error {
 		return errorf(404, "queue_not_found", "No such queue.")
 	case errors.Is(err, queue.ErrQueueClosed):
 		return errorf(423, "queue_closed", "This queue is closed to new joiners.")
+	case errors.Is(err, queue.ErrQueueNotOpen):
+		// The queue's method is reject: the same code as closed (a page shows the same
+		// thing), with a message that says why.
+		return errorf(423, "queue_closed", "The sale is not open.")
+	case errors.Is(err, queue.ErrQueueEnded):
+		// Its own code: unlike closed, an ended sale never opens again (the page stops).
+		return errorf(423, "queue_ended", "The sale has ended.")
+	case errors.Is(err, queue.ErrSoldOut):
+		return errorf(423, "sold_out", "Sold out.")
+	case errors.Is(err, queue.ErrNoDraw):
+		return errorf(404, "no_draw", "This queue has no draw: it has no scheduled start.")
+	case errors.Is(err, queue.ErrQueueNotEmpty):
+		return errorf(409, "queue_not_empty", "People are waiting in this queue: a start can only be set while the line is empty.")
+	case errors.Is(err, queue.ErrDrawDone):
+		return errorf(409, "draw_done", "The sale has started: its start cannot change any more.")
 	case errors.Is(err, queue.ErrTicketInvalid):
 		return errorf(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
 	case errors.Is(err, queue.ErrTooManyPlaces):

@@ -10,27 +10,48 @@ import (
 
 // placeJSON is the body of join and status (API.md).
 type placeJSON struct {
-	Ticket         string      `json:"ticket"`
-	Queue          string      `json:"queue"`
-	State          queue.State `json:"state"`
-	Position       int64       `json:"position"`
-	Waiting        int64       `json:"waiting"`
-	ETASeconds     *float64    `json:"eta_seconds"`
-	AdmitRate      float64     `json:"admit_rate"`
-	Stream         string      `json:"stream"`
-	Lane           queue.Lane  `json:"lane"`
-	Token          string      `json:"token,omitempty"`
-	TokenExpiresAt string      `json:"token_expires_at,omitempty"`
+	Ticket string      `json:"ticket"`
+	Queue  string      `json:"queue"`
+	State  queue.State `json:"state"`
+	// Position is null where no position exists: in the pre-queue (the draw gives it) and in
+	// the normal line of a random queue (a lottery has no order).
+	Position       *int64     `json:"position"`
+	Waiting        int64      `json:"waiting"`
+	ETASeconds     *float64   `json:"eta_seconds"`
+	AdmitRate      float64    `json:"admit_rate"`
+	Stream         string     `json:"stream"`
+	Lane           queue.Lane `json:"lane"`
+	SoldOut        bool       `json:"sold_out"`
+	Token          string     `json:"token,omitempty"`
+	TokenExpiresAt string     `json:"token_expires_at,omitempty"`
+	// A pre-queue place (before a scheduled start): the start, the pre-queue's size and the
+	// buyer's public id in the draw (the hex SHA-256 of the ticket id, never the ticket).
+	StartsAt     string `json:"starts_at,omitempty"`
+	PrequeueSize *int64 `json:"prequeue_size,omitempty"`
+	DrawID       string `json:"draw_id,omitempty"`
 }
 
 func (s *Server) placeBody(t queue.Ticket, raw string, p queue.Place) placeJSON {
-	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Position: p.Position, Waiting: p.Waiting,
-		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream", Lane: p.Lane}
+	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Waiting: p.Waiting,
+		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream", Lane: p.Lane, SoldOut: p.SoldOut}
 	if out.Lane == "" {
 		out.Lane = queue.LaneNormal
 	}
-	if eta := p.ETA(); eta >= 0 {
-		out.ETASeconds = &eta
+	switch {
+	case p.State == queue.StatePrequeue:
+		out.PrequeueSize, out.DrawID = &p.PrequeueSize, p.DrawID
+		if !p.StartsAt.IsZero() {
+			out.StartsAt = p.StartsAt.UTC().Format(stream.TimeFormat)
+		}
+	case p.State == queue.StateWaiting && p.Method == queue.MethodRandom && out.Lane == queue.LaneNormal:
+		// Admission picks at random from the normal line: no position, no estimate (the
+		// invite lanes keep their order).
+	default:
+		pos := p.Position
+		out.Position = &pos
+		if eta := p.ETA(); eta >= 0 {
+			out.ETASeconds = &eta
+		}
 	}
 	if p.State == queue.StateAdmitted {
 		out.Token = s.handOut(t, p)

@@ -32,6 +32,7 @@ type OrderStore interface {
 	Product(ctx context.Context, id string) (orders.Product, error)
 	PutProduct(ctx context.Context, id string, p orders.ProductPatch) (orders.Product, bool, error)
 	PlaceOrder(ctx context.Context, r orders.OrderRequest) (orders.Order, bool, error)
+	QueueSoldOut(ctx context.Context, queueName string) (bool, error)
 }
 
 // Config tunes the HTTP server. Zero fields take the documented defaults.
@@ -89,6 +90,10 @@ type Server struct {
 	// hand renders the token handed out in join and status answers (see HandOut).
 	hand func(queueName, ticket, jti string, iatMs, expMs int64) string
 	fob  localBucket
+	// drawCache holds the published draw orders (draw.go).
+	drawCache drawOrders
+	// soldOut coordinates the sold-out re-checks (soldout.go).
+	soldOut soldOutChecks
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -171,7 +176,9 @@ func (s *Server) full() bool { return s.cfg.MaxStreams > 0 && s.d.Hub.Count() >=
 // within ctx. Close the hub (the user streams) before calling it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
-	return s.app.ShutdownWithContext(ctx)
+	err := s.app.ShutdownWithContext(ctx)
+	s.soldOut.wait() // pending re-checks end at closing; one in flight finishes first
+	return err
 }
 
 func (s *Server) routes() {
@@ -193,6 +200,8 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/status", s.status)
 	api.Delete("/queues/:queue/ticket", s.leave)
 	api.Get("/queues/:queue/stream", s.stream)
+	api.Get("/queues/:queue/draw", s.drawInfo)
+	api.Get("/queues/:queue/draw/order", s.drawOrder)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
 	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)

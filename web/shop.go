@@ -127,11 +127,16 @@ func (s *Server) placeOrder(c *fiber.Ctx) error {
 		}
 		s.m.failOpen.Inc()
 	}
-	o, _, err := s.d.Orders.PlaceOrder(c.UserContext(), orders.OrderRequest{
+	o, replayed, err := s.d.Orders.PlaceOrder(c.UserContext(), orders.OrderRequest{
 		ProductID: productID, Quantity: quantity, Ticket: ticket, IdempotencyKey: c.Get("Idempotency-Key"),
 	})
 	if err != nil {
 		return err
+	}
+	// The guard checked that the product's queue admitted the caller (LocalQueue); a
+	// replay changed no stock.
+	if q, _ := c.Locals(LocalQueue).(string); q != "" && !replayed {
+		s.afterOrder(c.UserContext(), q)
 	}
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"order": fiber.Map{
 		"id": o.ID, "product_id": o.ProductID, "quantity": o.Quantity, "created_at": o.CreatedAt,

@@ -130,9 +130,22 @@ func (s *Server) status(c *fiber.Ctx) error {
 	}
 	p, err := s.d.Queue.Status(c.UserContext(), t)
 	if err != nil {
-		return err
+		return s.endedOr(c.UserContext(), t.Queue, err)
 	}
 	return c.JSON(s.placeBody(t, raw, p))
+}
+
+// endedOr turns "no place" into "the sale has ended" when the queue's end dropped every
+// place: the page then stops instead of joining again. Other errors pass unchanged; the
+// settings are only read on this path.
+func (s *Server) endedOr(ctx context.Context, queueName string, err error) error {
+	if !errors.Is(err, queue.ErrNoPlace) {
+		return err
+	}
+	if st, serr := s.d.Queue.Settings(ctx, queueName); serr == nil && st.Ended {
+		return queue.ErrQueueEnded
+	}
+	return err
 }
 
 func (s *Server) leave(c *fiber.Ctx) error {
@@ -166,6 +179,10 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), streamSetupTimeout)
 	defer cancel()
 	p, err := s.d.Queue.TicketState(ctx, t)
+	if err = s.endedOr(ctx, name, err); errors.Is(err, queue.ErrQueueEnded) {
+		// 204 is the one answer that makes EventSource stop reconnecting for good.
+		return c.SendStatus(fiber.StatusNoContent)
+	}
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,15 @@
  * last 5 minutes and offers the queue and product controls. A refused value
  * (422 with error.field) is marked on its control (aria-invalid) with the
  * server's message next to it.
+ *
+ * Drop day: each queue card shows the schedule (starts_at with a countdown on
+ * the server's clock, ends_at), the pre-queue, the draw's state with a link to
+ * the published draw, sold out / ended / method badges and the products the
+ * queue sells (from the products list). The "Sale" form edits starts_at and
+ * ends_at (datetime-local in the browser's time zone, sent as RFC 3339 with
+ * its offset; "Clear" sends null) and the method. Only the times the admin
+ * changed are sent: re-sending a start that lost its milliseconds in the
+ * input would be a change, refused while people wait.
  */
 (function () {
   'use strict';
@@ -56,6 +65,8 @@
   const queueCards = new Map();  // name -> {card, q}
   const productRows = new Map(); // id -> row
   let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
+  let productList = [];          // the last GET /api/products, for "which products a queue sells"
+  let serverSkew = 0;            // server clock − this clock (ms), from the stats' server_time
   const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty'];
   const INVITE_TTL_MS = 7 * 24 * 3600 * 1000; // the server's default expiry, shown in the form
   const PRODUCT_LIMITS = ['max_per_order', 'max_per_ticket'];
@@ -335,6 +346,7 @@
 
   function onStats(s) {
     const at = Number.isFinite(Date.parse(s.server_time)) ? Date.parse(s.server_time) : Date.now();
+    if (Number.isFinite(Date.parse(s.server_time))) serverSkew = at - Date.now();
     const queues = Array.isArray(s.queues) ? s.queues : [];
     const instances = Array.isArray(s.instances) ? s.instances : [];
     const dt = prev ? (at - prev.at) / 1000 : 0;
@@ -482,9 +494,10 @@
     localize(card);
     const form = card.querySelector('form');
     for (const f of card.querySelectorAll('form')) {
+      const prefix = 'idPrefix' in f.dataset ? f.dataset.idPrefix : f === form ? '' : 'invite-';
       for (const label of f.querySelectorAll('label[data-for]')) {
         const input = f.elements[label.dataset.for];
-        input.id = 'q-' + name + '-' + (f === form ? '' : 'invite-') + label.dataset.for;
+        input.id = 'q-' + name + '-' + prefix + label.dataset.for;
         label.htmlFor = input.id;
       }
     }
@@ -510,22 +523,207 @@
       if (entry.q) putQueue(entry, { closed: !entry.q.closed });
     });
     setupInvites(entry);
+    setupSale(entry);
     return entry;
   }
 
-  async function putQueue(entry, body, onOk) {
-    const msg = entry.card.querySelector('[data-testid="queue-msg"]');
+  /**
+   * PUT the queue. Errors go to `form` (default: the settings form) and `msg`; a 409 about
+   * the start (queue_not_empty, draw_done) is shown on starts_at when the form has it.
+   */
+  async function putQueue(entry, body, onOk, form, msg) {
+    msg = msg || entry.card.querySelector('[data-testid="queue-msg"]');
     msg.dataset.state = 'pending';
     msg.textContent = t('admin_saving');
-    const form = entry.card.querySelector('form');
+    form = form || entry.card.querySelector('form');
     clearFieldErrors(form);
     const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(entry.card.dataset.queue), body);
-    if (!r.ok) { showError(form, msg, r.err); return; }
+    if (!r.ok) {
+      const err = Object.assign({}, r.err);
+      if (!err.field && (err.code === 'queue_not_empty' || err.code === 'draw_done') && control(form, 'starts_at')) err.field = 'starts_at';
+      showError(form, msg, err);
+      return;
+    }
     msg.dataset.state = 'ok';
     msg.textContent = t('admin_saved');
-    if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, true);
-    else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, true);
     if (onOk) onOk();
+    // Mirror the saved values into the form that was saved; the other keeps its edits.
+    const force = form === entry.sale.form ? 'sale' : 'settings';
+    if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, force);
+    else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, force);
+  }
+
+  // ---------- drop day: the sale form and the schedule ----------
+
+  /** A datetime-local value with seconds (the browser's time zone) for a time. */
+  function localInputSec(d) {
+    const p = (v) => String(v).padStart(2, '0');
+    return localInput(d) + ':' + p(d.getSeconds());
+  }
+
+  /** RFC 3339 with the browser's offset: 2025-05-01T20:00:00+09:00. */
+  function rfc3339Local(d) {
+    const p = (v) => String(Math.abs(v)).padStart(2, '0');
+    const off = -d.getTimezoneOffset();
+    return localInputSec(d) + (off >= 0 ? '+' : '-') + p(Math.trunc(off / 60)) + ':' + p(off % 60);
+  }
+
+  /** A datetime-local value as a Date (local time), or null when it is not one. */
+  function fromLocalInput(v) {
+    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?$/.exec(v);
+    if (!m) return null;
+    const d = new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0), +((m[7] || '0').padEnd(3, '0')));
+    return isNaN(d) ? null : d;
+  }
+
+  function timeZoneName() {
+    try { return Intl.DateTimeFormat().resolvedOptions().timeZone || ''; } catch (_) { return ''; }
+  }
+
+  function whenText(iso) {
+    const d = new Date(iso);
+    if (isNaN(d)) return String(iso);
+    try { return new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'medium' }).format(d); } catch (_) { return d.toLocaleString(lang); }
+  }
+
+  function clockText(seconds) {
+    const s = Math.max(0, Math.ceil(seconds));
+    if (s >= 48 * 3600) return t('admin_days', { n: num.format(Math.floor(s / 86400)) });
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    const p = (v) => String(v).padStart(2, '0');
+    return (h ? h + ':' + p(m) : String(m)) + ':' + p(s % 60);
+  }
+
+  function setupSale(entry) {
+    const c = entry.card;
+    const form = c.querySelector('[data-testid="sale-form"]');
+    const msg = form.querySelector('[data-testid="sale-msg"]');
+    const tz = timeZoneName();
+    form.querySelector('[data-testid="sale-hint"]').textContent = t('admin_sale_hint', { tz: tz || 'UTC' + rfc3339Local(new Date()).slice(-6) });
+    entry.sale = { form, msg, dirty: false, shown: { starts_at: '', ends_at: '' } };
+    const labels = { starts_at: t('admin_starts_at'), ends_at: t('admin_ends_at'), method: t('admin_method') };
+    for (const k of Object.keys(labels)) control(form, k).dataset.label = labels[k];
+    form.addEventListener('input', () => { entry.sale.dirty = true; });
+    form.addEventListener('change', () => { entry.sale.dirty = true; });
+    watchFieldErrors(form);
+    const done = () => { entry.sale.dirty = false; };
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      clearFieldErrors(form);
+      const body = {};
+      for (const k of ['starts_at', 'ends_at']) {
+        const v = control(form, k).value;
+        if (v === entry.sale.shown[k]) continue; // unchanged: not sent (its ms would be lost)
+        if (v === '') { body[k] = null; continue; }
+        const d = fromLocalInput(v);
+        if (!d) { showError(form, msg, { field: k, message: t('admin_invite_bad_time') }); return; }
+        body[k] = rfc3339Local(d);
+      }
+      body.method = control(form, 'method').value;
+      putQueue(entry, body, done, form, msg);
+    });
+    for (const b of form.querySelectorAll('[data-clear]')) {
+      const k = b.dataset.clear;
+      b.id = 'q-' + c.dataset.queue + '-clear-' + k;
+      b.setAttribute('aria-label', t('admin_clear_field', { field: labels[k] }));
+      b.addEventListener('click', () => {
+        clearFieldErrors(form);
+        putQueue(entry, { [k]: null }, () => {
+          control(form, k).value = '';
+          entry.sale.shown[k] = '';
+        }, form, msg);
+      });
+    }
+    control(form, 'method').id = 'q-' + c.dataset.queue + '-method';
+    form.querySelector('[data-testid="save-sale"]').id = 'q-' + c.dataset.queue + '-save-sale';
+  }
+
+  /** The schedule, draw and sold-out parts of a queue card. */
+  function updateSale(entry, q, force) {
+    const c = entry.card;
+    const now = Date.now() + serverSkew;
+    field(c, 'badge-sold-out').hidden = !q.sold_out;
+    field(c, 'badge-ended').hidden = !q.ended;
+    const method = typeof q.method === 'string' ? q.method : 'fifo';
+    const mb = field(c, 'badge-method');
+    mb.hidden = method === 'fifo';
+    mb.dataset.value = method;
+    mb.textContent = method === 'fifo' ? '' : t('admin_badge_' + (['random', 'passthrough', 'reject'].includes(method) ? method : 'random'));
+
+    const st = field(c, 'starts_at');
+    const starts = Date.parse(q.starts_at || '');
+    if (!Number.isFinite(starts)) {
+      st.textContent = t('admin_not_set');
+      st.dataset.seconds = '';
+    } else {
+      const left = (starts - now) / 1000;
+      st.textContent = left > 0 ? t('admin_starts_in', { time: whenText(q.starts_at), left: clockText(left) })
+        : t('admin_started', { time: whenText(q.starts_at) });
+      st.dataset.seconds = String(Math.max(0, Math.ceil(left)));
+    }
+    const en = field(c, 'ends_at');
+    const ends = Date.parse(q.ends_at || '');
+    en.textContent = !Number.isFinite(ends) ? t('admin_not_set')
+      : ends > now ? whenText(q.ends_at) : t('admin_passed', { time: whenText(q.ends_at) });
+    const pq = field(c, 'prequeue');
+    pq.textContent = typeof q.prequeue === 'number' ? num.format(q.prequeue) : '–';
+    pq.dataset.value = typeof q.prequeue === 'number' ? String(q.prequeue) : '';
+    const dr = field(c, 'draw');
+    const draw = typeof q.draw === 'string' ? q.draw : 'none';
+    dr.dataset.value = draw;
+    const drawText = ['none', 'scheduled', 'drawing', 'done'].includes(draw) ? t('admin_draw_' + draw) : draw;
+    if (draw === 'none') {
+      dr.textContent = drawText;
+    } else {
+      const a = document.createElement('a');
+      a.href = '/api/queues/' + encodeURIComponent(c.dataset.queue) + '/draw';
+      a.textContent = t('admin_draw_link');
+      a.dataset.testid = 'draw-link';
+      dr.replaceChildren(drawText + ' · ', a);
+    }
+
+    // Clearing the start of a scheduled sale starts it now (the server's rule); after the
+    // start it cannot change (409 draw_done), and there is nothing to clear without one.
+    const clearStart = c.querySelector('[data-clear="starts_at"]');
+    clearStart.textContent = draw === 'scheduled' ? t('admin_start_now') : t('admin_clear');
+    clearStart.disabled = draw === 'drawing' || draw === 'done' || !q.starts_at;
+    clearStart.setAttribute('aria-label', draw === 'scheduled' ? t('admin_start_now')
+      : t('admin_clear_field', { field: t('admin_starts_at') }));
+    c.querySelector('[data-clear="ends_at"]').disabled = !q.ends_at;
+
+    // Keep what the admin is typing; otherwise mirror the live settings.
+    const s = entry.sale;
+    if (force || (!s.dirty && !s.form.contains(document.activeElement))) {
+      for (const k of ['starts_at', 'ends_at']) {
+        if (q[k] === undefined) continue;
+        const d = q[k] ? new Date(q[k]) : null;
+        const v = d && !isNaN(d) ? localInputSec(d) : '';
+        control(s.form, k).value = v;
+        s.shown[k] = v;
+      }
+      if (typeof q.method === 'string') control(s.form, 'method').value = q.method;
+      if (force) s.dirty = false;
+    }
+    renderSells(entry);
+  }
+
+  /** Which products the queue sells, from the products list (stock 0 marks sold out). */
+  function renderSells(entry) {
+    const name = entry.card.dataset.queue;
+    const sells = productList.filter((p) => p && p.queue === name);
+    const dd = field(entry.card, 'products');
+    dd.dataset.value = sells.map((p) => p.id).join(',');
+    if (!sells.length) { dd.textContent = t('admin_sells_none'); return; }
+    const parts = [];
+    for (const p of sells) {
+      if (parts.length) parts.push(', ');
+      const span = cell('span', t('admin_sells_stock', { name: p.name || p.id, n: num.format(n(p.stock)) }));
+      span.dataset.product = p.id;
+      if (n(p.stock) === 0) span.className = 'sold-out-text';
+      parts.push(span);
+    }
+    dd.replaceChildren(...parts);
   }
 
   function updateQueueCard(entry, q, rate, force) {
@@ -557,15 +755,16 @@
     const close = c.querySelector('[data-testid="toggle-closed"]');
     close.textContent = q.closed ? t('admin_open') : t('admin_close');
     close.setAttribute('aria-pressed', q.closed ? 'true' : 'false');
+    updateSale(entry, q, force === true || force === 'sale');
 
     // Keep what the admin is typing; otherwise mirror the live settings.
     const form = c.querySelector('form');
-    if (force || (!entry.dirty && !form.contains(document.activeElement))) {
+    if (force === true || force === 'settings' || (!entry.dirty && !form.contains(document.activeElement))) {
       for (const k of QUEUE_KNOBS) {
         if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
       }
       if (Array.isArray(q.allowed_origins)) form.elements.allowed_origins.value = q.allowed_origins.join('\n');
-      if (force) entry.dirty = false;
+      if (force === true || force === 'settings') entry.dirty = false;
     }
   }
 
@@ -858,7 +1057,9 @@
     if (el.dashboard.hidden) return;
     if (r.ok) {
       const list = Array.isArray(r.body) ? r.body : (r.body && r.body.products) || [];
+      productList = list;
       renderProducts(list);
+      for (const entry of queueCards.values()) renderSells(entry);
     } else {
       setError(errorText(r.err));
     }

@@ -8,6 +8,16 @@
  * buyer goes there with the signed token in the fragment, #wr_token=…);
  * strings from the page's #wr-messages block.
  *
+ * Drop day: before a scheduled start the page shows the pre-queue (#prequeue):
+ * a countdown to the start on the server's clock (WaitRoom measures the
+ * offset from every event's server_time, so a wrong clock here does not
+ * matter), the pre-queue's size, and the buyer's draw id (short, the full id
+ * in a <details>, with a link to the published draw). At the start the first
+ * position event switches to the live place (#waiting). In a lottery (method
+ * random) there is no place number: #lottery says "You are in the draw — N
+ * waiting". Sold out shows #sold-out over the line (the place is kept); the
+ * end of the sale (#ended) stops everything.
+ *
  * When the queue asks for a proof of work, WaitRoom solves it in a Web Worker
  * and this page shows the progress in #pow: a bar and "n of about N tries".
  * The bar shows 1 − e^(−tried/N), the chance that a solution is found by
@@ -37,7 +47,25 @@
   const el = {
     conn: $('conn-state'),
     joining: $('joining'),
+    prequeue: $('prequeue'),
+    startsCountdown: $('starts-countdown'),
+    startsAt: $('starts-at'),
+    preDrawing: $('pre-drawing'),
+    prequeueSize: $('prequeue-size'),
+    drawIdBox: $('draw-id-box'),
+    drawId: $('draw-id'),
+    drawIdFull: $('draw-id-full'),
+    prequeueLeave: $('prequeue-leave'),
+    soldOut: $('sold-out'),
+    ended: $('ended'),
     waiting: $('waiting'),
+    positionLine: $('position-line'),
+    lottery: $('lottery'),
+    lotteryLine: $('lottery-line'),
+    aheadStat: $('ahead-stat'),
+    progressWrap: $('progress-wrap'),
+    drawn: $('drawn'),
+    drawnId: $('drawn-id'),
     admitted: $('admitted'),
     expired: $('expired'),
     left: $('left'),
@@ -62,17 +90,31 @@
     announce: $('announce'),
     announceUrgent: $('announce-urgent'),
   };
-  const sections = [el.joining, el.waiting, el.admitted, el.expired, el.left, el.joinError];
+  const sections = [el.joining, el.prequeue, el.waiting, el.admitted, el.expired, el.left, el.ended, el.joinError];
+  const START_MILESTONES = [600, 300, 60, 10]; // seconds before the start that are announced
 
   let room = null;
   let generation = 0;
   let countdownTimer = null;
   let lastAnnounce = { at: 0, position: null };
   let lastRate = null;
-  let phase = 'joining'; // joining | waiting | admitted | expired | left | error
+  let phase = 'joining'; // joining | prequeue | waiting | admitted | expired | left | ended | error
+  let soldOut = false;
+  let drawId = '';
+  let startsLocalMs = null; // the start on this machine's clock (server time − offset)
+  let startTimer = null;
+  let lastMilestone = Infinity;
+  let lastMode = '';
 
   function show(section) {
     for (const s of sections) s.hidden = s !== section;
+    showSoldOut();
+  }
+
+  // The sold-out banner belongs to the line (pre-queue or live), not to the other states.
+  function showSoldOut() {
+    el.soldOut.hidden = !(soldOut && (phase === 'prequeue' || phase === 'waiting'));
+    roomEl.dataset.soldOut = soldOut ? 'true' : 'false';
   }
 
   function storage() {
@@ -99,7 +141,18 @@
   function clock(seconds) {
     const s = Math.max(0, Math.ceil(seconds));
     const m = Math.floor(s / 60);
+    if (m >= 60) return Math.floor(m / 60) + ':' + String(m % 60).padStart(2, '0') + ':' + String(s % 60).padStart(2, '0');
     return m + ':' + String(s % 60).padStart(2, '0');
+  }
+
+  /** The start as a wall-clock time here (with the date when it is not today). */
+  function startText(iso) {
+    const d = new Date(iso);
+    if (isNaN(d)) return '';
+    const today = new Date(Date.now()).toDateString() === d.toDateString();
+    const opts = today ? { hour: 'numeric', minute: '2-digit', second: '2-digit' }
+      : { dateStyle: 'medium', timeStyle: 'medium' };
+    try { return new Intl.DateTimeFormat(lang, opts).format(d); } catch (_) { return d.toLocaleString(lang); }
   }
 
   // ----- rendering -----
@@ -138,32 +191,166 @@
       : t('pow_progress', { n: num.format(p.hashes), total: num.format(p.expected) });
   }
 
-  function renderPosition(p) {
-    if (typeof p.position !== 'number') return;
-    if (phase !== 'joining' && phase !== 'waiting') return; // a late event after admission
-    phase = 'waiting';
+  // ----- drop day: the pre-queue before a scheduled start -----
+
+  function setDrawId(id) {
+    if (typeof id !== 'string' || !id || id === drawId) return;
+    drawId = id;
+    const short = id.length > 12 ? id.slice(0, 8) + '…' : id;
+    el.drawIdBox.dataset.drawId = id;
+    el.drawId.textContent = short;
+    el.drawId.title = id;
+    el.drawIdFull.textContent = id;
+    el.drawnId.textContent = short;
+    el.drawnId.title = id;
+  }
+
+  function stopStartTimer() {
+    clearInterval(startTimer);
+    startTimer = null;
+  }
+
+  function tickStart() {
+    if (typeof startsLocalMs !== 'number') {
+      el.startsCountdown.textContent = '–';
+      el.startsCountdown.dataset.seconds = '';
+      return;
+    }
+    const left = (startsLocalMs - Date.now()) / 1000;
+    const secs = Math.max(0, Math.ceil(left));
+    const text = clock(secs);
+    if (el.startsCountdown.textContent !== text) {
+      el.startsCountdown.textContent = text;
+      document.title = '(' + text + ') ' + baseTitle;
+    }
+    el.startsCountdown.dataset.seconds = String(secs);
+    // At zero the server freezes the pre-queue and draws; the place follows in a moment.
+    el.preDrawing.hidden = secs > 0;
+    el.prequeue.dataset.state = secs > 0 ? 'counting' : 'drawing';
+    // Screen readers hear the countdown at a few milestones, not every second.
+    for (const m of START_MILESTONES) {
+      if (secs <= m && m < lastMilestone && secs > 0) {
+        lastMilestone = m;
+        if (secs < m - 2) continue; // came in below it: the entry announcement said it
+        el.announce.textContent = t('announce_prequeue', { time: etaText(secs, 1) });
+      }
+    }
+  }
+
+  function renderPrequeue(q) {
+    if (phase !== 'joining' && phase !== 'prequeue') return; // started, or over
+    const first = phase !== 'prequeue';
+    phase = 'prequeue';
     el.pow.hidden = true;
-    const pos = Math.max(1, p.position);
+    setDrawId(q.draw_id);
+    if (typeof q.prequeue_size === 'number') {
+      el.prequeueSize.textContent = t('pre_size_value', { n: num.format(q.prequeue_size) });
+      el.prequeueSize.dataset.value = String(q.prequeue_size);
+    }
+    if (typeof q.starts_at_ms === 'number') startsLocalMs = q.starts_at_ms;
+    if (q.starts_at) {
+      el.prequeue.dataset.startsAt = q.starts_at;
+      el.startsAt.textContent = t('pre_starts_at', { time: startText(q.starts_at) });
+    }
+    el.prequeue.dataset.offsetMs = String(Math.round(q.offset_ms || 0));
+    if (first) {
+      show(el.prequeue);
+      setNotice('');
+      lastMilestone = Infinity;
+      const left = typeof startsLocalMs === 'number' ? Math.max(0, (startsLocalMs - Date.now()) / 1000) : null;
+      if (left != null) {
+        lastMilestone = Math.min(...START_MILESTONES.filter((m) => m >= left));
+        el.announce.textContent = t('announce_prequeue', { time: etaText(left, 1) });
+      }
+    }
+    tickStart();
+    if (!startTimer) startTimer = setInterval(tickStart, 250);
+  }
+
+  function renderSoldOut(s) {
+    const was = soldOut;
+    soldOut = !!s.sold_out;
+    showSoldOut();
+    if (soldOut && !was) {
+      el.announceUrgent.textContent = t('sold_out_body');
+      el.eta.textContent = t('sold_out_title');
+    } else if (!soldOut && was && phase === 'waiting') {
+      el.announce.textContent = t('announce_restocked');
+    }
+  }
+
+  function renderEnded() {
+    phase = 'ended';
+    stopStartTimer();
+    clearInterval(countdownTimer);
+    show(el.ended);
+    setConn('closed');
+    document.title = baseTitle;
+    el.announceUrgent.textContent = t('ended_title');
+    el.ended.focus();
+  }
+
+  function renderPosition(p) {
+    if (phase !== 'joining' && phase !== 'prequeue' && phase !== 'waiting') return; // a late event after admission
+    const lottery = p.position === null || p.position === undefined;
+    if (lottery && typeof p.waiting !== 'number') return;
+    const started = phase === 'prequeue';
+    const hadFocus = started && el.prequeue.contains(document.activeElement);
+    phase = 'waiting';
+    stopStartTimer();
+    el.pow.hidden = true;
+    setDrawId(p.draw_id);
     const rate = typeof p.rate_per_second === 'number' ? p.rate_per_second : lastRate;
     if (typeof p.rate_per_second === 'number') lastRate = p.rate_per_second;
+    // onSoldOut follows this call when the flag changed; the ETA already uses the new value.
+    const so = typeof p.sold_out === 'boolean' ? p.sold_out : soldOut;
 
     show(el.waiting);
     setNotice('');
-    el.position.textContent = positionText(pos);
-    el.position.dataset.position = String(pos);
-    el.ahead.textContent = t('ahead_value', { n: num.format(pos - 1) });
-    el.ahead.dataset.value = String(pos - 1);
-    const eta = etaText(p.eta_seconds, rate);
-    el.eta.textContent = eta;
-    el.eta.dataset.seconds = p.eta_seconds == null ? '' : String(p.eta_seconds);
-    if (typeof p.waiting === 'number') {
-      el.waitingCount.textContent = t('waiting_value', { n: num.format(p.waiting) });
-      el.waitingCount.dataset.value = String(p.waiting);
-    }
+    el.drawn.hidden = !drawId;
+    if (hadFocus) el.waiting.focus();
     if (typeof rate === 'number') {
       el.rate.textContent = t('rate_value', { n: num1.format(rate) });
       el.rate.dataset.value = String(rate);
     }
+    if (typeof p.waiting === 'number') {
+      el.waitingCount.textContent = t('waiting_value', { n: num.format(p.waiting) });
+      el.waitingCount.dataset.value = String(p.waiting);
+    }
+    el.eta.dataset.seconds = p.eta_seconds == null ? '' : String(p.eta_seconds);
+    const eta = so ? t('sold_out_title') : p.paused ? t('eta_paused')
+      : lottery && p.eta_seconds == null ? t('eta_lottery') : etaText(p.eta_seconds, rate);
+    el.eta.textContent = eta;
+
+    const mode = lottery ? 'lottery' : 'line';
+    el.waiting.dataset.mode = mode;
+    el.positionLine.hidden = lottery;
+    el.lottery.hidden = !lottery;
+    el.aheadStat.hidden = lottery;
+    el.progressWrap.hidden = lottery;
+    if (lottery) {
+      el.position.textContent = '–';
+      el.position.dataset.position = '';
+      el.lotteryLine.textContent = t('lottery', { n: num.format(p.waiting) });
+      el.lotteryLine.dataset.value = String(p.waiting);
+      document.title = baseTitle;
+      if (started || lastMode !== mode) {
+        el.announce.textContent = t('announce_lottery', { n: num.format(p.waiting) });
+      }
+      lastMode = mode;
+      return;
+    }
+    lastMode = mode;
+    const pos = Math.max(1, p.position);
+    if (started) {
+      // The draw gave this place: say so at once, not at the next throttled announcement.
+      el.announceUrgent.textContent = t('announce_started', { n: num.format(pos), ord: positionText(pos) });
+      lastAnnounce = { at: Date.now(), position: pos };
+    }
+    el.position.textContent = positionText(pos);
+    el.position.dataset.position = String(pos);
+    el.ahead.textContent = t('ahead_value', { n: num.format(pos - 1) });
+    el.ahead.dataset.value = String(pos - 1);
 
     // Progress from the place we got at join to the door.
     const store = storage();
@@ -190,6 +377,7 @@
 
   function renderAdmitted(a) {
     phase = 'admitted';
+    stopStartTimer();
     show(el.admitted);
     setNotice('');
     el.progress.value = 100;
@@ -224,6 +412,7 @@
 
   function renderExpired() {
     phase = 'expired';
+    stopStartTimer();
     clearInterval(countdownTimer);
     show(el.expired);
     setConn('closed');
@@ -234,6 +423,7 @@
 
   function renderLeft() {
     phase = 'left';
+    stopStartTimer();
     clearInterval(countdownTimer);
     show(el.left);
     document.title = baseTitle;
@@ -242,14 +432,23 @@
 
   function renderFatal(err) {
     phase = 'error';
+    stopStartTimer();
     show(el.joinError);
+    setConn('closed');
     el.joinError.dataset.reason = err.code || '';
     if (err.code === 'queue_not_found') {
       el.joinErrorTitle.textContent = t('err_not_found_title');
       el.joinErrorBody.textContent = t('err_not_found_body');
     } else if (err.code === 'queue_closed') {
-      el.joinErrorTitle.textContent = t('err_closed_title');
-      el.joinErrorBody.textContent = t('err_closed_body');
+      // Closed to new joiners, or a queue whose method is reject: the sale is not open.
+      el.joinErrorTitle.textContent = t('err_not_open_title');
+      el.joinErrorBody.textContent = t('err_not_open_body');
+    } else if (err.code === 'sold_out') {
+      el.joinErrorTitle.textContent = t('sold_out_title');
+      el.joinErrorBody.textContent = t('err_sold_out_body');
+    } else if (err.code === 'queue_ended') {
+      el.joinErrorTitle.textContent = t('ended_title');
+      el.joinErrorBody.textContent = t('ended_body');
     } else if (err.code === 'pow_invalid' || err.code === 'pow_required' || err.code === 'pow_unsupported') {
       el.joinErrorTitle.textContent = t('err_pow_title');
       el.joinErrorBody.textContent = t('err_pow_body');
@@ -283,6 +482,12 @@
     const live = () => gen === generation;
     lastAnnounce = { at: 0, position: null };
     phase = 'joining';
+    soldOut = false;
+    drawId = '';
+    startsLocalMs = null;
+    lastMode = '';
+    stopStartTimer();
+    el.drawn.hidden = true;
     show(el.joining);
     el.pow.hidden = true;
     el.pow.dataset.state = '';
@@ -290,9 +495,12 @@
       queue,
       invite,
       onPow(p) { if (live()) renderPow(p); },
-      onJoin(j) { if (live()) renderLane(j.lane); },
-      onState(state) { if (live()) setConn(state); },
+      onJoin(j) { if (live()) { renderLane(j.lane); setDrawId(j.draw_id); } },
+      onState(state) { if (live() && phase !== 'ended') setConn(state); },
+      onPrequeue(q) { if (live()) renderPrequeue(q); },
       onPosition(p) { if (live()) renderPosition(p); },
+      onSoldOut(s) { if (live()) renderSoldOut(s); },
+      onClosed() { if (live()) renderEnded(); },
       onAdmitted(a) { if (live()) renderAdmitted(a); },
       onExpired() { if (live()) renderExpired(); },
       onLeft() { if (live()) renderLeft(); },
@@ -316,18 +524,20 @@
 
   el.rejoin.addEventListener('click', restart);
   el.joinAgain.addEventListener('click', restart);
-  el.leave.addEventListener('click', () => {
-    el.leave.disabled = true;
+  function leave(button) {
+    button.disabled = true;
     const r = room;
     generation++; // ignore the closing room's callbacks; we render "left" ourselves
     r.leave().finally(() => {
-      el.leave.disabled = false;
+      button.disabled = false;
       const store = storage();
       if (store) store.removeItem(START_KEY);
       setConn('closed');
       renderLeft();
     });
-  });
+  }
+  el.leave.addEventListener('click', () => leave(el.leave));
+  el.prequeueLeave.addEventListener('click', () => leave(el.prequeueLeave));
 
   start();
 })();

@@ -6,7 +6,16 @@
  *     queue: 'demo',                 // required, [A-Za-z0-9_-]{1,64}
  *     baseUrl: '',                   // optional, '' = this origin
  *     onJoin(j)      {},             // join response: {ticket?, queue, state, position, waiting, eta_seconds, …}
- *     onPosition(p)  {},             // {position, ahead, waiting, eta_seconds, rate_per_second, server_time, tick}
+ *     onPrequeue(q)  {},             // before a scheduled start: {starts_at, starts_at_ms, prequeue_size,
+ *                                    //   draw_id, offset_ms, server_time}; starts_at_ms is on this
+ *                                    //   machine's clock (server clock − offset_ms), for countdowns
+ *     onPosition(p)  {},             // {position, ahead, waiting, eta_seconds, rate_per_second, paused,
+ *                                    //   sold_out, server_time, tick}; position null in a lottery
+ *                                    //   (method random): only `waiting` is known
+ *     onSoldOut(s)   {},             // {sold_out: true|false, server_time}: the queue sold out (the
+ *                                    //   place is kept) or stock came back
+ *     onClosed(c)    {},             // {reason: 'ended', server_time}: the sale ended, places are
+ *                                    //   dropped; the room closes (no reconnect, no re-join)
  *     onAdmitted(a)  {},             // {token, token_expires_at, expires_at_ms, redirect, server_time}
  *     onExpired(e)   {},             // {reason: 'server' | 'local'}
  *     onLeft()       {},             // the ticket left the line (this tab or another)
@@ -46,6 +55,16 @@
  * from it: the script is then fetched and run from a blob: URL (the page's CSP
  * must allow worker-src blob:), or host a copy and pass powWorkerUrl.
  *
+ * Drop day: before a queue's scheduled start a join answers state "prequeue"
+ * (position null, starts_at, prequeue_size, draw_id) and the stream sends
+ * `prequeue` events; at the start a `position` with the drawn place follows.
+ * Every event's server_time sets the clock offset (server − this machine), so
+ * countdowns are right when this machine's clock is not. `ping` events keep
+ * the offset fresh and show the stream is alive: once they come, a stream
+ * silent for three of their intervals is reopened. `sold_out` keeps the place;
+ * `closed` ends the sale for good. A join refused with 423 sold_out,
+ * queue_ended or queue_closed is final (onError with fatal: true, no retry).
+ *
  * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
  * ({token, expires_at, expires_at_ms}); it never goes into a URL. The order
  * page reads it back with WaitRoom.getToken(queue).
@@ -58,6 +77,10 @@
   const MAX_BACKOFF_MS = 30000;
   const POW_RETRIES = 2; // new challenges after 422 pow_invalid before giving up
   const POW_ROUNDS = 5;  // challenges solved for one place at most (a live raise asks again)
+  const PING_SILENCE = 3;              // missed ping intervals after which the stream is reopened
+  const MIN_SILENCE_MS = 20000;        // never reopen a stream quicker than this
+  // Events the stream delivers and the holder re-broadcasts to the other tabs.
+  const STREAM_EVENTS = ['position', 'admitted', 'expired', 'prequeue', 'sold_out', 'closed', 'ping'];
 
   // ---------- small shared helpers (also used by the bundled pages) ----------
 
@@ -233,7 +256,11 @@
       this.joinAttempt = 0;
       this.streamFailures = 0;
       this.skewMs = 0;
-      this.last = { state: '', position: null, admitted: null };
+      this.last = { state: '', position: null, admitted: null, prequeue: null, soldOut: false };
+      this.skewKnown = false; // skewMs measured from a server_time (else from a Date header, or 0)
+      this.pingGapMs = 0;     // the server's ping interval, once two pings were seen
+      this.lastPingAt = 0;
+      this.silenceTimer = null;
       this.admittedToken = '';
       this.expiryTimer = null;
       this.electing = false;
@@ -274,6 +301,7 @@
       this.timers.forEach((id) => clearTimeout(id));
       this.timers.clear();
       if (this.expiryTimer) clearTimeout(this.expiryTimer);
+      if (this.silenceTimer) clearTimeout(this.silenceTimer);
       this._stopWorker();
       if (this.lockAbort) this.lockAbort.abort();
       if (this.releaseLock) this.releaseLock();
@@ -336,14 +364,27 @@
         this.powSolution = null;
         this.powRetries = 0;
         this.powRounds = 0;
+        this._clockFrom(body.server_time, res.headers.get('Date'));
         this._call('onJoin', Object.assign({ resumed: res.status === 200 }, body));
         if (body.state === 'admitted' && body.token) {
+          // Also a passthrough queue's join, which may admit at once.
           this._handle('admitted', { token: body.token, token_expires_at: body.token_expires_at }, false);
-        } else if (body.position != null) {
-          this._handle('position', {
-            position: body.position, waiting: body.waiting, eta_seconds: body.eta_seconds,
-            rate_per_second: typeof body.rate_per_second === 'number' ? body.rate_per_second : body.admit_rate,
+        } else if (body.state === 'prequeue') {
+          this._handle('prequeue', {
+            starts_at: body.starts_at, prequeue_size: body.prequeue_size, draw_id: body.draw_id,
+            sold_out: body.sold_out,
           }, false);
+        } else if (body.position != null || body.state === 'waiting') {
+          // position is null in a lottery (method random): only the count is known.
+          const p = {
+            position: typeof body.position === 'number' ? body.position : null, waiting: body.waiting,
+            eta_seconds: body.eta_seconds,
+            rate_per_second: typeof body.rate_per_second === 'number' ? body.rate_per_second : body.admit_rate,
+          };
+          if (typeof body.paused === 'boolean') p.paused = body.paused;
+          if (typeof body.sold_out === 'boolean') p.sold_out = body.sold_out;
+          if (body.draw_id) p.draw_id = body.draw_id;
+          this._handle('position', p, false);
         }
         if (!this.electing) this._elect();
         else if (this.leader && !this.es && !this.ended) this._openStream();
@@ -384,8 +425,9 @@
       if (res.status >= 500) {
         return this._retryJoin(err, backoffMs(this.joinAttempt));
       }
-      // 404 queue_not_found, 423 queue_closed, 429 too_many_places, 422 invite_invalid,
-      // other 4xx: retrying will not help.
+      // 404 queue_not_found, 423 queue_closed (closed, or the sale is not open), 423 sold_out,
+      // 423 queue_ended, 429 too_many_places, 422 invite_invalid, other 4xx: retrying will not
+      // help.
       this._fatal(err);
     }
 
@@ -564,19 +606,26 @@
       switch (msg.type) {
         case 'hello':
           if (this.leader) {
-            this._post({ type: 'snapshot', id: this.id, state: this.state, position: this.last.position, admitted: this.last.admitted });
+            this._post({
+              type: 'snapshot', id: this.id, state: this.state, position: this.last.position, admitted: this.last.admitted,
+              prequeue: this.last.prequeue, soldOut: this.last.soldOut, skewMs: this.skewKnown ? this.skewMs : null,
+            });
           }
           break;
         case 'snapshot':
           if (!this.leader) {
-            if (msg.position) this._handle('position', msg.position, false);
-            if (msg.admitted) this._handle('admitted', msg.admitted, false);
+            // The holder's clock offset (same machine): its stored events' server_time is old.
+            if (typeof msg.skewMs === 'number' && !this.skewKnown) this.skewMs = msg.skewMs;
+            if (msg.prequeue && !msg.position && !msg.admitted) this._handle('prequeue', msg.prequeue, false, true);
+            if (msg.position) this._handle('position', msg.position, false, true);
+            if (msg.soldOut && !this.last.soldOut && !msg.admitted) this._handle('sold_out', {}, false, true);
+            if (msg.admitted) this._handle('admitted', msg.admitted, false, true);
             if (msg.state) this._setState(msg.state);
             this.lastBeat = Date.now();
           }
           break;
         case 'event':
-          if (!this.leader) this._handle(msg.name, msg.data, false);
+          if (!this.leader && STREAM_EVENTS.includes(msg.name)) this._handle(msg.name, msg.data, false);
           break;
         case 'state':
           if (!this.leader && msg.state !== 'closed') this._setState(msg.state);
@@ -619,6 +668,7 @@
     _openStream() {
       this._closeStream();
       if (this.closed || this.ended) return;
+      this.lastPingAt = 0; // the interval is measured on one connection
       let url = this._url('/stream');
       const ticket = this.crossOrigin ? storedTicket(this.base, this.queue) : '';
       if (ticket) url += '?ticket=' + encodeURIComponent(ticket); // EventSource sends no headers
@@ -659,38 +709,107 @@
         const d = parseJSON(e.data) || {};
         if (d.state === 'reconnecting' || d.state === 'live') this._setState(d.state);
       });
-      for (const name of ['position', 'admitted', 'expired']) {
+      for (const name of STREAM_EVENTS) {
         es.addEventListener(name, (e) => {
           if (this.es !== es) return;
           live();
+          this._heard(es, name);
           this._handle(name, parseJSON(e.data) || {}, true);
         });
       }
     }
 
     _closeStream() {
+      if (this.silenceTimer) { clearTimeout(this.silenceTimer); this.silenceTimer = null; }
       if (this.es) {
         this.es.close();
         this.es = null;
       }
     }
 
+    /**
+     * Watches the stream for silence. A server that sends `ping` events (every 15 s by
+     * default) is heard at least that often; once two pings have shown the interval, a
+     * stream silent for PING_SILENCE intervals is dead (a proxy or NAT dropped it without
+     * closing it) and is opened again. A server without ping events is never timed out.
+     */
+    _heard(es, name) {
+      const now = Date.now();
+      if (name === 'ping') {
+        if (this.lastPingAt) {
+          const gap = now - this.lastPingAt;
+          if (gap > 0) this.pingGapMs = this.pingGapMs ? Math.min(Math.max(this.pingGapMs, gap), 120000) : gap;
+        }
+        this.lastPingAt = now;
+      }
+      if (!this.pingGapMs) return;
+      if (this.silenceTimer) clearTimeout(this.silenceTimer);
+      this.silenceTimer = setTimeout(() => {
+        this.silenceTimer = null;
+        if (this.closed || this.es !== es) return;
+        this.lastPingAt = 0;
+        this._setState('reconnecting');
+        this._openStream();
+      }, Math.max(MIN_SILENCE_MS, PING_SILENCE * this.pingGapMs));
+    }
+
+    /**
+     * Sets the clock offset from a server_time (RFC 3339 with ms), else, while no event has
+     * given one, from an HTTP Date header (whole seconds; better than trusting this clock).
+     */
+    _clockFrom(serverTime, dateHeader) {
+      const st = Date.parse(serverTime || '');
+      if (Number.isFinite(st)) {
+        this.skewMs = st - Date.now();
+        this.skewKnown = true;
+        return;
+      }
+      if (this.skewKnown || !dateHeader) return;
+      const d = Date.parse(dateHeader);
+      // The header is truncated to the second: add half a second on average.
+      if (Number.isFinite(d)) this.skewMs = d + 500 - Date.now();
+    }
+
     // --- events, from the stream or from another tab ---
 
-    _handle(name, data, fromStream) {
+    /** replay: a stored event (a snapshot from the holder): its server_time is not "now". */
+    _handle(name, data, fromStream, replay) {
       if (this.closed || !data) return;
-      if (data.server_time) {
-        const st = Date.parse(data.server_time);
-        if (Number.isFinite(st)) this.skewMs = st - Date.now();
-      }
+      if (data.server_time && !replay) this._clockFrom(data.server_time);
       if (fromStream) this._post({ type: 'event', id: this.id, name, data });
       if (name === 'position') {
         const p = Object.assign({}, data);
         if (typeof p.position === 'number') p.ahead = Math.max(0, p.position - 1);
+        else p.position = null; // a lottery: no place number
         this.last.position = data;
+        this.last.prequeue = null; // started
         this._call('onPosition', p);
+        if (typeof data.sold_out === 'boolean') this._soldOut(data.sold_out, data.server_time);
+      } else if (name === 'prequeue') {
+        // Events carry starts_at and prequeue_size; the join also the draw id: keep it.
+        const q = Object.assign({}, this.last.prequeue || {}, data);
+        this.last.prequeue = q;
+        const starts = Date.parse(q.starts_at || '');
+        this._call('onPrequeue', Object.assign({}, q, {
+          starts_at_ms: Number.isFinite(starts) ? starts - this.skewMs : null,
+          offset_ms: this.skewMs,
+        }));
+        if (typeof data.sold_out === 'boolean') this._soldOut(data.sold_out, data.server_time);
+      } else if (name === 'sold_out') {
+        this._soldOut(true, data.server_time);
+      } else if (name === 'closed') {
+        // The sale ended (ends_at): places are dropped and the stream ends. No reconnect,
+        // no re-join: the server would answer 204 and 423 queue_ended.
+        if (this.ended) return;
+        this.ended = true;
+        this.last.position = null;
+        this.last.prequeue = null;
+        this._closeStream();
+        this._call('onClosed', { reason: data.reason || 'ended', server_time: data.server_time });
+        this.close();
       } else if (name === 'admitted') {
         this.last.admitted = data;
+        this.last.prequeue = null;
         if (!data.token || data.token === this.admittedToken) return; // sent again on reconnect
         this.admittedToken = data.token;
         saveToken(this.queue, data.token, data.token_expires_at, this.skewMs);
@@ -704,6 +823,13 @@
       } else if (name === 'expired') {
         this._expire('server');
       }
+    }
+
+    /** Tells onSoldOut when the queue's sold-out state changes. */
+    _soldOut(on, serverTime) {
+      if (this.last.soldOut === on) return;
+      this.last.soldOut = on;
+      this._call('onSoldOut', { sold_out: on, server_time: serverTime });
     }
 
     // The server sends `expired`, but a tab that slept through it still has

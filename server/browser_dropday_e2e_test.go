@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/internal/testwait"
+)
+
+// The drop-day pages in headless Chromium: a scheduled sale's pre-queue and draw, a lottery,
+// the end of a sale, and sold out while people wait. Screenshots go to the test's temp dir
+// and are copied to dropShotsDir for a person to look at.
+
+// dropShotsDir is where the drop-day screenshots are copied (kept after the test).
+const dropShotsDir = "/tmp/wr-shots"
+
+// dropJoin is a join or status answer with the drop-day fields (position may be null).
+type dropJoin struct {
+	Ticket       string `json:"ticket"`
+	State        string `json:"state"`
+	Position     *int64 `json:"position"`
+	Waiting      int64  `json:"waiting"`
+	StartsAt     string `json:"starts_at"`
+	PrequeueSize int64  `json:"prequeue_size"`
+	DrawID       string `json:"draw_id"`
+}
+
+// dropQueueStats is one queue of GET /admin/api/stats with the drop-day fields.
+type dropQueueStats struct {
+	Name     string  `json:"name"`
+	StartsAt *string `json:"starts_at"`
+	EndsAt   *string `json:"ends_at"`
+	Method   string  `json:"method"`
+	SoldOut  bool    `json:"sold_out"`
+	Ended    bool    `json:"ended"`
+	Prequeue int64   `json:"prequeue"`
+	Draw     string  `json:"draw"`
+}
+
+func dropStats(t *testing.T, in *instance, name string) dropQueueStats {
+	t.Helper()
+	var st struct {
+		Queues []dropQueueStats `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, q := range st.Queues {
+		if q.Name == name {
+			return q
+		}
+	}
+	t.Fatalf("GET /admin/api/stats has no queue %s", name)
+	return dropQueueStats{}
+}
+
+// dropJoinAPI joins queue name over the API and wants status 201.
+func dropJoinAPI(t *testing.T, in *instance, name string) dropJoin {
+	t.Helper()
+	var j dropJoin
+	if res := call(t, "POST", in.url+"/api/queues/"+name+"/join", "", nil, &j); res.StatusCode != 201 {
+		body, _ := io.ReadAll(res.Body)
+		t.Fatalf("join %s: %d %s", name, res.StatusCode, body)
+	}
+	return j
+}
+
+// dropDrawJSON is GET /api/queues/{queue}/draw after the start.
+type dropDrawJSON struct {
+	Seed         string `json:"seed"`
+	Participants int64  `json:"participants"`
+}
+
+// dropDrawn waits for queue name's published draw and returns it with the drawn order of
+// draw ids (GET …/draw, GET …/draw/order).
+func dropDrawn(t *testing.T, in *instance, name string) (dropDrawJSON, []string) {
+	t.Helper()
+	var d dropDrawJSON
+	testwait.For(t, 10*time.Second, "the published draw of "+name, func() bool {
+		d = dropDrawJSON{}
+		call(t, "GET", in.url+"/api/queues/"+name+"/draw", "", nil, &d)
+		return d.Seed != ""
+	})
+	res := call(t, "GET", in.url+"/api/queues/"+name+"/draw/order", "", nil, nil)
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET draw/order: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	return d, strings.Fields(string(body))
+}
+
+// dropShots writes screenshots to the test's temp dir and copies them to dropShotsDir.
+type dropShots struct {
+	t   *testing.T
+	dir string
+}
+
+func newDropShots(t *testing.T) *dropShots {
+	t.Helper()
+	if err := os.MkdirAll(dropShotsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &dropShots{t: t, dir: t.TempDir()}
+}
+
+func (s *dropShots) take(p *browserPage, name string) {
+	s.t.Helper()
+	p.screenshot(s.dir, name)
+	b, err := os.ReadFile(filepath.Join(s.dir, name+".png"))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dropShotsDir, name+".png"), b, 0o644)
+	}
+	if err != nil {
+		s.t.Fatalf("copy screenshot %s: %v", name, err)
+	}
+	s.t.Logf("screenshot copied to %s", filepath.Join(dropShotsDir, name+".png"))
+}
+
+// cdpDo runs one protocol command on the page's target.
+func cdpDo[P, R any](p *browserPage, what string, cmd cdp.Command[P, R], params P) {
+	p.t.Helper()
+	p.do(what, 5*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, cmd, params)
+		return err
+	}))
+}
+
+// dropAdminPage opens the dashboard (in time zone tz when not empty) and signs in.
+func dropAdminPage(t *testing.T, b *browser, in *instance, tz string) *browserPage {
+	t.Helper()
+	adm := b.open(t, "admin")
+	if tz != "" {
+		cdpDo(adm, "time zone "+tz, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: tz})
+	}
+	adm.navigate(in.url + "/admin")
+	adm.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	adm.sendKeys("admin-token", adminToken)
+	adm.click("admin-login-submit")
+	adm.waitJS("the live dashboard", 10*time.Second, `!document.getElementById('dashboard').hidden &&
+		document.getElementById('admin-conn').dataset.state === 'live'`)
+	return adm
+}
+
+// dropCard is a JS expression for the dashboard card of queue name.
+func dropCard(name string) string {
+	return `document.querySelector('[data-testid=queue-card][data-queue="` + name + `"]')`
+}
+
+// TestBrowserDropDayScheduled: a sale scheduled a few seconds ahead.
+//   - The admin sets the start on the dashboard, in a browser in Seoul time: the
+//     datetime-local value goes out as RFC 3339 with +09:00 and the server stores that
+//     instant; the card shows the draw "scheduled", the pre-queue and a countdown.
+//   - A buyer whose computer clock is 7 minutes fast opens the waiting page before the
+//     start: the pre-queue view counts down the true seconds to the start (the offset comes
+//     from the server's clock), says how the draw works, shows the buyer's draw id (short,
+//     the full id in a <details>) with a link to the published draw, and the pre-queue's
+//     size.
+//   - At the start the page switches to the drawn place, which is the buyer's index in the
+//     published draw order; the card says the draw is done, and a new start is refused with
+//     a sentence next to the input (409 draw_done).
+//   - Admission runs (rate > 0): the buyer is admitted.
+func TestBrowserDropDayScheduled(t *testing.T) {
+	began := time.Now()
+	ctx, in := browserInstance(t, "dropday-scheduled", 60*time.Second, nil)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 5, "paused": true})
+	b := startBrowser(t, ctx)
+	shots := newDropShots(t)
+	card := dropCard("drop")
+
+	// 1. The admin schedules the start from the dashboard, in Seoul time.
+	adm := dropAdminPage(t, b, in, "Asia/Seoul")
+	adm.waitJS("drop's sale form", 10*time.Second, `document.getElementById('q-drop-starts_at') !== null &&
+		`+card+`.querySelector('[data-field=draw]').dataset.value === 'none'`)
+	starts := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	local := starts.In(time.FixedZone("KST", 9*3600)).Format("2006-01-02T15:04:05")
+	if got := adm.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-drop-starts_at');
+		e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return e.value; })()`, local)); got != local {
+		t.Fatalf("starts_at input holds %q, want %q", got, local)
+	}
+	adm.click("q-drop-save-sale")
+	adm.waitJS("the start saved", 10*time.Second, card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'ok'`)
+	st := dropStats(t, in, "drop")
+	if st.StartsAt == nil {
+		t.Fatalf("stats after the dashboard saved the start: %+v", st)
+	}
+	if got, err := time.Parse(time.RFC3339Nano, *st.StartsAt); err != nil || !got.Equal(starts) {
+		t.Fatalf("starts_at stored %q (%v), want %s (typed %s in Seoul)", *st.StartsAt, err, starts.UTC().Format(time.RFC3339), local)
+	}
+	t.Logf("dashboard (Asia/Seoul) typed %s, the server stored %s", local, *st.StartsAt)
+
+	// 2. Three buyers join over the API before the start: the pre-queue.
+	for i := range 3 {
+		j := dropJoinAPI(t, in, "drop")
+		if j.State != "prequeue" || j.Position != nil || j.DrawID == "" || j.PrequeueSize != int64(i+1) {
+			t.Fatalf("join %d before the start: %+v, want state prequeue, position null, a draw id, prequeue_size %d", i, j, i+1)
+		}
+	}
+
+	// 3. The buyer, on a computer whose clock is 7 minutes fast, opens the waiting page.
+	buyer := b.open(t, "buyer")
+	cdpDo(buyer, "a clock 7 minutes fast", page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `(() => { const real = Date.now.bind(Date); Date.now = () => real() + 7 * 60 * 1000; })();`,
+	})
+	buyer.navigate(in.url + "/q/drop")
+	buyer.waitJS("the pre-queue with its countdown, draw id and size", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return !$('prequeue').hidden && $('waiting').hidden && Number($('starts-countdown').dataset.seconds) > 0 &&
+			/^[0-9a-f]{16,}$/.test($('draw-id-box').dataset.drawId) && $('prequeue-size').dataset.value === '4' &&
+			$('conn-state').dataset.state === 'live';
+	})()`)
+	if skew := buyer.eval(`String(Math.round((Date.now() - (performance.timeOrigin + performance.now())) / 60000))`); skew != "7" {
+		t.Fatalf("the buyer's clock is %s minutes off, want 7", skew)
+	}
+	secs, _ := strconv.Atoi(buyer.eval(`document.getElementById('starts-countdown').dataset.seconds`))
+	want := int(math.Ceil(time.Until(starts).Seconds()))
+	if secs < want-1 || secs > want+1 {
+		t.Fatalf("countdown shows %d s to the start, want %d ± 1 (the browser's clock is 7 minutes fast)", secs, want)
+	}
+	full := buyer.eval(`document.getElementById('draw-id-box').dataset.drawId`)
+	if short, title := buyer.eval(`document.getElementById('draw-id').textContent`), buyer.eval(`document.getElementById('draw-id').title`); title != full ||
+		len([]rune(short)) >= len(full) || !strings.HasPrefix(full, strings.TrimSuffix(short, "…")) {
+		t.Fatalf("draw id shown as %q (title %q), full %q", short, title, full)
+	}
+	if got := buyer.eval(`document.getElementById('draw-verify').getAttribute('href')`); got != "/api/queues/drop/draw" {
+		t.Fatalf("verification link %q", got)
+	}
+	if got := buyer.eval(`document.getElementById('draw-explain').textContent`); got != "The draw happens at the start: everyone who is here before then gets a random place" {
+		t.Fatalf("draw explanation %q", got)
+	}
+	t.Logf("pre-queue: countdown %s (%d s, want %d), draw id %s, %s here", buyer.eval(`document.getElementById('starts-countdown').textContent`),
+		secs, want, buyer.eval(`document.getElementById('draw-id').textContent`), buyer.eval(`document.getElementById('prequeue-size').textContent`))
+	buyer.eval(`(() => { document.getElementById('draw-id-box').open = true; return ''; })()`)
+	shots.take(buyer, "dropday-1-prequeue")
+	adm.waitJS("the card: draw scheduled, 4 in the pre-queue, counting down", 10*time.Second, `(() => {
+		const c = `+card+`;
+		return c.querySelector('[data-field=draw]').dataset.value === 'scheduled' &&
+			c.querySelector('[data-field=prequeue]').dataset.value === '4' &&
+			Number(c.querySelector('[data-field=starts_at]').dataset.seconds) > 0;
+	})()`)
+	shots.take(adm, "dropday-0-dashboard-scheduled")
+
+	// 4. The start: the page shows the drawn place (the queue is paused: it stays).
+	buyer.waitJS("the drawn place after the start", time.Until(starts)+10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return !$('waiting').hidden && $('prequeue').hidden && $('waiting').dataset.mode === 'line' &&
+			Number($('position').dataset.position) >= 1 && !$('drawn').hidden;
+	})()`)
+	pos, _ := strconv.Atoi(buyer.eval(`document.getElementById('position').dataset.position`))
+	t.Logf("%v after the start the buyer sees %q (place %d of 4)", time.Since(starts).Round(time.Millisecond),
+		buyer.eval(`document.getElementById('position').textContent`), pos)
+	shots.take(buyer, "dropday-2-drawn-position")
+	d, order := dropDrawn(t, in, "drop")
+	if d.Participants != 4 || !slices.Contains(order, full) || slices.Index(order, full) != pos-1 {
+		t.Fatalf("the published draw: %d participants, the buyer's id %s at index %d of %v; the page shows place %d",
+			d.Participants, full, slices.Index(order, full), order, pos)
+	}
+
+	// The card says the draw is done; a new start is refused, in a sentence next to the input.
+	adm.waitJS("the card: draw done", 10*time.Second, card+`.querySelector('[data-field=draw]').dataset.value === 'done'`)
+	later := time.Now().Add(time.Hour).In(time.FixedZone("KST", 9*3600)).Format("2006-01-02T15:04:05")
+	adm.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-drop-starts_at');
+		e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, later))
+	adm.click("q-drop-save-sale")
+	adm.waitJS("the refused start", 10*time.Second, `(() => {
+		const e = document.getElementById('q-drop-starts_at');
+		const slot = document.getElementById(e.getAttribute('aria-describedby') || 'none');
+		return e.getAttribute('aria-invalid') === 'true' && slot !== null && !slot.hidden && slot.textContent.trim().length > 10 &&
+			`+card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'error';
+	})()`)
+	t.Logf("a new start after the draw: %q", adm.eval(`document.getElementById(document.getElementById('q-drop-starts_at').getAttribute('aria-describedby')).textContent`))
+	shots.take(adm, "dropday-4-dashboard-draw-done")
+
+	// 5. Admission runs: the buyer is admitted.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": false})
+	buyer.waitJS("admitted", 10*time.Second, `!document.getElementById('admitted').hidden &&
+		/^\d+:\d\d$/.test(document.getElementById('countdown').textContent)`)
+	shots.take(buyer, "dropday-3-admitted")
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	logServerErrors(t, in)
+	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// TestBrowserDropDayLottery: a random (lottery) queue shows no place number, only "You are
+// in the draw — N waiting"; at ends_at the page says the sale has ended and stops (no
+// reconnect loop); a join after the end is refused for good (423 queue_ended), and the page
+// says so too.
+func TestBrowserDropDayLottery(t *testing.T) {
+	began := time.Now()
+	ctx, in := browserInstance(t, "dropday-lottery", 60*time.Second, nil)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/lotto", map[string]any{"rate_per_second": 1, "paused": true, "method": "random"})
+	for range 3 {
+		if j := dropJoinAPI(t, in, "lotto"); j.State != "waiting" || j.Position != nil {
+			t.Fatalf("join of a lottery: %+v, want state waiting and position null", j)
+		}
+	}
+	b := startBrowser(t, ctx)
+	shots := newDropShots(t)
+	buyer := b.open(t, "buyer")
+	buyer.navigate(in.url + "/q/lotto")
+	buyer.waitJS("the lottery state", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return !$('waiting').hidden && $('waiting').dataset.mode === 'lottery' && !$('lottery').hidden &&
+			$('position-line').hidden && $('position').dataset.position === '' && $('lottery-line').dataset.value === '4' &&
+			$('conn-state').dataset.state === 'live';
+	})()`)
+	if got := buyer.eval(`document.getElementById('lottery-line').textContent`); got != "You are in the draw — 4 waiting" {
+		t.Fatalf("lottery line %q", got)
+	}
+	if txt := buyer.eval(`document.getElementById('waiting').innerText`); strings.ContainsAny(txt, "#") ||
+		strings.Contains(txt, "1st") || strings.Contains(txt, "4th") {
+		t.Fatalf("the lottery view shows a place: %q", txt)
+	}
+	shots.take(buyer, "dropday-5-lottery")
+
+	// The end of the sale.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/lotto", map[string]any{"ends_at": time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)})
+	buyer.waitJS("the end of the sale", 10*time.Second, `!document.getElementById('ended').hidden &&
+		document.getElementById('waiting').hidden && document.getElementById('conn-state').dataset.state === 'closed'`)
+	if got := buyer.eval(`document.getElementById('ended-title').textContent`); got != "The sale has ended" {
+		t.Fatalf("ended title %q", got)
+	}
+	shots.take(buyer, "dropday-6-ended")
+	var e errResp
+	if res := call(t, "POST", in.url+"/api/queues/lotto/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "queue_ended" {
+		t.Fatalf("join after the end: %d %+v, want 423 queue_ended", res.StatusCode, e)
+	}
+	if st := dropStats(t, in, "lotto"); !st.Ended || st.Method != "random" {
+		t.Fatalf("stats after the end: %+v", st)
+	}
+	// The page stopped: no stream and no join retried after the end.
+	buyer.eval(`(() => { window.__n = performance.getEntriesByType('resource').length; return ''; })()`)
+	time.Sleep(1500 * time.Millisecond) // the absence of requests can only be seen over time
+	if n := buyer.eval(`String(performance.getEntriesByType('resource').length - window.__n)`); n != "0" {
+		t.Fatalf("the page made %s requests after the end", n)
+	}
+	// A reload: the join is refused for good and the page says the sale has ended.
+	buyer.navigate(in.url + "/q/lotto")
+	buyer.waitJS("the join refused after the end", 10*time.Second, `!document.getElementById('join-error').hidden &&
+		document.getElementById('join-error').dataset.reason === 'queue_ended' &&
+		document.getElementById('join-error-title').textContent === 'The sale has ended'`)
+	shots.take(buyer, "dropday-7-ended-join")
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	logServerErrors(t, in)
+	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// TestBrowserDropDaySoldOut: the only product a queue sells goes to stock 0 while a buyer
+// waits: the page says sold out and that the place is kept (the place stays), a new join is
+// refused (423 sold_out), the dashboard shows the badge and the product the queue sells; the
+// stock comes back and the page shows the place again.
+func TestBrowserDropDaySoldOut(t *testing.T) {
+	began := time.Now()
+	ctx, in := browserInstance(t, "dropday-soldout", 60*time.Second, nil)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/shoes", map[string]any{"rate_per_second": 2, "paused": true})
+	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"name": "Sneaker", "price": 9900, "stock": 3, "queue": "shoes"})
+	for range 2 {
+		dropJoinAPI(t, in, "shoes")
+	}
+	b := startBrowser(t, ctx)
+	shots := newDropShots(t)
+	buyer := b.open(t, "buyer")
+	buyer.navigate(in.url + "/q/shoes")
+	buyer.waitJS("the buyer's place", 10*time.Second, `document.getElementById('position').dataset.position === '3' &&
+		document.getElementById('conn-state').dataset.state === 'live' && document.getElementById('sold-out').hidden`)
+	adm := dropAdminPage(t, b, in, "")
+	card := dropCard("shoes")
+	adm.waitJS("the products shoes sells", 10*time.Second, card+` !== null &&
+		`+card+`.querySelector('[data-field=products]').dataset.value === 'sneaker'`)
+
+	// Sold out.
+	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"stock": 0})
+	buyer.waitJS("sold out on the page, the place kept", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return !$('sold-out').hidden && !$('waiting').hidden && $('position').dataset.position === '3';
+	})()`)
+	if got := buyer.eval(`document.getElementById('sold-out').innerText`); !strings.Contains(got, "Sold out — your place is kept in case stock comes back") {
+		t.Fatalf("sold-out notice %q", got)
+	}
+	var e errResp
+	if res := call(t, "POST", in.url+"/api/queues/shoes/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "sold_out" {
+		t.Fatalf("join while sold out: %d %+v, want 423 sold_out", res.StatusCode, e)
+	}
+	adm.waitJS("the sold-out badge and the product at 0", 10*time.Second, `!`+card+`.querySelector('[data-testid=badge-sold-out]').hidden &&
+		`+card+`.querySelector('[data-field=products]').textContent.includes('Sneaker (0 left)')`)
+	shots.take(buyer, "dropday-8-sold-out")
+	shots.take(adm, "dropday-9-dashboard-sold-out")
+	if st := dropStats(t, in, "shoes"); !st.SoldOut {
+		t.Fatalf("stats while sold out: %+v", st)
+	}
+
+	// Stock comes back: the place again.
+	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"stock": 3})
+	buyer.waitJS("the place again after the restock", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return $('sold-out').hidden && !$('waiting').hidden && $('position').dataset.position === '3' &&
+			$('eta').textContent !== 'Sold out';
+	})()`)
+	shots.take(buyer, "dropday-10-restocked")
+	adm.waitJS("the badge gone", 10*time.Second, card+`.querySelector('[data-testid=badge-sold-out]').hidden`)
+
+	for _, p := range b.pages {
+		p.checkConsole()
+	}
+	logServerErrors(t, in)
+	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
+}
