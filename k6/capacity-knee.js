@@ -18,7 +18,7 @@ import http from 'k6/http';
 import exec from 'k6/execution';
 import { sleep } from 'k6';
 import { Counter, Rate, Trend } from 'k6/metrics';
-import { BASE, admin, classOf, metric, fmt, table, summaryOut, durationSeconds } from './lib.js';
+import { BASE, admin, classOf, joinView, placeKind, metric, fmt, table, summaryOut, durationSeconds } from './lib.js';
 
 const STEPS = (__ENV.STEPS || '25,50,100,200,400').split(',').map(Number);
 const STEP = __ENV.STEP_DURATION || '15s';
@@ -118,7 +118,9 @@ export function setup() {
         params: { jar: new http.CookieJar(), tags: { name: 'setup_join' } } });
     }
     for (const r of http.batch(reqs)) {
-      if (r.status === 201) tickets.push(r.json('ticket'));
+      const v = joinView(r);
+      if (r.status === 201 && v.ticket) tickets.push(v.ticket);
+      else if (r.status === 423) throw new Error(`setup: join refused with 423 ${v.code} (queue ${QUEUE} is sold out, ended or not open)`);
     }
     if (Date.now() - t0 > 300000) throw new Error(`setup: only ${tickets.length} joins in 300 s`);
   }
@@ -133,11 +135,22 @@ export function setup() {
       headers: { Authorization: `Bearer ${t}` }, jar: new http.CookieJar(), tags: { name: 'setup_status' } } }));
     const res = batched(reqs, 200);
     const next = [];
+    const states = {};
     res.forEach((r, i) => {
-      if (r.status === 200 && r.json('state') === 'admitted') pairs.push([pending[i], r.json('token')]);
-      else next.push(pending[i]);
+      const v = joinView(r);
+      if (r.status === 200 && v.state === 'admitted' && v.token) pairs.push([pending[i], v.token]);
+      else {
+        next.push(pending[i]);
+        const k = placeKind(v);
+        states[k] = (states[k] || 0) + 1;
+      }
     });
     pending = next;
+    // A queue scheduled to start later keeps its tickets in the pre-queue (position null);
+    // one sold out keeps them waiting. Say so instead of waiting silently.
+    if (pending.length && (states.prequeue || states.sold_out) && round % 10 === 9) {
+      console.warn(`setup: ${pending.length} tickets not admitted yet: ${JSON.stringify(states)}`);
+    }
   }
   admin('PUT', `/queues/${QUEUE}`, { paused: true, rate_per_second: 0 });
   console.log(`setup: ${pairs.length} tokens for ${TOKENS} planned orders in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

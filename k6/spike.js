@@ -6,10 +6,17 @@
 // client. Reported per phase: latency, status 0 / 4xx / 5xx, and whether the server still
 // answers /readyz after the surge.
 //
+// Drop day: METHOD=random makes the queue a lottery (joins answer position null),
+// STARTS_IN=<s> schedules its start (joins before it go to the pre-queue: state
+// "prequeue", position null), ENDS_IN=<s> its end. The joins are counted by what they gave
+// (join_kind: prequeue / waiting / lottery / admitted); 423 sold_out, queue_ended and
+// queue_closed are the sale's final answers and counted apart (visit_refused), not as 4xx.
+//
 //   k6 run -e BASE_URL=http://127.0.0.1:8080 -e ADMIN_TOKEN=… -e BASE_RATE=50 -e SPIKE_RATE=1000 k6/spike.js
+//   k6 run -e … -e QUEUE=drop1 -e STARTS_IN=60 k6/spike.js      # the surge into a pre-queue
 import http from 'k6/http';
 import { Counter, Trend } from 'k6/metrics';
-import { BASE, ADMIN_TOKEN, admin, classOf, metric, fmt, table, summaryOut } from './lib.js';
+import { BASE, ADMIN_TOKEN, admin, applyDropDay, classOf, joinView, isSaleRefusal, placeKind, metric, fmt, table, summaryOut } from './lib.js';
 
 const BASE_RATE = Number(__ENV.BASE_RATE || 50);
 const SPIKE_RATE = Number(__ENV.SPIKE_RATE || 1000);
@@ -21,6 +28,9 @@ const c0 = new Counter('visit_status0');
 const c4 = new Counter('visit_4xx');
 const c5 = new Counter('visit_5xx');
 const okc = new Counter('visit_ok');
+const refused = new Counter('visit_refused');
+const kinds = new Counter('join_kind');
+const KINDS = ['prequeue', 'waiting', 'lottery', 'admitted'];
 
 const phaseNames = ['before', 'spike', 'after'];
 const th = {};
@@ -31,6 +41,8 @@ for (const p of phaseNames) {
   th[`visit_4xx{phase:${p}}`] = ['count>=0'];
   th[`visit_5xx{phase:${p}}`] = ['count>=0'];
 }
+for (const k of KINDS) th[`join_kind{kind:${k}}`] = ['count>=0'];
+th.visit_refused = ['count>=0'];
 th.visit_5xx = ['count==0'];
 th.visit_status0 = ['count==0'];
 
@@ -61,6 +73,7 @@ export function setup() {
   if (ADMIN_TOKEN) {
     admin('PUT', '/limits', { join_per_ip_per_second: 0, join_global_per_second: 0 });
     admin('PUT', `/queues/${QUEUE}`, { paused: false, rate_per_second: 50, closed: false, places_per_ip: 0 });
+    applyDropDay(QUEUE);
   }
   return { start: Date.now() };
 }
@@ -75,6 +88,10 @@ function phaseAt(ms) {
 }
 
 function count(res, tags) {
+  if (isSaleRefusal(res)) {
+    refused.add(1, { ...tags, code: joinView(res).code || 'unknown' });
+    return false;
+  }
   const c = classOf(res);
   if (c === 'status0') c0.add(1, tags);
   else if (c === '4xx') c4.add(1, tags);
@@ -88,7 +105,10 @@ export default function (data) {
   const jar = new http.CookieJar();
   const j = http.post(`${BASE}/api/queues/${QUEUE}/join`, null, { jar, tags: { ...tags, name: 'join' } });
   if (!count(j, tags)) return;
-  const ticket = j.json('ticket');
+  const v = joinView(j);
+  kinds.add(1, { kind: placeKind(v) });
+  const ticket = v.ticket;
+  if (!ticket) { c4.add(1, tags); return; } // a 2xx without a ticket: the contract broken
   const s = http.get(`${BASE}/api/queues/${QUEUE}/status`, { jar, headers: { Authorization: `Bearer ${ticket}` }, tags: { ...tags, name: 'status' } });
   if (!count(s, tags)) return;
   okc.add(1, tags);
@@ -110,8 +130,11 @@ export function handleSummary(data) {
       p99_ms: metric(data, `visit_ms${s}`, 'p(99)'), max_ms: metric(data, `visit_ms${s}`, 'max'),
     };
   });
+  const joins = {};
+  for (const k of KINDS) joins[k] = metric(data, `join_kind{kind:${k}}`, 'count');
   const r = {
-    base_rate: BASE_RATE, spike_rate: SPIKE_RATE, phases_s: PHASES, rows,
+    base_rate: BASE_RATE, spike_rate: SPIKE_RATE, phases_s: PHASES, rows, joins,
+    refused: metric(data, 'visit_refused', 'count'),
     dropped_iterations: metric(data, 'dropped_iterations', 'count'),
     iterations: metric(data, 'iterations', 'count'),
     max_vus: metric(data, 'vus_max', 'value'),
@@ -122,6 +145,7 @@ export function handleSummary(data) {
       ['phase', 'ok visits', 'status0', '4xx', '5xx', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms'],
       ...rows.map((x) => [x.phase, x.ok, x.status0, x.http_4xx, x.http_5xx, fmt(x.p50_ms), fmt(x.p95_ms), fmt(x.p99_ms), fmt(x.max_ms)]),
     ]),
+    `joins: ${KINDS.map((k) => `${k} ${joins[k]}`).join(', ')}; refused by the sale (423 sold out / ended / not open): ${r.refused}`,
     `iterations ${r.iterations}, dropped ${r.dropped_iterations} (offered load the client could not send: the server was too slow to free VUs), VUs ${r.max_vus}`,
   ].join('\n');
   return summaryOut(text, r);
