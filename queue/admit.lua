@@ -134,7 +134,9 @@ end
 -- Places with no sign of life for the grace period leave the line.
 local departed = 0
 local grace = tonumber(ARGV[4])
-if grace > 0 then
+-- Not while the draw places the pre-queue: its members' streams start signing life once
+-- every place is known.
+if grace > 0 and phase ~= 'f' then
   for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - grace, 'LIMIT', 0, limit)) do
     local w, g, gn = KEYS[2], KEYS[7], KEYS[8]
     local s = redis.call('ZSCORE', w, tk)
@@ -272,9 +274,11 @@ if #gonelist > 0 then redis.call('DEL', KEYS[8]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
 local tail = tonumber(redis.call('GET', KEYS[13]) or '0')
 waiting = waiting - nn
-if random and nn > 0 and waiting == 0 and phase ~= 'f' then
-  -- Every sequence up to the tail has been admitted or has left.
-  head = tail
+if random and nn > 0 then
+  -- Every sequence below the lowest one still waiting has been admitted or has left, so the
+  -- head moves up to it and the holes below are dropped (they never pile up).
+  local low = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if #low > 0 then head = math.max(head, tonumber(low[2]) - 1) else head = math.max(head, tail) end
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
 end
 -- What the streams show besides the line: the schedule (starts, pre-queue size, phase),

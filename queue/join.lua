@@ -43,7 +43,7 @@
 --   the normal line's (the ETA's share of the rate depends on it).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms')
+  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms')
 local closed = cf[1] == '1'
 local method = cf[7] or 'fifo'
 local sold_out = cf[8] == '1'
@@ -164,7 +164,18 @@ if cur then
     redis.call('RPUSH', KEYS[14], seq)
     return lane_place(ilane)
   end
-  if st == 'q' then return prequeuer(1) end
+  if st == 'q' then
+    -- A pre-queue member who brings an invite leaves the draw for the invite's lane (a
+    -- bad code is refused and the entry kept). After the freeze the draw records its
+    -- reserved sequence as a departure.
+    if ARGV[2] == '1' and ARGV[6] ~= '' then
+      local ilane = spend_invite()
+      if not ilane then return {-8} end
+      redis.call('ZREM', KEYS[15], ARGV[1])
+      return lane_place(ilane)
+    end
+    return prequeuer(1)
+  end
   if st == 'a' and tonumber(exp) > now then
     return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0, starts, 0, so, method}
   end
@@ -176,7 +187,8 @@ if cur then
   end
 end
 if ARGV[2] == '0' then return {-3} end
-if cf[9] == '1' then return {-9} end
+local ends = tonumber(cf[14] or '0') or 0
+if cf[9] == '1' or (ends > 0 and now >= ends) then return {-9} end
 if method == 'reject' then return {-11} end
 if closed then return {-2} end
 if sold_out then return {-10} end

@@ -69,7 +69,9 @@ func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawP
 	return DrawPhase(toString(res[1])), nil
 }
 
-// afterTick runs what a tick said is due: the draw at the start, the end at ends_at.
+// afterTick runs what a tick said is due: the draw at the start, the end at ends_at. The
+// end waits for the draw: ending a sale drops the frozen list, which the draw needs to
+// finish and reveal its seed.
 func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int64, res TickResult, log zerolog.Logger) {
 	if res.Phase == DrawFrozen {
 		start := time.Now()
@@ -78,10 +80,10 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Msg("draw: will try again at the next tick")
 			}
-		} else {
-			a.q.m.draws.WithLabelValues(name).Inc()
-			log.Info().Int("participants", n).Dur("took", time.Since(start)).Msg("draw: done")
+			return
 		}
+		a.q.m.draws.WithLabelValues(name).Inc()
+		log.Info().Int("participants", n).Dur("took", time.Since(start)).Msg("draw: done")
 	}
 	if res.EndDue {
 		if err := a.runEnd(ctx, name, owner, fence); err != nil && ctx.Err() == nil {
@@ -94,14 +96,16 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 var errFenced = fmt.Errorf("lease lost")
 
 // runDraw orders and places every member of the frozen participant list; it returns their
-// number.
+// number. It keeps the lease alive between batches (a big draw outlasts the lease time), and a
+// leader that takes over resumes where the last one's progress mark says (the order is a
+// function of the frozen list and the seed, so it recomputes the same one).
 func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64) (int, error) {
 	k := keysFor(name)
-	rec, err := a.q.rdb.HMGet(ctx, k.draw(), "seed", "base", "n").Result()
+	rec, err := a.q.rdb.HMGet(ctx, k.draw(), "seed", "base", "n", "placed").Result()
 	if err != nil {
 		return 0, fail("draw "+name, err)
 	}
-	seed, base := toString(rec[0]), toInt(rec[1])
+	seed, base, resume := toString(rec[0]), toInt(rec[1]), int(toInt(rec[3]))
 	tickets, err := a.q.rdb.ZRange(ctx, k.drawSet(), 0, -1).Result()
 	if err != nil {
 		return 0, fail("draw "+name, err)
@@ -126,7 +130,18 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	order := make([]byte, 0, 32*len(perm))
 	batch := a.cfg.DrawBatch
 	keys := []string{k.lease(), k.fence(), k.tickets(), k.waiting(), k.seen(), k.gone(), k.goneNew(), k.draw()}
-	for from := 0; from < len(perm); from += batch {
+	renewed := time.Now()
+	for from := min(max(resume, 0), len(perm)); from < len(perm); from += batch {
+		if time.Since(renewed) >= a.cfg.LeaseRenew {
+			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+			if err != nil {
+				return 0, fail("draw "+name, err)
+			}
+			if f != fence {
+				return 0, errFenced
+			}
+			renewed = time.Now()
+		}
 		to := min(from+batch, len(perm))
 		args := make([]any, 0, 3+2*(to-from))
 		args = append(args, owner, fence, to)

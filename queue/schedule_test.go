@@ -423,6 +423,23 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if firstHalf == int(r.Admitted) {
 			t.Logf("all %d admitted came from the first half (possible, unlikely)", r.Admitted)
 		}
+		// The holes left below the lowest waiter are dropped as the head moves up to it: the
+		// departures never pile up, and a drained line keeps none.
+		if g, _ := f.rdb.ZCard(ctx, "wr:{q:rnd}:gone").Result(); g > r.Admitted {
+			t.Fatalf("%d departures kept after %d random admissions", g, r.Admitted)
+		}
+		if _, _, err := f.q.Put(ctx, "rnd", queue.SettingsPatch{RatePerSecond: f64(5000)}); err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			time.Sleep(30 * time.Millisecond)
+			if r, _ := a.TickOnce(ctx, "rnd"); r.Waiting == 0 {
+				break
+			}
+		}
+		if g, _ := f.rdb.ZCard(ctx, "wr:{q:rnd}:gone").Result(); g != 0 {
+			t.Fatalf("%d departures kept after the line drained", g)
+		}
 	})
 
 	t.Run("sold out stops admission and keeps places; restock resumes in order", func(t *testing.T) {
@@ -493,4 +510,84 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			t.Fatal("a new end accepted after the end")
 		}
 	})
+}
+
+// TestBigDrawOutlastsTheLease: a draw that takes longer than the lease time keeps the lease
+// alive between its batches and finishes in one go.
+func TestBigDrawOutlastsTheLease(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "long", 0, 0)
+	f.schedule(t, "long", time.Now().Add(time.Hour))
+	for range 3000 {
+		tk, _ := f.signer.New("long")
+		if _, _, err := f.q.Join(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := f.q.Put(ctx, "long", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
+		t.Fatal(err)
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{LeaseTTL: 100 * time.Millisecond, DrawBatch: 3})
+	start := time.Now()
+	if _, err := a.TickOnce(ctx, "long"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	d, err := f.q.Draw(ctx, "long")
+	if err != nil || d.Phase != queue.DrawDone || d.Participants != 3000 {
+		t.Fatalf("after one tick (the draw took %v, the lease is 100 ms): %+v %v", took, d, err)
+	}
+	if took < 100*time.Millisecond {
+		t.Logf("the draw took %v, shorter than the lease: the test did not stretch it", took)
+	}
+}
+
+// TestPrequeueInviteAndLateEnd: a pre-queue member who brings an invite leaves the draw for
+// the invite's lane; a join after ends_at is refused even before the leader ended the line.
+func TestPrequeueInviteAndLateEnd(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "inv", 0, 0)
+	f.schedule(t, "inv", time.Now().Add(time.Hour))
+	member, other := func() queue.Ticket { tk, _ := f.signer.New("inv"); return tk }(), func() queue.Ticket { tk, _ := f.signer.New("inv"); return tk }()
+	for _, tk := range []queue.Ticket{member, other} {
+		if p, _, err := f.q.Join(ctx, tk); err != nil || p.State != queue.StatePrequeue {
+			t.Fatalf("pre-queue join: %+v %v", p, err)
+		}
+	}
+	if _, _, err := f.q.JoinWith(ctx, member, queue.JoinOptions{Invite: "no-such-code-0000"}); !errors.Is(err, queue.ErrInviteInvalid) {
+		t.Fatalf("a bad code: %v", err)
+	}
+	inv, err := f.q.CreateInvites(ctx, "inv", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := f.q.JoinWith(ctx, member, queue.JoinOptions{Invite: inv[0].Code})
+	if err != nil || p.State != queue.StateWaiting || p.Lane != queue.LaneBypass {
+		t.Fatalf("pre-queue member with an invite: %+v %v", p, err)
+	}
+	if _, _, err := f.q.Put(ctx, "inv", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
+		t.Fatal(err)
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	if _, err := a.TickOnce(ctx, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := f.q.Draw(ctx, "inv"); d.Participants != 1 {
+		t.Fatalf("%d drawn, want 1 (the invite holder left the draw)", d.Participants)
+	}
+	if p, _ := f.q.Status(ctx, other); p.State != queue.StateWaiting || p.Position != 1 {
+		t.Fatalf("the other member: %+v", p)
+	}
+
+	f.mkQueue(t, "late", 0, 0)
+	if _, _, err := f.q.Put(ctx, "late", queue.SettingsPatch{EndsAt: timep(time.Now().Add(100 * time.Millisecond))}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	tk, _ := f.signer.New("late")
+	if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrQueueEnded) {
+		t.Fatalf("join after ends_at, before the leader's tick: %v", err)
+	}
 }

@@ -121,14 +121,15 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	var first []byte
 	kind, soldOut := framePriority, false
 	switch {
+	case w.Place.State == queue.StateAdmitted:
+		// Before the end check: a token handed out before the end stays valid until it expires.
+		c.admitted = true
+		first = admittedFrame(l.ev, admitTick(w.Place, l.tick), w.Queue, token, w.Place.TokenExpiresAt)
 	case l.sale.ended:
 		// The sale is over and every place dropped: the closed event, then the stream ends
 		// (the client's reconnect is answered 204 by the web layer, which stops it).
 		c.admitted, c.ended = true, true
 		first, kind = closedFrame(l.ev), frameClose
-	case w.Place.State == queue.StateAdmitted:
-		c.admitted = true
-		first = admittedFrame(l.ev, admitTick(w.Place, l.tick), w.Queue, token, w.Place.TokenExpiresAt)
 	case w.Place.State == queue.StateExpired, w.Place.State == queue.StateUsed:
 		c.admitted, c.expired = true, true
 		first = expiredFrame(l.ev, l.tick)

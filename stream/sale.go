@@ -83,11 +83,12 @@ func (h *Hub) announce(qh *qhub, news saleNews) {
 }
 
 // closeAll ends every stream of the queue at the end of the sale: the closed event, then the
-// writer closes the stream. The caller holds qh.mu.
+// writer closes the stream. A stream that holds a live token is left alone: the token stays
+// valid until it expires (the end drops places, not admissions). The caller holds qh.mu.
 func (h *Hub) closeAll(qh *qhub) {
 	b := closedFrame(qh.line.ev) // one rendering for the whole line
 	for c := range qh.conns {
-		if c.ended {
+		if c.ended || (c.admitted && !c.expired) {
 			continue
 		}
 		c.admitted, c.ended = true, true

@@ -500,7 +500,9 @@
       onPrequeue(q) { if (live()) renderPrequeue(q); },
       onPosition(p) { if (live()) renderPosition(p); },
       onSoldOut(s) { if (live()) renderSoldOut(s); },
-      onClosed() { if (live()) renderEnded(); },
+      // A buyer holding a live token keeps it after the end (the end drops places, not
+      // admissions): the admitted view stays.
+      onClosed() { if (live() && phase !== 'admitted') renderEnded(); },
       onAdmitted(a) { if (live()) renderAdmitted(a); },
       onExpired() { if (live()) renderExpired(); },
       onLeft() { if (live()) renderLeft(); },
