@@ -47,6 +47,10 @@ func (r *renderers) of(lane uint8) *positionRenderer {
 	return r.rs[lane]
 }
 
+// prequeueEvery is how many fan-out rounds (update intervals) pass between two pre-queue size
+// updates of one stream (5 s at the default interval).
+const prequeueEvery = 5
+
 // checkEvery is how often a stream the line has passed without an admitted event (a gap,
 // or a connect racing the message) may ask Redis for its ticket.
 const checkEvery = 2 * time.Second
@@ -79,7 +83,12 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 		if c.pre {
 			switch phase {
 			case queue.DrawScheduled:
-				if c.lastPre != size || force {
+				// The size is news, not a place: each pre-queue stream hears it at most every
+				// prequeueEvery rounds (its turn set by its heartbeat slot, so the turns are
+				// spread evenly), which keeps a big pre-queue that is still filling from
+				// costing an event per member every second.
+				turn := (int64(c.hbSlot)+qh.round)%prequeueEvery == 0
+				if c.lastPre != size && (turn || c.lastPre < 0) || force {
 					c.lastPre = size
 					pres = append(pres, c)
 				}
