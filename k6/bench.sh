@@ -21,6 +21,17 @@
 #                        full of streams, admitting 20/s; the admission leader gets SIGKILL and
 #                        its users reconnect to the others; STORM_RUNS (3) times.
 #                        (fdflood and storm are not in the default suite.)
+#   BENCH_ONLY=draw10000   drop day: 10,000 pre-queue streams on one instance, the start moved to
+#                        now; time from that call to every drawn position (p50/p99/max), the
+#                        positions a permutation of 1…N matching the published order, the seed
+#   BENCH_ONLY=draw100000  the same with 100,000 streams on 6 instances (one holds ~19,300 at
+#                        the 20,000 open-file limit); target: every position within 5 s
+#   BENCH_ONLY=soldout19000  19,000 waiting streams on one instance, the queue's product set to
+#                        stock 0; time from that call to every sold_out event
+#   BENCH_ONLY=idlepre   Redis commands/s of an idle queue, no streams: plain (paused) and
+#                        scheduled (pre-queue), each with 0, 10,000 and 100,000 places (IDLE_SIZES)
+#                        (the drop-day runs are not in the default suite; DRAW_N, SOLDOUT_N
+#                        change their sizes)
 #   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
 #   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
 #   BENCH_SERVER_ENV="WR_UPDATE_INTERVAL=3s …"   extra server settings (no spaces inside values)
@@ -315,6 +326,35 @@ storm() {
 	done
 }
 
+# idlepre: an idle queue's Redis commands/s with no streams open, plain and scheduled (an hour
+# ahead: the places are its pre-queue), both at admission rate 0, for each of
+# IDLE_SIZES places; every run on a new instance over an emptied Redis. WR_GRACE=1h: the plain
+# queue's places hold no stream and would otherwise be abandoned (and swept) after 60 s
+# (pre-queue places are not abandoned before the start anyway).
+idlepre() {
+	local kind n flag
+	for kind in plain pre; do
+		for n in ${IDLE_SIZES:-0 10000 100000}; do
+			flag=
+			[ "$kind" = pre ] && flag=-scheduled
+			BENCH_SERVER_ENV="WR_GRACE=1h ${BENCH_SERVER_ENV:-}" fresh 1
+			swarm "idle-$kind-$n" -mode idlecost -n "$n" $flag -settle 10s -duration "${IDLE_WINDOW:-30s}"
+		done
+	done
+	{
+		echo "idle queue, no streams: Redis commands/s over ${IDLE_WINDOW:-30s} (INFO commandstats delta)"
+		printf '%-10s %8s %12s %10s %8s %12s\n' queue places "cmds/s" "cmds/tick" "ticks/s" "server CPU"
+		for kind in plain pre; do
+			for n in ${IDLE_SIZES:-0 10000 100000}; do
+				[ -f "$OUT/idle-$kind-$n.json" ] || continue
+				jq -r --arg k "$kind" '[$k, .joined, (.window.redis_commands_per_s*10|round/10), (.window.redis_commands_per_tick*100|round/100),
+					.admission_ticks_per_s, (.window.server_cpu_cores*10000|round/10000)] | @tsv' "$OUT/idle-$kind-$n.json" |
+					awk -F'\t' '{printf "%-10s %8s %12s %10s %8s %12s\n", $1, $2, $3, $4, $5, $6}'
+			done
+		done
+	} | tee "$OUT/idlepre.txt"
+}
+
 machine() {
 	{
 		echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -324,6 +364,7 @@ machine() {
 		echo "go: $(go version | awk '{print $3}')"
 		echo "open files: $(ulimit -n)"
 		echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		echo "working tree: $(git status --porcelain 2>/dev/null | wc -l) changed or untracked files (uncommitted work is in the build)"
 	} | tee "$OUT/machine.txt"
 }
 
@@ -357,6 +398,24 @@ default)
 	if want joingo; then
 		fresh 1
 		swarm joins-go -mode joins -connect-rate "${JOIN_RATE:-4000}" -duration "${JOIN_DURATION:-20s}"
+	fi
+	if want draw10000; then
+		fresh 1
+		swarm "draw-${DRAW_N:-10000}" -mode draw -n "${DRAW_N:-10000}" -connect-rate 2000 -idle 10s -wait "${DROP_WAIT:-60s}"
+	fi
+	if want draw100000; then
+		# One instance holds ~19,300 streams at the open-file limit (20,000, not raisable
+		# here): 100,000 streams take 6, as hold-100000 does.
+		fresh 6
+		swarm "draw-${DRAW_N:-100000}" -mode draw -n "${DRAW_N:-100000}" -connect-rate 1500 -src-count 6 -procs 7 -idle 10s \
+			-wait "${DROP_WAIT:-60s}"
+	fi
+	if want soldout19000; then
+		fresh 1
+		swarm "soldout-${SOLDOUT_N:-19000}" -mode soldout -n "${SOLDOUT_N:-19000}" -connect-rate 1000 -idle 10s -wait "${DROP_WAIT:-60s}"
+	fi
+	if want idlepre; then
+		idlepre
 	fi
 	if [ "${BENCH_K6:-1}" != 0 ] && { want joinrate || want knee || want spike; }; then
 		find_k6
@@ -403,7 +462,9 @@ for f in "$OUT"/*.json; do
 	[ -e "$f" ] || continue
 	name=$(basename "$f" .json)
 	echo "--- $name"
-	if jq -e '.windows' "$f" >/dev/null 2>&1; then
+	if jq -e '.summary' "$f" >/dev/null 2>&1; then
+		jq -r '.summary' "$f"
+	elif jq -e '.windows' "$f" >/dev/null 2>&1; then
 		jq -r '
 		  "connected \(.connected)/\(.n) at \(.connects_per_second)/s; memory/waiter (\((.memory_after_idle // .memory).when)) RSS \((.memory_after_idle // .memory).rss_per_waiter_kb) KB, heap in use \((.memory_after_idle // .memory).heap_inuse_per_waiter_kb) KB, goroutines \((.memory_after_idle // .memory).goroutines_per_waiter)",
 		  (.windows[] | "  \(.name): server CPU \(.server_cpu_cores*1000|round/1000) cores (\(.server_cpu_us_per_waiter_per_s*100|round/100) µs/waiter/s), Redis \(.redis_commands_per_s|round) cmds/s, \(.redis_commands_per_tick*100|round/100) cmds/tick, machine \(.machine_busy_cores*100|round/100) cores busy"),

@@ -41,6 +41,10 @@ type childConfig struct {
 	// the server is opened again after Redial (0 = not).
 	Partial string        `json:"partial,omitempty"`
 	Redial  time.Duration `json:"redial,omitempty"`
+
+	// -mode draw and soldout: every waiter keeps its drop-day events (first position, first
+	// sold_out, with their times) for the parent, and "watch" starts progress reports.
+	DropDay bool `json:"drop_day,omitempty"`
 }
 
 // child runs one process's share of the waiters and answers the parent's commands on
@@ -64,6 +68,34 @@ type child struct {
 	lastUp    atomic.Int64   // unix ns: the latest waiter to get a stream (back)
 	pending   atomic.Int64   // storm arrivals not started yet
 	downUntil []atomic.Int64 // per target: unix ns until which it is taken for dead
+
+	mark    atomic.Int64 // drop day: unix ns of "watch"; positions before it are not the drawn ones
+	gotPos  atomic.Int64 // drop day: waiters that have had a position event since mark
+	gotSold atomic.Int64 // drop day: waiters that have had a sold_out event
+	ended   atomic.Int64 // drop day: streams that ended (after their first event) without the swarm closing them
+}
+
+// dropMsg is a drop-day process's progress: how many of its waiters have had their first
+// position and sold_out events so far.
+type dropMsg struct {
+	Index int   `json:"index"`
+	Pos   int64 `json:"pos"`
+	Sold  int64 `json:"sold"`
+	Ended int64 `json:"ended"`
+}
+
+// reportDrop sends the drop-day counts every 50 ms until the run stops.
+func (c *child) reportDrop() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		c.emit("drop", dropMsg{Index: c.cfg.Index, Pos: c.gotPos.Load(), Sold: c.gotSold.Load(), Ended: c.ended.Load()})
+		select {
+		case <-t.C:
+		case <-c.quit:
+			return
+		}
+	}
 }
 
 // all is a copy of the waiter list.
@@ -206,6 +238,10 @@ type connectedMsg struct {
 	Failed    int     `json:"failed"`
 	Seconds   float64 `json:"seconds"`
 	FirstDone float64 `json:"first_done"`
+	// Drop day: waiters whose stream's first event was prequeue, and whose join answered
+	// state "prequeue".
+	PrequeueFirst int `json:"prequeue_first,omitempty"`
+	JoinPrequeue  int `json:"join_prequeue,omitempty"`
 }
 
 // childResult is everything a process measured.
@@ -228,6 +264,8 @@ type childResult struct {
 	Arrived int            `json:"arrived,omitempty"`
 	// -mode flood
 	Flood *floodResult `json:"flood,omitempty"`
+	// -mode draw, soldout: one record per waiter that joined
+	Drop []dropRec `json:"drop,omitempty"`
 }
 
 // tokenOut is what one storm user ended with.
@@ -288,6 +326,10 @@ func runChild(raw string) error {
 		case "storm":
 			c.spawners.Add(1)
 			go func() { defer c.spawners.Done(); c.reportStatus() }()
+		case "watch":
+			c.mark.Store(time.Now().UnixNano())
+			c.spawners.Add(1)
+			go func() { defer c.spawners.Done(); c.reportDrop() }()
 		case "arrive":
 			if cfg.ArrivalRate > 0 && cfg.ArrivalFor > 0 {
 				c.pending.Store(int64(cfg.ArrivalRate * cfg.ArrivalFor.Seconds()))
@@ -371,8 +413,21 @@ func (c *child) connect(ctx context.Context, streams, polls *sync.WaitGroup) {
 		}()
 	}
 	done.Wait()
-	c.emit("connected", connectedMsg{Index: cfg.Index, OK: int(ok.Load()), Failed: int(failed.Load()),
-		Seconds: time.Since(t0).Seconds(), FirstDone: time.Duration(firstDone.Load()).Seconds()})
+	m := connectedMsg{Index: cfg.Index, OK: int(ok.Load()), Failed: int(failed.Load()),
+		Seconds: time.Since(t0).Seconds(), FirstDone: time.Duration(firstDone.Load()).Seconds()}
+	if cfg.DropDay {
+		// Every waiter's first event (or failure) is in: their goroutines wrote these
+		// before reporting, and done.Wait ordered it.
+		for _, w := range c.all() {
+			if w.drop.First == evPrequeue {
+				m.PrequeueFirst++
+			}
+			if w.joinPre {
+				m.JoinPrequeue++
+			}
+		}
+	}
+	c.emit("connected", m)
 	if cfg.Mode == "poll" {
 		c.startPolls(ctx, polls, false)
 	}
@@ -437,6 +492,8 @@ func (c *child) result() childResult {
 		"poll_position_increase": &st.pollMonoViolations, "stream_drops": &st.drops, "stream_sheds": &st.sheds,
 		"stream_conn_failures": &st.connFails, "places_lost": &st.lost, "reconnects": &st.reconnects,
 		"join_503": &st.join503, "token_changed": &st.tokenChanged, "admitted_resent": &st.admittedResent,
+		"prequeue": &st.prequeues, "sold_out": &st.soldOuts, "closed": &st.closedEv, "ping_event": &st.pingEvents,
+		"join_prequeue": &st.joinPrequeue, "sold_out_twice": &st.soldOutTwice,
 	} {
 		r.Counts[name] = v.Load()
 	}
@@ -474,6 +531,11 @@ func (c *child) result() childResult {
 		}
 		if w.ticket == "" {
 			continue
+		}
+		if c.cfg.DropDay {
+			d := w.drop
+			d.Index = w.index
+			r.Drop = append(r.Drop, d)
 		}
 		r.Connected++
 		if w.healthy {

@@ -66,6 +66,12 @@ type options struct {
 	Partial   string
 	Redial    time.Duration
 	ServerPID int
+	// -mode draw, soldout, idlecost (drop day)
+	StartIn     time.Duration
+	Wait        time.Duration
+	Product     string
+	Scheduled   bool
+	JoinWorkers int
 }
 
 func main() {
@@ -92,6 +98,10 @@ func main() {
 		run = runStorm
 	case "flood":
 		run = runFlood
+	case "draw", "soldout":
+		run = runDropDay
+	case "idlecost":
+		run = runIdleCost
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "swarm:", err)
@@ -113,7 +123,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
 	fs.IntVar(&o.ConnectConc, "connect-conc", 200, "most joins+stream handshakes in flight, all processes together (the pace slows when the server does)")
 	fs.IntVar(&o.Probe, "probe", 0, "put the first N waiters in a process of their own that connects first (front of the line): its admission latency is reported apart as probe_* (the server's delay, without the load tool's own queueing)")
-	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), joins (open-loop joins at -connect-rate for -duration), storm (reconnect storm: streams over every -targets, one instance SIGKILLed, streams reconnect like browsers) or flood (descriptor flood: -n idle connections with a request never finished)")
+	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), joins (open-loop joins at -connect-rate for -duration), storm (reconnect storm: streams over every -targets, one instance SIGKILLed, streams reconnect like browsers), flood (descriptor flood: -n idle connections with a request never finished), draw (drop day: -n pre-queue streams, the start moved to now, time to every drawn position), soldout (-n waiting streams, the queue's product set to stock 0, time to every sold_out event) or idlecost (Redis commands/s of an idle queue holding -n places, plain or -scheduled)")
 	fs.BoolVar(&o.LeaveAdmitted, "leave-admitted", true, "storm: an admitted user closes its stream (it leaves for the order page)")
 	fs.Float64Var(&o.Arrivals, "arrivals", 0, "storm: new users per second joining from the kill on (they meet the full instances' 503s)")
 	fs.DurationVar(&o.ArrivalsFor, "arrivals-for", 10*time.Second, "storm: how long new users keep arriving")
@@ -125,6 +135,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.Partial, "partial", "GET /healthz HTTP/1.", "flood: what each connection sends and never finishes: by default a request line cut short (\\r and \\n are read as escapes)")
 	fs.DurationVar(&o.Redial, "redial", time.Second, "flood: a connection the server closed is opened again after this (jittered ×0.5–1.5; 0 = not)")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "flood: process id of the instance, watched: the report says whether and when it exited")
+	fs.DurationVar(&o.StartIn, "start-in", time.Hour, "draw, idlecost -scheduled: the queue's start is set this far ahead (draw: then moved to now by starts_at null)")
+	fs.DurationVar(&o.Wait, "wait", 60*time.Second, "draw, soldout: how long after the admin call to wait for every stream's event (and the seed)")
+	fs.StringVar(&o.Product, "product", "", "soldout: product id naming the queue (default: the queue's name)")
+	fs.BoolVar(&o.Scheduled, "scheduled", false, "idlecost: a scheduled queue (starts -start-in ahead) whose -n members wait in the pre-queue; otherwise a plain queue, -n waiting; admission rate 0 either way")
+	fs.IntVar(&o.JoinWorkers, "join-workers", 32, "idlecost: joins in flight (kept-alive connections)")
 	fs.IntVar(&o.JoinConns, "join-conns", 512, "joins mode: most joins in flight (kept-alive connections); an arrival finding none free is dropped")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "idle window (queue paused: heartbeats only) after connecting; 0 skips it")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured window with admission running (per mode in compare)")
@@ -211,10 +226,28 @@ func parseFlags(args []string) (options, error) {
 		if o.Partial == "" || strings.Contains(o.Partial, "\r\n\r\n") {
 			return o, errors.New("-partial must be a request that is not finished")
 		}
+	case "draw", "soldout", "idlecost":
+		if o.AdminToken == "" {
+			return o, fmt.Errorf("-mode %s needs -admin-token", o.Mode)
+		}
+		if o.Probe > 0 {
+			return o, fmt.Errorf("-probe is not for -mode %s", o.Mode)
+		}
+		if o.Mode == "idlecost" && o.Redis == "" {
+			return o, errors.New("-mode idlecost needs -redis (it counts Redis commands)")
+		}
+		if o.Wait <= 0 || o.StartIn < time.Minute {
+			return o, errors.New("-wait must be positive and -start-in at least 1m")
+		}
+		if o.JoinWorkers < 1 || o.JoinWorkers > 1000 {
+			return o, errors.New("-join-workers must be 1…1000")
+		}
 	default:
-		return o, fmt.Errorf("-mode %q: want stream, poll, compare, joins, storm or flood", o.Mode)
+		return o, fmt.Errorf("-mode %q: want stream, poll, compare, joins, storm, flood, draw, soldout or idlecost", o.Mode)
 	}
-	if o.N < 1 || o.N > 200000 {
+	// idlecost -n 0: an idle queue with nobody in it, the fixed cost the others are
+	// compared with.
+	if (o.N < 1 && (o.Mode != "idlecost" || o.N < 0)) || o.N > 200000 {
 		return o, errors.New("-n must be 1…200000")
 	}
 	if o.PerProc < 1 || o.PerProc > 18000 {
@@ -226,11 +259,11 @@ func parseFlags(args []string) (options, error) {
 	if o.SrcCount <= 0 {
 		o.SrcCount = 1
 		if o.Src != "" {
-			o.SrcCount = int(math.Ceil(float64(o.N) / float64(o.PerSrc)))
+			o.SrcCount = max(1, int(math.Ceil(float64(o.N)/float64(o.PerSrc))))
 		}
 	}
 	if o.Procs <= 0 {
-		o.Procs = int(math.Ceil(float64(o.N) / float64(o.PerProc)))
+		o.Procs = max(1, int(math.Ceil(float64(o.N)/float64(o.PerProc))))
 		if o.Src != "" {
 			o.Procs = max(o.Procs, o.SrcCount)
 		}
@@ -238,7 +271,7 @@ func parseFlags(args []string) (options, error) {
 	if int(math.Ceil(float64(o.N)/float64(o.Procs))) > o.PerProc {
 		return o, fmt.Errorf("%d waiters over %d processes exceeds -per-proc %d", o.N, o.Procs, o.PerProc)
 	}
-	if o.Probe < 0 || o.Probe >= o.N || o.Probe > o.PerProc {
+	if o.Probe < 0 || (o.Probe > 0 && (o.Probe >= o.N || o.Probe > o.PerProc)) {
 		return o, errors.New("-probe must be below -n and -per-proc")
 	}
 	if o.Queue == "" {

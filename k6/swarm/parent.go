@@ -24,6 +24,7 @@ type proc struct {
 	ack       chan struct{}
 	result    chan childResult
 	status    chan statusMsg // storm and flood: the process's counts, every 100–500 ms
+	drop      chan dropMsg   // draw and soldout: the process's progress, every 50 ms
 }
 
 func (p *proc) send(cmd string) {
@@ -50,6 +51,14 @@ func (p *proc) read(r io.Reader) {
 				select {
 				case p.status <- m:
 				default: // nobody reads them: drop
+				}
+			}
+		case "@drop":
+			var m dropMsg
+			if json.Unmarshal(body, &m) == nil {
+				select {
+				case p.drop <- m:
+				default:
 				}
 			}
 		case "@result":
@@ -239,6 +248,8 @@ func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, s
 		cfg.ArrivalRate, cfg.ArrivalFor = o.Arrivals/float64(o.Procs), o.ArrivalsFor
 	case "flood":
 		cfg.Mode, cfg.Partial, cfg.Redial = "flood", o.Partial, o.Redial
+	case "draw", "soldout":
+		cfg.DropDay = true
 	}
 	b, _ := json.Marshal(cfg)
 	cmd := exec.Command(exe)
@@ -257,7 +268,7 @@ func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, s
 		return nil, fmt.Errorf("start child %d: %w", index, err)
 	}
 	p := &proc{cmd: cmd, stdin: stdin, connected: make(chan connectedMsg, 1), ack: make(chan struct{}, 1), result: make(chan childResult, 1),
-		status: make(chan statusMsg, 64)}
+		status: make(chan statusMsg, 64), drop: make(chan dropMsg, 64)}
 	go p.read(stdout)
 	r.procs = append(r.procs, p)
 	return p, nil
@@ -288,6 +299,8 @@ func (r *run) waitConnected() connectedMsg {
 		}
 		total.OK += m.OK
 		total.Failed += m.Failed
+		total.PrequeueFirst += m.PrequeueFirst
+		total.JoinPrequeue += m.JoinPrequeue
 		total.Seconds = max(total.Seconds, m.Seconds)
 	}
 	return total

@@ -34,6 +34,10 @@ type clientStats struct {
 	polls, pollAdmitted, pollMonoViolations       atomic.Int64
 	drops, sheds, connFails, lost, reconnects     atomic.Int64
 	join503, tokenChanged, admittedResent         atomic.Int64
+	// Drop day: prequeue, sold_out, closed and ping events; joins answered "prequeue";
+	// sold_out events after a stream's first.
+	prequeues, soldOuts, closedEv, pingEvents atomic.Int64
+	joinPrequeue, soldOutTwice                atomic.Int64
 
 	mu        sync.Mutex
 	errs      map[string]int64

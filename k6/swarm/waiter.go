@@ -48,6 +48,11 @@ type waiter struct {
 	tokenChanged   bool          // a later admitted event carried another token
 	reconnects     int           // streams opened after the first one
 	reconns        []reconnRecord
+
+	// Drop day (written by the waiter's goroutine; read by the process after it reported
+	// its first event, or after the streams ended).
+	drop    dropRec
+	joinPre bool // the join answered state "prequeue"
 }
 
 // Waiter states, as the status reporter counts them.
@@ -140,6 +145,15 @@ func (w *waiter) joinOnce(ctx context.Context) (*rawConn, response, bool) {
 	if p, ok := jsonInt(r.body, "position"); ok {
 		w.lastPos = p
 	}
+	if s, ok := jsonStr(r.body, "state"); ok && string(s) == "prequeue" && !w.joinPre {
+		w.joinPre = true
+		c.st.joinPrequeue.Add(1)
+	}
+	if c.cfg.DropDay {
+		if d, ok := jsonStr(r.body, "draw_id"); ok {
+			w.drop.DrawID = string(d)
+		}
+	}
 	if !r.keepAlive {
 		rc.close()
 		if rc, err = dialRaw(ctx, c.src, c.hostports[w.target]); err != nil {
@@ -210,6 +224,9 @@ func (w *waiter) runStream(ctx context.Context, rc *rawConn, dialStart time.Time
 				end.kind = endDropped
 				if first {
 					end.kind = endNoConn
+				} else if c.cfg.DropDay && w.drop.EndAt == 0 {
+					w.drop.EndAt = time.Now().UnixNano()
+					c.ended.Add(1)
 				}
 			}
 			rc.close()
@@ -421,6 +438,9 @@ func (w *waiter) dispatch() {
 	tick, _ := jsonInt(w.data, "tick")
 	afterReconnect := w.afterReconnect
 	w.afterReconnect = false
+	if w.drop.First == 0 {
+		w.drop.First = eventKind(w.event)
+	}
 	switch string(w.event) {
 	case "position":
 		st.positions.Add(1)
@@ -433,8 +453,23 @@ func (w *waiter) dispatch() {
 			st.groupAdd(groupKey{w.target, tick}, server, now)
 		}
 		pos, ok := jsonInt(w.data, "position")
+		null := !ok && bytes.HasPrefix(valueOf(w.data, "position"), []byte("null")) // a random queue's
+		if ok || null {
+			if mark := c.mark.Load(); mark == 0 || now.UnixNano() < mark {
+				w.drop.Early++ // before the parent's "watch" (a drop day's start)
+			} else if w.drop.PosAt == 0 {
+				// The first position since "watch" (in a draw: the drawn place).
+				w.drop.PosAt, w.drop.Pos, w.drop.PosNull = now.UnixNano(), pos, null
+				if !server.IsZero() {
+					w.drop.PosSrv = server.UnixNano()
+				}
+				c.gotPos.Add(1)
+			}
+		}
 		if !ok {
-			st.err("event_bad_position")
+			if !null {
+				st.err("event_bad_position")
+			}
 			return
 		}
 		if afterReconnect && w.lastPosTick > 0 {
@@ -499,6 +534,30 @@ func (w *waiter) dispatch() {
 		if !server.IsZero() {
 			st.expLat.add(now.Sub(server))
 		}
+	case "prequeue":
+		st.prequeues.Add(1)
+		w.drop.Pre++
+	case "sold_out":
+		st.soldOuts.Add(1)
+		if w.drop.SoldAt != 0 {
+			st.soldOutTwice.Add(1)
+			return
+		}
+		w.drop.SoldAt = now.UnixNano()
+		if !server.IsZero() {
+			w.drop.SoldSrv = server.UnixNano()
+		}
+		c.gotSold.Add(1)
+	case "closed":
+		st.closedEv.Add(1)
+	case "ping":
+		// The heartbeat as an event (drop day), in place of the ": ping" comment.
+		st.pings.Add(1)
+		st.pingEvents.Add(1)
+		if !w.lastPing.IsZero() {
+			st.pingGap.add(now.Sub(w.lastPing))
+		}
+		w.lastPing = now
 	default:
 		st.other.Add(1)
 	}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// idleReport is the result of -mode idlecost.
+type idleReport struct {
+	Label       string           `json:"label,omitempty"`
+	Date        string           `json:"date"`
+	Mode        string           `json:"mode"`
+	Queue       string           `json:"queue"`
+	Targets     []string         `json:"targets"`
+	Scheduled   bool             `json:"scheduled"`
+	StartsAt    string           `json:"starts_at,omitempty"`
+	N           int              `json:"n"`
+	Joined      int64            `json:"joined"`
+	JoinStates  map[string]int64 `json:"join_states"`
+	JoinErrors  map[string]int64 `json:"join_errors"`
+	JoinSeconds float64          `json:"join_seconds"`
+	Settle      float64          `json:"settle_seconds"`
+	Window      window           `json:"window"`
+	TicksPerSec float64          `json:"admission_ticks_per_s"`
+	QueueStats  map[string]any   `json:"queue_stats,omitempty"` // the queue's entry in GET /admin/api/stats, after the window
+	Summary     string           `json:"summary"`
+}
+
+// runIdleCost is -mode idlecost: a queue holding -n places and no streams — plain (rate 0,
+// so the places stay waiting) or -scheduled (starting -start-in ahead: the places are its
+// pre-queue) — left alone for -settle, then measured for -duration: Redis commands per
+// second (INFO commandstats delta, every command including those inside scripts) and per
+// admission tick, server CPU. Run for several -n, it shows whether an idle queue's cost
+// grows with its size.
+func runIdleCost(o options) error {
+	hard := time.AfterFunc(time.Duration(float64(o.N)/500*float64(time.Second))+o.Settle+o.Duration+2*time.Minute, func() {
+		warnf("hard stop")
+		os.Exit(3)
+	})
+	defer hard.Stop()
+	r := &run{o: o, start: time.Now()}
+	r.logf = func(f string, a ...any) {
+		if !o.Quiet {
+			fmt.Fprintf(os.Stderr, "[%6.1fs] "+f+"\n", append([]any{time.Since(r.start).Seconds()}, a...)...)
+		}
+	}
+	rep := idleReport{Label: o.Label, Date: time.Now().UTC().Format(time.RFC3339), Mode: "idlecost", Queue: o.Queue,
+		Targets: o.Targets, Scheduled: o.Scheduled, N: o.N, Settle: o.Settle.Seconds()}
+	// Admission rate 0, not paused: a plain queue's places stay waiting, and the two kinds
+	// differ only in the schedule (a scheduled queue admits nobody before its start anyway).
+	body := map[string]any{"paused": false, "rate_per_second": 0, "max_active": 0,
+		"token_ttl_seconds": int(o.TTL.Seconds()), "closed": false, "places_per_ip": 0}
+	if o.Scheduled {
+		rep.StartsAt = time.Now().Add(o.StartIn).UTC().Truncate(time.Second).Format(time.RFC3339)
+		body["method"] = "fifo"
+		body["starts_at"] = rep.StartsAt
+	}
+	if err := r.putQueue(body); err != nil {
+		return err
+	}
+	kind := "plain queue (rate 0)"
+	if o.Scheduled {
+		kind = "scheduled queue (pre-queue)"
+	}
+	r.logf("idlecost: %s %s, joining %d places with %d connections", kind, o.Queue, o.N, o.JoinWorkers)
+	t0 := time.Now()
+	rep.Joined, rep.JoinStates, rep.JoinErrors = r.joinMany(o.N, o.JoinWorkers)
+	rep.JoinSeconds = round(time.Since(t0).Seconds(), 2)
+	r.logf("joined %d/%d in %.1f s: states %v, errors %v", rep.Joined, o.N, rep.JoinSeconds, rep.JoinStates, rep.JoinErrors)
+	want := "waiting"
+	if o.Scheduled {
+		want = "prequeue"
+	}
+	if rep.JoinStates[want] != rep.Joined {
+		warnf("only %d of %d joins answered state %q: %v", rep.JoinStates[want], rep.Joined, want, rep.JoinStates)
+	}
+	time.Sleep(o.Settle)
+	name := fmt.Sprintf("idle %s, %d places, no streams", kind, rep.Joined)
+	r.measure(name, "idle", 0, o.Duration)
+	rep.Window = r.windows[0]
+	rep.TicksPerSec = round(rep.Window.Ticks/rep.Window.Seconds, 2)
+	if _, m, err := r.getJSON("/admin/api/stats", true); err == nil {
+		rep.QueueStats = findNamed(m, o.Queue)
+	}
+	w := rep.Window
+	rep.Summary = fmt.Sprintf("SUMMARY idlecost %s, %d places: Redis %.1f commands/s (%.2f per tick, %.1f ticks/s; %.1f script runs/s), server CPU %.4f cores, Redis CPU %.4f cores; top %v",
+		kind, rep.Joined, w.RedisCallsPerSec, w.RedisCallsPerTick, rep.TicksPerSec, w.RedisScriptsPerSec, w.CPUCores, w.RedisCores, w.TopCallsPerSec)
+	fmt.Println(rep.Summary)
+	if o.Out == "" {
+		return nil
+	}
+	return writeJSON(o.Out, rep)
+}
+
+// joinMany takes n places in the run's queue with workers kept-alive connections (from -src
+// when set) and counts the answers' states and the errors.
+func (r *run) joinMany(n, workers int) (int64, map[string]int64, map[string]int64) {
+	var src net.IP
+	if r.o.Src != "" {
+		src = net.ParseIP(r.o.Src)
+	}
+	hp := hostPort(r.o.Targets[0])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(n)/200*float64(time.Second))+time.Minute)
+	defer cancel()
+	var next, ok atomic.Int64
+	var mu sync.Mutex
+	states, errs := map[string]int64{}, map[string]int64{}
+	var wg sync.WaitGroup
+	for range min(workers, max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rc *rawConn
+			defer func() {
+				if rc != nil {
+					rc.close()
+				}
+			}()
+			for ctx.Err() == nil && next.Add(1) <= int64(n) {
+				if rc == nil {
+					var err error
+					if rc, err = dialRaw(ctx, src, hp); err != nil {
+						mu.Lock()
+						errs[errorKind("join", response{}, err)]++
+						mu.Unlock()
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+				}
+				resp, err := rc.do("POST", "/api/queues/"+r.o.Queue+"/join", "", 10*time.Second)
+				if err != nil || (resp.status != 201 && resp.status != 200) {
+					mu.Lock()
+					errs[errorKind("join", resp, err)]++
+					mu.Unlock()
+					rc.close()
+					rc = nil
+					continue
+				}
+				ok.Add(1)
+				st, _ := jsonStr(resp.body, "state")
+				mu.Lock()
+				states[string(st)]++
+				mu.Unlock()
+				if !resp.keepAlive {
+					rc.close()
+					rc = nil
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load(), states, errs
+}
+
+// findNamed returns the first object under v whose "name" (or "queue") is name.
+func findNamed(v any, name string) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		if x["name"] == name || x["queue"] == name {
+			return x
+		}
+		for _, c := range x {
+			if m := findNamed(c, name); m != nil {
+				return m
+			}
+		}
+	case []any:
+		for _, c := range x {
+			if m := findNamed(c, name); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
