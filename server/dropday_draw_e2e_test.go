@@ -232,7 +232,7 @@ func TestDrawAcrossInstances(t *testing.T) {
 }
 
 // TestDrawLeaderKilledMidDraw: the instance running the draw is SIGKILLed after it placed
-// part of the pre-queue; the other instance takes the lease and finishes the draw: every
+// a quarter of the pre-queue or more; the other instance takes the lease and finishes the draw: every
 // member placed exactly once, none lost or doubled, the published order verifies. The size
 // is WR_TEST_DRAW_KILL_N (10,000 in the test command; 100,000 for the benchmark record).
 func TestDrawLeaderKilledMidDraw(t *testing.T) {
@@ -295,7 +295,7 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		placed, _ = rdb.HGet(ctx, "wr:{q:kill}:draw", "placed").Int()
-		if placed > 0 {
+		if placed >= n/4 {
 			break
 		}
 		time.Sleep(200 * time.Microsecond)
