@@ -21,16 +21,6 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// drawJSON is GET /api/queues/{queue}/draw.
-type drawJSON struct {
-	StartsAt         string `json:"starts_at"`
-	Commitment       string `json:"commitment"`
-	Seed             string `json:"seed"`
-	ParticipantsHash string `json:"participants_hash"`
-	Participants     int64  `json:"participants"`
-	Algorithm        string `json:"algorithm"`
-}
-
 // ticketID is the random id inside a ticket string "<queue>.<id>.<signature>".
 func ticketID(ticket string) string {
 	parts := strings.Split(ticket, ".")
@@ -40,11 +30,10 @@ func ticketID(ticket string) string {
 	return parts[1]
 }
 
-// joinAll joins n tickets through the instances in turn, with workers in parallel, and
-// returns the ticket strings (in no particular order).
-func joinAll(t *testing.T, ins []*instance, name string, n, workers int) []string {
+// parallel runs fn(i) for i in 0…n-1 on workers goroutines and fails the test with the
+// first error.
+func parallel(t *testing.T, n, workers int, fn func(i int) error) {
 	t.Helper()
-	out := make([]string, n)
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -52,19 +41,10 @@ func joinAll(t *testing.T, ins []*instance, name string, n, workers int) []strin
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				res, err := http.Post(ins[i%len(ins)].url+"/api/queues/"+name+"/join", "application/json", nil)
-				if err != nil {
+				if err := fn(i); err != nil {
 					errs <- err
 					return
 				}
-				var j joinResp
-				err = json.NewDecoder(res.Body).Decode(&j)
-				res.Body.Close()
-				if err != nil || res.StatusCode != 201 || j.State != "prequeue" {
-					errs <- fmt.Errorf("join %d: %d %+v %v", i, res.StatusCode, j, err)
-					return
-				}
-				out[i] = j.Ticket
 			}
 		}()
 	}
@@ -73,15 +53,36 @@ func joinAll(t *testing.T, ins []*instance, name string, n, workers int) []strin
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// joinAll joins n tickets through the instances in turn, with workers in parallel, and
+// returns the ticket strings (in no particular order).
+func joinAll(t *testing.T, ins []*instance, name string, n, workers int) []string {
+	t.Helper()
+	out := make([]string, n)
+	parallel(t, n, workers, func(i int) error {
+		res, err := http.Post(ins[i%len(ins)].url+"/api/queues/"+name+"/join", "application/json", nil)
+		if err != nil {
+			return err
+		}
+		var j joinResp
+		err = json.NewDecoder(res.Body).Decode(&j)
+		res.Body.Close()
+		if err != nil || res.StatusCode != 201 || j.State != "prequeue" {
+			return fmt.Errorf("join %d: %d %+v %v", i, res.StatusCode, j, err)
+		}
+		out[i] = j.Ticket
+		return nil
+	})
 	return out
 }
 
 // waitDrawn waits until the queue's draw is published and returns it with the order.
-func waitDrawn(t *testing.T, in *instance, name string, within time.Duration) (drawJSON, []string) {
+func waitDrawn(t *testing.T, in *instance, name string, within time.Duration) (publishedDraw, []string) {
 	t.Helper()
-	var d drawJSON
+	var d publishedDraw
 	testwait.For(t, within, "the draw published", func() bool {
-		d = drawJSON{}
+		d = publishedDraw{}
 		call(t, "GET", in.url+"/api/queues/"+name+"/draw", "", nil, &d)
 		return d.Seed != ""
 	})
@@ -108,36 +109,22 @@ func waitDrawn(t *testing.T, in *instance, name string, within time.Duration) (d
 func statusPositions(t *testing.T, ins []*instance, name string, tickets []string, workers int) []int64 {
 	t.Helper()
 	out := make([]int64, len(tickets))
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(tickets); i += workers {
-				req, _ := http.NewRequest("GET", ins[i%len(ins)].url+"/api/queues/"+name+"/status", nil)
-				req.Header.Set("Authorization", "Bearer "+tickets[i])
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				var j joinResp
-				err = json.NewDecoder(res.Body).Decode(&j)
-				res.Body.Close()
-				if err != nil || res.StatusCode != 200 || j.State != "waiting" {
-					errs <- fmt.Errorf("status %d: %d %+v %v", i, res.StatusCode, j, err)
-					return
-				}
-				out[i] = j.Position
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	parallel(t, len(tickets), workers, func(i int) error {
+		req, _ := http.NewRequest("GET", ins[i%len(ins)].url+"/api/queues/"+name+"/status", nil)
+		req.Header.Set("Authorization", "Bearer "+tickets[i])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		var j joinResp
+		err = json.NewDecoder(res.Body).Decode(&j)
+		res.Body.Close()
+		if err != nil || res.StatusCode != 200 || j.State != "waiting" {
+			return fmt.Errorf("status %d: %d %+v %v", i, res.StatusCode, j, err)
+		}
+		out[i] = j.Position
+		return nil
+	})
 	return out
 }
 
@@ -154,7 +141,7 @@ func TestDrawAcrossInstances(t *testing.T) {
 	admin(t, ins[0], "PUT", "/admin/api/queues/drop10k", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 	})
-	var before drawJSON
+	var before publishedDraw
 	call(t, "GET", ins[1].url+"/api/queues/drop10k/draw", "", nil, &before)
 	if len(before.Commitment) != 64 || before.Seed != "" {
 		t.Fatalf("draw before the start: %+v", before)
