@@ -83,7 +83,7 @@ local blocked = phase == 's' or phase == 'f' or sold_out or ended or end_due == 
 local pq = 0
 if phase == 's' then pq = redis.call('ZCARD', KEYS[21]) end
 local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail',
-  'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry', 'pubst')
+  'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry', 'pubst', 'real', 'arate_r')
 local last = tonumber(c[1] or '0') or 0
 local carry = tonumber(c[2] or '0') or 0
 local tick = (tonumber(c[3] or '0') or 0) + 1
@@ -260,14 +260,24 @@ elseif nn > 0 then
 end
 n = #adm
 total = total + n
--- The measured rate is a 5 s moving average of what was really admitted while there was
--- someone to admit: a pause or an empty line does not drag it to zero (the ETA of the next
--- arrivals would explode). It starts from the configured rate.
+-- Two rates (docs/API.md, "the ETA"):
+-- arate, the ETA's estimate: a 5 s moving average of what was admitted while admission ran
+-- with someone to admit. An empty line does not drag it to zero (the next arrivals' ETA would
+-- explode); a pause, a block (before the start, sold out) or a change of the configured rate
+-- restarts it from the configured rate, so an estimate from before never outlives them.
+-- real: what was really admitted per second over about the last 5 s, paused or not (the
+-- admin view's and the page's "admitted per second"; shown as 0 while paused or empty).
+local alpha = 1 - math.exp(-elapsed / 5000)
+local real = tonumber(c[17] or '0') or 0
+if elapsed > 0 then real = real + alpha * (n * 1000 / elapsed - real) end
+if real < 0.001 then real = 0 end
+if paused or blocked or rate ~= (tonumber(c[18] or '') or rate) then arate = 0 end
 if elapsed > 0 and not paused and not blocked and rate > 0 and everyone > 0 then
   if arate <= 0 then arate = rate end
-  local alpha = 1 - math.exp(-elapsed / 5000)
   arate = arate + alpha * (n * 1000 / elapsed - arate)
 end
+local real_shown = real
+if paused or everyone == 0 then real_shown = 0 end
 
 local gonelist = redis.call('LRANGE', KEYS[8], 0, -1)
 if #gonelist > 0 then redis.call('DEL', KEYS[8]) end
@@ -311,7 +321,7 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
   ev = redis.call('INCR', KEYS[11])
   -- The message format is queue.Tick (tick.go); v is queue.TickVersion.
   local msg = {v = 1, ev = ev, tick = tick, head = head, tail = tail, waiting = waiting, now = now,
-    rate = rate, arate = arate, paused = paused}
+    rate = rate, arate = arate, paused = paused, real = real_shown}
   if #adm > 0 then msg.adm = adm end
   if #gonelist > 0 then
     local g = {}
@@ -354,10 +364,11 @@ if st_changed and ev > 0 then redis.call('HSET', KEYS[5], 'pubst', st) end
 if used then
   redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
     'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
-    'head_p', P.head, 'pubtail_p', P.pubtail, 'head_b', B.head, 'pubtail_b', B.pubtail, 'pcarry', pcarry)
+    'real', real, 'real_shown', real_shown, 'arate_r', rate, 'head_p', P.head, 'pubtail_p', P.pubtail, 'head_b', B.head, 'pubtail_b', B.pubtail, 'pcarry', pcarry)
 else
   redis.call('HSET', KEYS[5], 'last', now_us, 'carry', carry, 'tick', tick, 'head', head,
-    'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7])
+    'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
+    'real', real, 'real_shown', real_shown, 'arate_r', rate)
 end
 local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),

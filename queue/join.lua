@@ -29,7 +29,8 @@
 -- ARGV[6] invite code ("" = none)
 -- ARGV[7] a fresh token (UUID) for a passthrough admission
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
---          iat_ms, lane, share_milli, other_waiting, starts_ms, prequeue_size, sold_out, method}
+--          iat_ms, lane, share_milli, other_waiting, starts_ms, prequeue_size, sold_out, method,
+--          real_milli}
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
 --   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
 --   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
@@ -54,7 +55,9 @@ local paused = (cf[3] == '1') and 1 or 0
 local share_milli = math.floor((tonumber(cf[6] or '0.5') or 0.5) * 1000 + 0.5)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p', 'seq_b', 'head_b', 'tick', 'ptb', 'ptt')
+local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p', 'seq_b', 'head_b', 'tick', 'ptb', 'ptt', 'real_shown')
+-- What was really admitted per second lately (admit.lua), for the answer's admit_rate.
+local real_milli = math.floor((tonumber(ck[9] or ck[1] or '0') or 0) * 1000)
 local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
 local LW = {p = KEYS[11], b = KEYS[12]}
 local so = sold_out and 1 or 0
@@ -86,13 +89,13 @@ local function waiter(code, seq, lane)
     other = redis.call('ZCARD', KEYS[3])
   end
   return {code, tonumber(seq), pos, redis.call('ZCARD', w), arate_milli, '', 0, 'waiting', rate_milli, paused, 0,
-    lane, share_milli, other, starts, 0, so, method}
+    lane, share_milli, other, starts, 0, so, method, real_milli}
 end
 
 -- The answer for a member of the pre-queue (before the start, or while the draw places it).
 local function prequeuer(code)
   return {code, 0, 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, 'prequeue', rate_milli, paused, 0,
-    '', share_milli, 0, starts, pqsize(), so, method}
+    '', share_milli, 0, starts, pqsize(), so, method, real_milli}
 end
 
 -- freeze starts the draw: the pre-queue becomes the frozen participant list, and the next
@@ -177,13 +180,13 @@ if cur then
     return prequeuer(1)
   end
   if st == 'a' and tonumber(exp) > now then
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0, starts, 0, so, method}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0, starts, 0, so, method, real_milli}
   end
   if ARGV[2] == '0' then
     local name = 'expired'
     if st == 'u' then name = 'used' end
     if st == 'a' then name = 'expired' end
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0, starts, 0, so, method}
+    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0, starts, 0, so, method, real_milli}
   end
 end
 if ARGV[2] == '0' then return {-3} end
@@ -269,7 +272,7 @@ if method == 'passthrough' and phase ~= 'f' and paused == 0 and not sold_out the
       redis.call('HINCRBY', KEYS[6], 'total', 1)
       redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', seq)
       return {0, seq, 0, 0, arate_milli, ARGV[7], exp, 'admitted', rate_milli, paused, now, '', share_milli, 0,
-        starts, 0, so, method}
+        starts, 0, so, method, real_milli}
     end
     redis.call('HSET', KEYS[6], 'ptb', bucket, 'ptt', now)
   end

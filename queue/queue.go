@@ -121,7 +121,10 @@ type Place struct {
 	Seq            int64
 	Position       int64 // 1 = next to be admitted; 0 when not waiting
 	Waiting        int64
-	AdmitRate      float64 // measured users/s (moving average)
+	AdmitRate      float64 // the ETA's estimate of the rate, users/s (see ETA)
+	// RealRate is what was really admitted per second over about the last 5 s (0 while
+	// paused or empty): the answer's admit_rate.
+	RealRate float64
 	Rate           float64 // configured users/s
 	Paused         bool
 	Token          string
@@ -145,9 +148,10 @@ type Place struct {
 }
 
 // ETA estimates the wait from the measured admit rate and the lane's share of it (see
-// LaneShare); -1 when no estimate exists (paused, rate 0, or a lane that gets no share).
+// LaneShare); -1 when no estimate exists (paused, sold out, rate 0, or a lane that gets no
+// share).
 func (p Place) ETA() float64 {
-	if p.Paused {
+	if p.Paused || p.SoldOut {
 		return -1
 	}
 	f := 1 - p.rateCut
@@ -169,14 +173,20 @@ func LaneShare(l Lane, share float64, otherWaiting int64) float64 {
 	return 1 - share
 }
 
-// ETA is position / measured rate, falling back to the configured rate while nothing has
-// been measured yet; -1 when neither gives an estimate (paused or rate 0).
+// ETA is position / rate, the rate being the estimate admit.lua keeps — a 5 s moving
+// average of what was admitted while admission ran, restarted from the configured rate after
+// every pause and rate change — bounded by the configured rate (nobody is let in faster), and
+// the configured rate while nothing has been measured yet; -1 when neither gives an estimate
+// (paused or rate 0).
 func ETA(position int64, measured, configured float64) float64 {
 	if position <= 0 {
 		return 0
 	}
 	r := measured
 	if r < 0.01 {
+		r = configured
+	}
+	if configured > 0 && r > configured {
 		r = configured
 	}
 	if r <= 0 {
@@ -319,6 +329,11 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		}
 		p.PrequeueSize, p.SoldOut, p.Method = toInt(res[15]), toInt(res[16]) == 1, Method(toString(res[17]))
 	}
+	if len(res) > 18 {
+		p.RealRate = float64(toInt(res[18])) / 1000
+	} else {
+		p.RealRate = p.AdmitRate
+	}
 	if p.State == StatePrequeue {
 		p.DrawID = draw.ID(t.ID)
 	}
@@ -384,7 +399,8 @@ type Snapshot struct {
 	Head      int64 // highest sequence admitted (the normal line)
 	Tail      int64 // highest sequence handed out (the normal line)
 	Tick      int64
-	AdmitRate float64
+	AdmitRate float64 // the ETA's estimate
+	RealRate  float64 // really admitted per second lately (0 while paused or empty)
 	Rate      float64
 	Paused    bool
 	Waiting   int64   // the normal line's length
@@ -421,7 +437,7 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fail("snapshot "+name, err)
 	}
-	if len(res) < 25 {
+	if len(res) < 26 {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %d values", name, len(res))
 	}
 	s := Snapshot{Ev: res[0], Head: res[1], Tail: res[2], Tick: res[3],
@@ -435,7 +451,8 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	}
 	s.SoldOut, s.Ended = res[22] == 1, res[24] == 1
 	s.Method = [...]Method{MethodFIFO, MethodRandom, MethodPassthrough, MethodReject}[min(max(res[23], 0), 3)]
-	rest := res[25:]
+	s.RealRate = float64(res[25]) / 1000
+	rest := res[26:]
 	np, nb := min(res[12], int64(len(rest))), int64(0)
 	s.Priority.Gone = append([]int64(nil), rest[:np]...)
 	rest = rest[np:]
@@ -497,7 +514,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	cfg := pipe.HGetAll(ctx, k.cfg())
 	w := pipe.ZCard(ctx, k.waiting())
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
-	c := pipe.HMGet(ctx, k.clock(), "total", "arate", "lag_ms", "seq_p", "head_p", "seq_b", "head_b")
+	c := pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate")
 	l := pipe.Get(ctx, k.lease())
 	pq := pipe.ZCard(ctx, k.pre())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -509,11 +526,16 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
 		Prequeue: pq.Val()}
 	v := c.Val()
-	if len(v) != 7 {
+	if len(v) != 8 {
 		return s, nil
 	}
 	s.AdmittedTotal = toInt(v[0])
+	// Users really admitted per second lately, 0 while paused or empty (a leader of the
+	// release before keeps only the ETA's estimate).
 	s.AdmitRate = toFloat(v[1])
+	if v[1] == nil {
+		s.AdmitRate = toFloat(v[7])
+	}
 	s.TickLagMs = toFloat(v[2])
 	// A lane whose counter has not passed its head is empty: its length is only asked for
 	// when it may have waiters, so stats of a queue without invites cost what they did.

@@ -14,7 +14,7 @@
 -- Returns {ev, head, tail, tick, arate_milli, rate_milli, paused, waiting, share_micro,
 --          p_head, p_tail, p_waiting, p_ngone, b_head, b_tail, b_waiting, b_ngone,
 --          starts_ms, prequeue, phase (0 none, 1 s, 2 f, 3 d), base, n, sold_out, method
---          (0 fifo, 1 random, 2 passthrough, 3 reject), ended,
+--          (0 fifo, 1 random, 2 passthrough, 3 reject), ended, real_milli,
 --          p_gone..., b_gone..., gone...}
 local c = redis.call('HMGET', KEYS[2], 'head', 'arate', 'tick', 'head_p', 'seq_p', 'head_b', 'seq_b')
 local cfg = redis.call('HMGET', KEYS[5], 'rate', 'paused', 'priority_share')
@@ -60,6 +60,7 @@ out[#out + 1] = n
 out[#out + 1] = (sc[3] == '1') and 1 or 0
 out[#out + 1] = ({random = 1, passthrough = 2, reject = 3})[sc[4] or ''] or 0
 out[#out + 1] = (sc[5] == '1') and 1 or 0
+out[#out + 1] = math.floor((tonumber(redis.call('HGET', KEYS[2], 'real_shown') or '0') or 0) * 1000)
 for _, g in ipairs(gones) do
   for _, s in ipairs(g) do out[#out + 1] = tonumber(s) end
 end

@@ -43,6 +43,9 @@ type Tick struct {
 	SoldOut bool          `json:"so,omitempty"`
 	Method  string        `json:"m,omitempty"`
 	Ended   bool          `json:"end,omitempty"`
+	// Real is what was really admitted per second over about the last 5 s (0 while paused or
+	// empty); ARate is the ETA's estimate. Absent from a leader of the release before.
+	Real *float64 `json:"real,omitempty"`
 }
 
 // TickSchedule is a scheduled queue's state in a tick message.

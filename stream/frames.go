@@ -126,7 +126,7 @@ func newLaneRenderer(l *line, lane uint8) *positionRenderer {
 	r.suffix = append(r.suffix, ",\"rate_per_second\":"...)
 	r.suffix = strconv.AppendFloat(r.suffix, rate, 'f', -1, 64)
 	r.suffix = append(r.suffix, ",\"admit_rate\":"...)
-	r.suffix = strconv.AppendFloat(r.suffix, queue.RoundRate(l.arate), 'f', -1, 64)
+	r.suffix = strconv.AppendFloat(r.suffix, queue.RoundRate(l.real), 'f', -1, 64)
 	r.suffix = append(r.suffix, ",\"paused\":"...)
 	r.suffix = strconv.AppendBool(r.suffix, l.paused)
 	r.suffix = append(r.suffix, ",\"sold_out\":"...)

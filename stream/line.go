@@ -20,7 +20,8 @@ type line struct {
 	tail    int64
 	waiting int64
 	rate    float64
-	arate   float64
+	arate   float64 // the ETA's estimate of the rate
+	real    float64 // really admitted per second lately (0 while paused or empty): shown
 	paused  bool
 	gone    []int64 // sorted departed sequences above head
 	share   float64 // the queue's priority_share
@@ -97,7 +98,7 @@ func (ll *laneLine) apply(s queue.LaneState) {
 func (l *line) reset(s queue.Snapshot) {
 	l.synced = true
 	l.ev, l.tick, l.head, l.tail, l.waiting = s.Ev, s.Tick, s.Head, s.Tail, s.Waiting
-	l.rate, l.arate, l.paused, l.share = s.Rate, s.AdmitRate, s.Paused, s.Share
+	l.rate, l.arate, l.paused, l.share, l.real = s.Rate, s.AdmitRate, s.Paused, s.Share, s.RealRate
 	l.gone = resetGone(l.gone, s.Gone, l.head)
 	l.lanes[0].reset(s.Priority)
 	l.lanes[1].reset(s.Bypass)
@@ -123,6 +124,9 @@ func resetGone(dst, src []int64, head int64) []int64 {
 func (l *line) apply(m queue.Tick) {
 	l.ev, l.tick, l.head, l.tail, l.waiting = m.Ev, m.Tick, m.Head, m.Tail, m.Waiting
 	l.rate, l.arate, l.paused = m.Rate, m.ARate, m.Paused
+	if l.real = m.ARate; m.Real != nil { // a leader of the release before sends the estimate only
+		l.real = *m.Real
+	}
 	l.gone = applyGone(l.gone, m.Gone, l.head)
 	// No lanes in the message: none was ever used, or a leader of the release before lanes
 	// wrote it (it admits from no lane): the lanes stay as they are.

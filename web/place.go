@@ -33,7 +33,7 @@ type placeJSON struct {
 
 func (s *Server) placeBody(t queue.Ticket, raw string, p queue.Place) placeJSON {
 	out := placeJSON{Ticket: raw, Queue: p.Queue, State: p.State, Waiting: p.Waiting,
-		AdmitRate: p.AdmitRate, Stream: "/api/queues/" + p.Queue + "/stream", Lane: p.Lane, SoldOut: p.SoldOut}
+		AdmitRate: queue.RoundRate(p.RealRate), Stream: "/api/queues/" + p.Queue + "/stream", Lane: p.Lane, SoldOut: p.SoldOut}
 	if out.Lane == "" {
 		out.Lane = queue.LaneNormal
 	}

@@ -1,0 +1,124 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// TestETAFollowsPauseAndRateChange is the buyer-truth scenario: 40 ahead of the watched
+// buyer at 5/s; the queue is paused, its rate changed to 2/s while paused, then resumed.
+// Every second the buyer's status ETA is read; after the admission each reading is compared
+// with the real remaining wait. While paused the ETA must be null; after the resume, within
+// ±25 % of the real remaining wait (within 1 s absolute for the last few seconds, where the
+// tick and the rounding up to whole seconds dominate); before the pause, which no estimate
+// can foresee, the wait at the rate of the time. The table is logged for the record.
+func TestETAFollowsPauseAndRateChange(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.mkQueue(t, "eta", 5, 0)
+	var watched queue.Ticket
+	for i := range 41 {
+		tk, _ := f.signer.New("eta")
+		if _, _, err := f.q.Join(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if i == 40 {
+			watched = tk
+		}
+	}
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	go func() { _ = a.Run(ctx) }()
+
+	type reading struct {
+		at     time.Time
+		pos    int64
+		eta    float64 // -1: null
+		paused bool
+	}
+	var rs []reading
+	read := func() queue.Place {
+		p, err := f.q.Status(ctx, watched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State == queue.StateWaiting {
+			rs = append(rs, reading{time.Now(), p.Position, p.ETA(), p.Paused})
+		}
+		return p
+	}
+	sleepReading := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			read()
+			time.Sleep(time.Second)
+		}
+	}
+	sleepReading(3 * time.Second) // running at 5/s
+	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{Paused: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	sleepReading(2 * time.Second) // paused
+	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{RatePerSecond: f64(2)}); err != nil {
+		t.Fatal(err)
+	}
+	sleepReading(2 * time.Second) // still paused, now 2/s
+	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{Paused: boolp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	var admittedAt time.Time
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		if p := read(); p.State == queue.StateAdmitted {
+			admittedAt = time.Now()
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if admittedAt.IsZero() {
+		t.Fatal("the watched buyer was not admitted")
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n  t (s)  position  shown ETA  real remaining  error\n")
+	start := rs[0].at
+	for _, r := range rs {
+		real := admittedAt.Sub(r.at).Seconds()
+		// While paused the real remaining wait includes the rest of the pause: nothing to
+		// compare; the ETA must be null.
+		switch {
+		case r.paused:
+			fmt.Fprintf(&table, "  %5.1f  %8d  %9s  %14s  paused\n", r.at.Sub(start).Seconds(), r.pos, "null", "(paused)")
+			if r.eta >= 0 {
+				t.Errorf("an ETA of %v s shown while paused", r.eta)
+			}
+			continue
+		case r.eta < 0:
+			t.Errorf("no ETA while running at position %d", r.pos)
+			continue
+		}
+		errPct := (r.eta - real) / real * 100
+		fmt.Fprintf(&table, "  %5.1f  %8d  %9.0f  %14.1f  %+5.0f %%\n", r.at.Sub(start).Seconds(), r.pos, r.eta, real, errPct)
+		if r.at.Before(resumed) {
+			// Read before the pause, which no estimate can foresee: it was the wait at the
+			// rate then (position / 5 per second).
+			if want := float64(r.pos) / 5; math.Abs(r.eta-want) > 1.05 {
+				t.Errorf("before the pause at position %d the ETA %v s, want %.1f s at 5/s", r.pos, r.eta, want)
+			}
+			continue
+		}
+		if real >= 4 && math.Abs(errPct) > 25 {
+			t.Errorf("at position %d the ETA %v s is %+.0f %% off the real %.1f s", r.pos, r.eta, errPct, real)
+		}
+		if real < 4 && math.Abs(r.eta-real) > 1.05 {
+			t.Errorf("at position %d the ETA %v s is more than 1 s off the real %.1f s", r.pos, r.eta, real)
+		}
+	}
+	t.Log(table.String())
+}
