@@ -117,14 +117,14 @@ type Place struct {
 	State State
 	// Lane is the line the ticket waits (or waited) in: LaneNormal, LanePriority or
 	// LaneBypass (invites).
-	Lane           Lane
-	Seq            int64
-	Position       int64 // 1 = next to be admitted; 0 when not waiting
-	Waiting        int64
-	AdmitRate      float64 // the ETA's estimate of the rate, users/s (see ETA)
+	Lane      Lane
+	Seq       int64
+	Position  int64 // 1 = next to be admitted; 0 when not waiting
+	Waiting   int64
+	AdmitRate float64 // the ETA's estimate of the rate, users/s (see ETA)
 	// RealRate is what was really admitted per second over about the last 5 s (0 while
 	// paused or empty): the answer's admit_rate.
-	RealRate float64
+	RealRate       float64
 	Rate           float64 // configured users/s
 	Paused         bool
 	Token          string
