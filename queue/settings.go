@@ -35,6 +35,9 @@ type Settings struct {
 	StartsAt *time.Time `json:"starts_at"`
 	EndsAt   *time.Time `json:"ends_at"`
 	Method   Method     `json:"method"`
+	// AutoRedirect: at admission the waiting page goes to the order page (or the redirect
+	// flow's return_to) by itself.
+	AutoRedirect bool `json:"auto_redirect"`
 
 	// Read-only state (not set by a patch).
 	SoldOut   bool      `json:"sold_out"` // every product the queue sells has stock 0 (SetSoldOut)
@@ -94,6 +97,8 @@ type SettingsPatch struct {
 	StartsAt *time.Time
 	EndsAt   *time.Time
 	Method   *Method
+	// AutoRedirect: nil keeps the value (false when the queue is created).
+	AutoRedirect *bool
 }
 
 // Limits of the settings accepted by Put.
@@ -210,6 +215,9 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	if p.Method != nil {
 		s.Method = *p.Method
 	}
+	if p.AutoRedirect != nil {
+		s.AutoRedirect = *p.AutoRedirect
+	}
 	return s
 }
 
@@ -323,6 +331,9 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		}
 		fields = append(fields, "method", string(m))
 	}
+	if created || p.AutoRedirect != nil {
+		fields = append(fields, "auto_redirect", boolStr(cur.AutoRedirect))
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -345,7 +356,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
 		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
 		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
-		Method: &s.Method,
+		Method: &s.Method, AutoRedirect: &s.AutoRedirect,
 	})
 	return err
 }
@@ -395,7 +406,7 @@ func parseSettings(name string, m map[string]string) Settings {
 		Name:           name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
 		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
-		PowDifficulty: pow, PriorityShare: share,
+		PowDifficulty: pow, PriorityShare: share, AutoRedirect: m["auto_redirect"] == "1",
 	}
 }
 

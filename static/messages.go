@@ -287,4 +287,21 @@ var messages = map[string][2]string{
 	"admin_sells":              {"Sells", "판매 상품"},
 	"admin_sells_none":         {"no product (never sold out)", "상품 없음 (품절되지 않음)"},
 	"admin_sells_stock":        {"{name} ({n} left)", "{name} ({n}개 남음)"},
+
+	// Buyer truth: paused, stale, a lost place, the turn (issue 16).
+	"paused_note":         {"Admission is paused — your place is kept", "입장이 일시 정지되었습니다 — 순번은 유지됩니다"},
+	"updated_ago":         {"updated {n} s ago", "{n}초 전 갱신"},
+	"updated_now":         {"updated just now", "방금 갱신"},
+	"stale_note":          {"Connection lost — reconnecting…", "연결이 끊겼습니다 — 다시 연결하는 중…"},
+	"conn_stale":          {"Connection lost", "연결 끊김"},
+	"lost_place":          {"Your place was lost when the service restarted; you have a new place: {n}", "서비스가 다시 시작되면서 이전 순번이 사라졌습니다. 새 순번: {n}"},
+	"notify_button":       {"Notify me when it's my turn", "내 차례가 되면 알림 받기"},
+	"notify_on":           {"You will get a notification when it's your turn.", "차례가 되면 알림을 보내 드립니다."},
+	"notify_blocked":      {"Notifications are blocked in this browser. Keep this page open.", "이 브라우저에서 알림이 차단되어 있습니다. 이 페이지를 열어 두세요."},
+	"notify_title":        {"It's your turn — {queue}", "입장 차례입니다 — {queue}"},
+	"notify_body":         {"Your turn lasts until {time}. Open the page to order.", "{time}까지 주문할 수 있습니다. 페이지를 열어 주문하세요."},
+	"title_flash":         {"🔔 It's your turn!", "🔔 입장 차례입니다!"},
+	"turn_deadline":       {"Your turn lasts until {time}", "{time}까지 입장 권한이 유지됩니다"},
+	"auto_redirecting":    {"Taking you to the order page…", "주문 페이지로 이동하는 중…"},
+	"admin_auto_redirect": {"Send buyers to the order page by themselves at their turn", "차례가 되면 주문 페이지로 자동 이동"},
 }

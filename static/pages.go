@@ -35,6 +35,9 @@ type QueuePage struct {
 	// return_to was given and refused; the page says so and joins nothing.
 	ReturnTo    string
 	BadReturnTo bool
+	// AutoRedirect is the queue's auto_redirect setting: at admission the page goes to the
+	// order page (or ReturnTo) by itself.
+	AutoRedirect bool
 }
 
 // OrderPage is the data of the "order" template, /q/{queue}/order.

@@ -441,3 +441,23 @@ func TestDropDay(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueAutoRedirect: the queue's auto_redirect reaches the page as data-auto-redirect,
+// and the page has the truth elements (paused, updated, stale, lost place, notify, deadline).
+func TestQueueAutoRedirect(t *testing.T) {
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{false, true} {
+		out := render(t, tmpl, "queue", static.QueuePage{Lang: "en", T: static.Messages("en"), Queue: "demo", Exists: true, AutoRedirect: on})
+		if got := strings.Contains(out, `data-auto-redirect="true"`); got != on {
+			t.Errorf("AutoRedirect %v: data-auto-redirect present %v", on, got)
+		}
+		for _, id := range []string{"paused-note", "updated", "stale", "lost-place", "notify-me", "notify-state", "turn-deadline"} {
+			if !strings.Contains(out, `id="`+id+`"`) {
+				t.Errorf("the waiting page has no #%s", id)
+			}
+		}
+	}
+}

@@ -54,6 +54,7 @@ type queueStatsJSON struct {
 	PriorityShare   float64  `json:"priority_share"`
 	AllowedOrigins  []string `json:"allowed_origins"`
 	AdmitRate       float64  `json:"admit_rate"`
+	AutoRedirect    bool     `json:"auto_redirect"`
 	TickLagMs       float64  `json:"tick_lag_ms"`
 	Leader          string   `json:"leader"`
 	dropDayJSON
@@ -141,7 +142,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
-			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
 			dropDayJSON: dropDay(st.Settings, st.Prequeue),
 		})
 	}
@@ -215,6 +216,8 @@ type queueBody struct {
 	StartsAt json.RawMessage `json:"starts_at"`
 	EndsAt   json.RawMessage `json:"ends_at"`
 	Method   *queue.Method   `json:"method"`
+	// AutoRedirect: the waiting page goes to the order page by itself at admission.
+	AutoRedirect *bool `json:"auto_redirect"`
 }
 
 // queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}.
@@ -229,6 +232,7 @@ type queueSettingsJSON struct {
 	PowDifficulty   int      `json:"pow_difficulty"`
 	PriorityShare   float64  `json:"priority_share"`
 	AllowedOrigins  []string `json:"allowed_origins"`
+	AutoRedirect    bool     `json:"auto_redirect"`
 	dropDayJSON
 }
 
@@ -263,7 +267,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		Name: st.Name, RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive,
 		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
 		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
-		AllowedOrigins: nonNil(st.AllowedOrigins), dropDayJSON: dropDay(st.Settings, st.Prequeue),
+		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
 	})
 }
 
@@ -274,7 +278,8 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 		return queue.SettingsPatch{}, err
 	}
 	p = queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
-		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins}
+		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins,
+		AutoRedirect: b.AutoRedirect}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
 			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",

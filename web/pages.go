@@ -84,7 +84,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	default:
-		data.Exists, data.Closed = true, st.Closed
+		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {
 		var ok bool

@@ -514,6 +514,7 @@
       }
       // One exact origin per line (https://shop.example); the server checks each.
       body.allowed_origins = form.elements.allowed_origins.value.split(/[\s,]+/).filter((o) => o !== '');
+      body.auto_redirect = form.elements.auto_redirect.checked;
       putQueue(entry, body, () => { entry.dirty = false; });
     });
     card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', () => {
@@ -764,6 +765,7 @@
         if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
       }
       if (Array.isArray(q.allowed_origins)) form.elements.allowed_origins.value = q.allowed_origins.join('\n');
+      if (typeof q.auto_redirect === 'boolean') form.elements.auto_redirect.checked = q.auto_redirect;
       if (force === true || force === 'settings') entry.dirty = false;
     }
   }

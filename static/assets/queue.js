@@ -23,6 +23,29 @@
  * The bar shows 1 − e^(−tried/N), the chance that a solution is found by
  * now: it moves smoothly and never sits at 100 % while the worker is still
  * looking (the number of tries needed is random, N = 2^difficulty on average).
+ *
+ * Telling the truth (issue 16):
+ *  - Paused: a position event with paused: true shows #paused-note ("Admission is
+ *    paused — your place is kept") and the ETA says paused, never an estimate.
+ *  - "updated N s ago" (#updated) ticks locally from the receipt time of the last
+ *    event of any kind (position, prequeue, sold_out or the stream's ping: a ping says
+ *    the numbers shown are still the server's).
+ *  - Stale: no event for staleAfterMs() — 20 s, or 2 × the ping interval seen + 3 s
+ *    when that is shorter (never under 5 s) — shows #stale ("Connection lost —
+ *    reconnecting…"), dims the numbers (class is-stale on #room) and turns the
+ *    connection label amber ("Connection lost"). The next event clears it. The stream
+ *    itself is reopened by WaitRoom (three ping intervals, at least 20 s: a hiccup of a
+ *    few seconds must not make 100,000 pages reconnect at once).
+ *  - A lost place: a re-join that answers 201 (a new place) after this page had a place
+ *    (the server lost the line, e.g. a restart with an in-memory Redis) is said in words
+ *    in #lost-place with the new place; it is never a silent move to the back.
+ *  - Your turn: an opt-in "Notify me" button (#notify-me; the Notification permission is
+ *    asked only on that click; hidden when the API is missing or denied); at admission a
+ *    notification (when opted in and granted), a short beep (WebAudio, only once a user
+ *    gesture on this page allowed audio), a flashing title until the buyer looks, and
+ *    the deadline in local time (#turn-deadline). With the queue's auto_redirect
+ *    (data-auto-redirect) the page goes to the order page by itself; the token stays in
+ *    sessionStorage (it enters a URL only in the redirect flow's #wr_token fragment).
  */
 (function () {
   'use strict';
@@ -42,6 +65,12 @@
   // The redirect flow's return_to, checked by the server against the queue's
   // allowed_origins (a refused one never reaches this script).
   const returnTo = roomEl.dataset.returnTo || '';
+  const autoRedirect = roomEl.dataset.autoRedirect === 'true';
+  const STALE_MAX_MS = 20000; // stale after 20 s of silence at most (the default ping is 15 s)
+  const STALE_MIN_MS = 5000;  // never quicker: jitter is not a lost connection
+  const AUTO_REDIRECT_MS = 1500; // time to hear "taking you to the order page"
+  const NOTIFY_KEY = 'wr_notify:' + queue;
+  const canNotify = typeof window.Notification === 'function' && typeof window.Notification.requestPermission === 'function';
 
   const $ = (id) => document.getElementById(id);
   const el = {
@@ -89,6 +118,14 @@
     notice: $('notice'),
     announce: $('announce'),
     announceUrgent: $('announce-urgent'),
+    stale: $('stale'),
+    lostPlace: $('lost-place'),
+    pausedNote: $('paused-note'),
+    updated: $('updated'),
+    notifyBox: $('notify-box'),
+    notifyMe: $('notify-me'),
+    notifyState: $('notify-state'),
+    turnDeadline: $('turn-deadline'),
   };
   const sections = [el.joining, el.prequeue, el.waiting, el.admitted, el.expired, el.left, el.ended, el.joinError];
   const START_MILESTONES = [600, 300, 60, 10]; // seconds before the start that are announced
@@ -105,11 +142,27 @@
   let startTimer = null;
   let lastMilestone = Infinity;
   let lastMode = '';
+  let connState = 'connecting';
+  let lastEventAt = 0;     // when the last event (ping included) reached this page
+  let pingEveryMs = null;  // the stream's ping interval, once two pings were seen
+  let stale = false;
+  let hadPlace = false;    // this room had a place (pre-queue or line) before
+  let lostPending = false; // a re-join gave a new place: say so with the next position
+  let paused = false;
+  let notifyWanted = false;
+  let askedHere = false;
+  let audio = null;
+  let flashTimer = null;
+  let redirectTimer = null;
 
   function show(section) {
     for (const s of sections) s.hidden = s !== section;
     showSoldOut();
+    showStale();
+    renderNotify();
   }
+
+  function inLine() { return phase === 'prequeue' || phase === 'waiting'; }
 
   // The sold-out banner belongs to the line (pre-queue or live), not to the other states.
   function showSoldOut() {
@@ -155,11 +208,154 @@
     try { return new Intl.DateTimeFormat(lang, opts).format(d); } catch (_) { return d.toLocaleString(lang); }
   }
 
+  /** A time of day here, with seconds (the turn's deadline). */
+  function timeOfDay(ms) {
+    const d = new Date(ms);
+    try { return new Intl.DateTimeFormat(lang, { hour: 'numeric', minute: '2-digit', second: '2-digit' }).format(d); } catch (_) { return d.toLocaleTimeString(lang); }
+  }
+
   // ----- rendering -----
 
   function setConn(state) {
+    connState = state;
+    renderConn();
+  }
+
+  function renderConn() {
+    const state = stale && inLine() && connState !== 'closed' ? 'stale' : connState;
     el.conn.dataset.state = state;
     el.conn.textContent = t('conn_' + state);
+  }
+
+  // ----- freshness: "updated N s ago" and the stale state -----
+
+  function staleAfterMs() {
+    if (!pingEveryMs) return STALE_MAX_MS;
+    return Math.min(STALE_MAX_MS, Math.max(STALE_MIN_MS, 2 * pingEveryMs + 3000));
+  }
+
+  /** An event arrived: the numbers are fresh. */
+  function heard() {
+    lastEventAt = Date.now();
+    if (stale) setStale(false);
+    tickAge();
+  }
+
+  function showStale() {
+    el.stale.hidden = !(stale && inLine());
+    roomEl.classList.toggle('is-stale', stale && inLine());
+    renderConn();
+  }
+
+  function setStale(on) {
+    stale = on;
+    el.stale.dataset.silentMs = on ? String(Date.now() - lastEventAt) : '';
+    roomEl.dataset.stale = on ? 'true' : 'false';
+    showStale();
+  }
+
+  function tickAge() {
+    if (!lastEventAt) return;
+    const ms = Date.now() - lastEventAt;
+    const secs = Math.max(0, Math.floor(ms / 1000));
+    const text = secs < 2 ? t('updated_now') : t('updated_ago', { n: num.format(secs) });
+    if (el.updated.textContent !== text) el.updated.textContent = text;
+    el.updated.dataset.age = String(secs);
+    if (!stale && inLine() && ms > staleAfterMs()) setStale(true);
+  }
+  setInterval(tickAge, 500);
+
+  // ----- your turn: notification, sound, title -----
+
+  function renderNotify() {
+    if (!canNotify) { el.notifyBox.hidden = true; return; }
+    const perm = window.Notification.permission;
+    const on = notifyWanted && perm === 'granted';
+    const blocked = perm === 'denied';
+    el.notifyBox.hidden = !inLine() || (blocked && !askedHere);
+    el.notifyMe.hidden = on || blocked;
+    el.notifyBox.dataset.state = on ? 'on' : blocked ? 'blocked' : 'off';
+    el.notifyState.textContent = on ? t('notify_on') : blocked ? t('notify_blocked') : '';
+  }
+
+  async function askNotify() {
+    unlockAudio();
+    askedHere = true;
+    let perm = window.Notification.permission;
+    if (perm === 'default') {
+      try { perm = await window.Notification.requestPermission(); } catch (_) { perm = window.Notification.permission; }
+    }
+    notifyWanted = perm === 'granted';
+    const store = storage();
+    if (store) {
+      if (notifyWanted) store.setItem(NOTIFY_KEY, '1');
+      else store.removeItem(NOTIFY_KEY);
+    }
+    renderNotify();
+    el.notifyState.focus(); // the button is gone: keep the focus near
+  }
+
+  /** Audio may start only after a user gesture: make (or resume) the context in one. */
+  function unlockAudio() {
+    const AC = window.AudioContext || window.webkitAudioContext;
+    if (!AC) return;
+    try {
+      if (!audio) audio = new AC();
+      if (audio.state === 'suspended') audio.resume().catch(() => {});
+    } catch (_) { audio = null; }
+  }
+
+  function beep() {
+    if (!audio || audio.state !== 'running') return;
+    try {
+      const now = audio.currentTime;
+      for (const [at, freq] of [[0, 880], [0.22, 1175]]) {
+        const osc = audio.createOscillator();
+        const gain = audio.createGain();
+        osc.type = 'sine';
+        osc.frequency.value = freq;
+        gain.gain.setValueAtTime(0.0001, now + at);
+        gain.gain.exponentialRampToValueAtTime(0.2, now + at + 0.02);
+        gain.gain.exponentialRampToValueAtTime(0.0001, now + at + 0.18);
+        osc.connect(gain).connect(audio.destination);
+        osc.start(now + at);
+        osc.stop(now + at + 0.2);
+      }
+      roomEl.dataset.beeped = 'true';
+    } catch (_) { /* no sound: the title and the page still say it */ }
+  }
+
+  function stopFlash() {
+    if (!flashTimer) return;
+    clearInterval(flashTimer);
+    flashTimer = null;
+    if (phase === 'admitted') document.title = '✔ ' + t('admitted_title') + ' · ' + baseTitle;
+  }
+
+  /** The title flashes until the buyer has looked at the page for a few seconds. */
+  function flashTitle() {
+    stopFlash();
+    let on = false;
+    let seen = 0;
+    let ticks = 0;
+    flashTimer = setInterval(() => {
+      on = !on;
+      document.title = on ? t('title_flash') : '✔ ' + t('admitted_title') + ' · ' + baseTitle;
+      seen = !document.hidden && document.hasFocus() ? seen + 1 : 0;
+      if (seen >= 6 || ++ticks >= 600 || phase !== 'admitted') stopFlash();
+    }, 1000);
+  }
+
+  function notifyTurn(deadline) {
+    if (!canNotify || !notifyWanted || window.Notification.permission !== 'granted') return;
+    try {
+      const n = new window.Notification(t('notify_title', { queue }), {
+        body: deadline ? t('notify_body', { time: deadline }) : t('admitted_body'),
+        tag: 'wr-turn-' + queue,
+      });
+      n.onclick = () => { window.focus(); n.close(); };
+      roomEl.dataset.notified = 'true';
+    } catch (_) { /* some browsers allow notifications only from a service worker */ }
   }
 
   function setNotice(text) {
@@ -241,6 +437,7 @@
     if (phase !== 'joining' && phase !== 'prequeue') return; // started, or over
     const first = phase !== 'prequeue';
     phase = 'prequeue';
+    hadPlace = true;
     el.pow.hidden = true;
     setDrawId(q.draw_id);
     if (typeof q.prequeue_size === 'number') {
@@ -305,9 +502,17 @@
     // onSoldOut follows this call when the flag changed; the ETA already uses the new value.
     const so = typeof p.sold_out === 'boolean' ? p.sold_out : soldOut;
 
+    hadPlace = true;
     show(el.waiting);
     setNotice('');
     el.drawn.hidden = !drawId;
+    const nowPaused = !!p.paused && !so;
+    if (nowPaused !== paused) {
+      paused = nowPaused;
+      if (paused) el.announce.textContent = t('paused_note');
+    }
+    el.pausedNote.hidden = !paused;
+    el.waiting.dataset.paused = paused ? 'true' : 'false';
     if (hadFocus) el.waiting.focus();
     if (typeof rate === 'number') {
       el.rate.textContent = t('rate_value', { n: num1.format(rate) });
@@ -342,6 +547,15 @@
     }
     lastMode = mode;
     const pos = Math.max(1, p.position);
+    if (lostPending) {
+      // Never a silent move to the back: the old place is gone, say so with the new one.
+      lostPending = false;
+      const store0 = storage();
+      if (store0) store0.setItem(START_KEY, String(pos));
+      el.lostPlace.textContent = t('lost_place', { n: positionText(pos) });
+      el.lostPlace.dataset.position = String(pos);
+      el.lostPlace.hidden = false;
+    }
     if (started) {
       // The draw gave this place: say so at once, not at the next throttled announcement.
       el.announceUrgent.textContent = t('announce_started', { n: num.format(pos), ord: positionText(pos) });
@@ -385,12 +599,23 @@
     if (store) store.removeItem(START_KEY);
     if (a.redirect) el.goOrder.setAttribute('href', a.redirect);
     document.title = '✔ ' + t('admitted_title') + ' · ' + baseTitle;
+    const deadline = typeof a.expires_at_ms === 'number' ? timeOfDay(a.expires_at_ms) : '';
+    el.turnDeadline.textContent = deadline ? t('turn_deadline', { time: deadline }) : '';
+    el.turnDeadline.dataset.deadline = typeof a.expires_at_ms === 'number' ? new Date(a.expires_at_ms).toISOString() : '';
+    notifyTurn(deadline);
+    beep();
+    flashTitle();
     // The redirect flow: back to the shop (an allowed origin, checked by the server) with
     // the signed token in the fragment, which browsers never send to a server.
     if (returnTo && a.token) {
       el.goOrder.setAttribute('href', returnTo + '#wr_token=' + encodeURIComponent(a.token));
       setNotice(t('returning'));
       window.location.replace(returnTo + '#wr_token=' + encodeURIComponent(a.token));
+    } else if (autoRedirect && a.redirect) {
+      // The queue's auto_redirect: to the order page (same origin, no token in the URL).
+      setNotice(t('auto_redirecting'));
+      clearTimeout(redirectTimer);
+      redirectTimer = setTimeout(() => { if (phase === 'admitted') window.location.assign(a.redirect); }, AUTO_REDIRECT_MS);
     }
     el.announceUrgent.textContent = t('announce_admitted');
     el.goOrder.focus();
@@ -486,6 +711,14 @@
     drawId = '';
     startsLocalMs = null;
     lastMode = '';
+    hadPlace = false;
+    lostPending = false;
+    paused = false;
+    lastEventAt = 0;
+    stale = false;
+    stopFlash();
+    el.lostPlace.hidden = true;
+    el.pausedNote.hidden = true;
     stopStartTimer();
     el.drawn.hidden = true;
     show(el.joining);
@@ -495,15 +728,27 @@
       queue,
       invite,
       onPow(p) { if (live()) renderPow(p); },
-      onJoin(j) { if (live()) { renderLane(j.lane); setDrawId(j.draw_id); } },
+      onJoin(j) {
+        if (!live()) return;
+        // 201 after this room had a place: the server lost it (the page says so).
+        if (j.resumed === false && hadPlace) lostPending = true;
+        heard();
+        renderLane(j.lane);
+        setDrawId(j.draw_id);
+      },
       onState(state) { if (live() && phase !== 'ended') setConn(state); },
-      onPrequeue(q) { if (live()) renderPrequeue(q); },
-      onPosition(p) { if (live()) renderPosition(p); },
-      onSoldOut(s) { if (live()) renderSoldOut(s); },
+      onPing(p) {
+        if (!live()) return;
+        if (typeof p.interval_ms === 'number' && p.interval_ms > 0) pingEveryMs = p.interval_ms;
+        heard();
+      },
+      onPrequeue(q) { if (live()) { heard(); renderPrequeue(q); } },
+      onPosition(p) { if (live()) { heard(); renderPosition(p); } },
+      onSoldOut(s) { if (live()) { heard(); renderSoldOut(s); } },
       // A buyer holding a live token keeps it after the end (the end drops places, not
       // admissions): the admitted view stays.
       onClosed() { if (live() && phase !== 'admitted') renderEnded(); },
-      onAdmitted(a) { if (live()) renderAdmitted(a); },
+      onAdmitted(a) { if (live()) { heard(); renderAdmitted(a); } },
       onExpired() { if (live()) renderExpired(); },
       onLeft() { if (live()) renderLeft(); },
       onError(err) {
@@ -523,6 +768,16 @@
     if (store) store.removeItem(START_KEY);
     start();
   }
+
+  if (canNotify) {
+    const store = storage();
+    notifyWanted = !!store && store.getItem(NOTIFY_KEY) === '1';
+    el.notifyMe.addEventListener('click', askNotify);
+  }
+  // Any gesture on the page lets the turn's beep play later.
+  document.addEventListener('pointerdown', unlockAudio, { once: true, capture: true });
+  document.addEventListener('keydown', unlockAudio, { once: true, capture: true });
+  window.addEventListener('focus', () => { if (phase === 'admitted' && !document.hidden) setTimeout(stopFlash, 3000); });
 
   el.rejoin.addEventListener('click', restart);
   el.joinAgain.addEventListener('click', restart);

@@ -20,6 +20,9 @@
  *     onExpired(e)   {},             // {reason: 'server' | 'local'}
  *     onLeft()       {},             // the ticket left the line (this tab or another)
  *     onState(s)     {},             // 'connecting' | 'live' | 'reconnecting' | 'closed'
+ *     onPing(p)      {},             // {server_time, interval_ms}: the stream's heartbeat (every 15 s
+ *                                    //   by default); interval_ms is the shortest gap seen between two
+ *                                    //   pings (null until two came), for a page's "stale" detection
  *     onError(err)   {},             // {status, code, message, retryAfter, retryIn, fatal}
  *     invite: 'code',                // optional invite code, sent in the join body
  *     onPow(p)       {},             // proof of work: {state: 'solving' | 'solved' | 'retrying',
@@ -260,6 +263,8 @@
       this.skewKnown = false; // skewMs measured from a server_time (else from a Date header, or 0)
       this.pingGapMs = 0;     // the server's ping interval, once two pings were seen
       this.lastPingAt = 0;
+      this.pingSeenAt = 0;    // when the last ping reached this tab (own stream or the holder's)
+      this.pingEveryMs = 0;   // the shortest gap seen between two pings in this tab
       this.silenceTimer = null;
       this.admittedToken = '';
       this.expiryTimer = null;
@@ -822,6 +827,16 @@
         this._call('onAdmitted', a);
       } else if (name === 'expired') {
         this._expire('server');
+      } else if (name === 'ping' && !replay) {
+        // The interval: the shortest gap seen (a gap across a stall or a reconnect is longer,
+        // never shorter); gaps under 250 ms are two tabs' copies, not the interval.
+        const now = Date.now();
+        if (this.pingSeenAt) {
+          const gap = now - this.pingSeenAt;
+          if (gap >= 250) this.pingEveryMs = this.pingEveryMs ? Math.min(this.pingEveryMs, gap) : gap;
+        }
+        this.pingSeenAt = now;
+        this._call('onPing', { server_time: data.server_time, interval_ms: this.pingEveryMs || null });
       }
     }
 
