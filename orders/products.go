@@ -13,12 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Product is one product. Price is in minor units. Queue names the waiting-room queue whose
+// Product is one product. Price is in the minor units of Currency (an ISO 4217 code from
+// the allow-list in currency.go: 129000 KRW is ₩129,000, 12900 USD is $129.00). Queue names the waiting-room queue whose
 // admission tokens may buy it ("" = not on sale through the order API).
 type Product struct {
 	ID           string    `json:"id"`
 	Name         string    `json:"name"`
 	Price        int64     `json:"price"`
+	Currency     string    `json:"currency"`
 	Stock        int       `json:"stock"`
 	Queue        string    `json:"queue"`
 	MaxPerOrder  int       `json:"max_per_order"`
@@ -27,11 +29,14 @@ type Product struct {
 }
 
 // ProductPatch is a partial update: nil fields keep their value, or take the default when
-// the product is created (name = id, price 0, stock 0, no queue, DefaultMaxPerOrder,
-// DefaultMaxPerTicket). A Queue of "" takes the product off sale.
+// the product is created (name = id, price 0, DefaultCurrency, stock 0, no queue,
+// DefaultMaxPerOrder, DefaultMaxPerTicket). A Queue of "" takes the product off sale.
+// Changing Currency does not convert Price: an operator who moves a product from USD to
+// KRW sends both.
 type ProductPatch struct {
 	Name         *string
 	Price        *int64
+	Currency     *string
 	Stock        *int
 	Queue        *string
 	MaxPerOrder  *int
@@ -62,11 +67,11 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // (The web layer answers 404 for an invalid id in a path, 422 in a body.)
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-const productColumns = "id, name, price, stock, COALESCE(queue, ''), max_per_order, max_per_ticket, updated_at"
+const productColumns = "id, name, price, currency, stock, COALESCE(queue, ''), max_per_order, max_per_ticket, updated_at"
 
 func scanProduct(row pgx.Row, extra ...any) (Product, error) {
 	var p Product
-	err := row.Scan(append([]any{&p.ID, &p.Name, &p.Price, &p.Stock, &p.Queue, &p.MaxPerOrder, &p.MaxPerTicket, &p.UpdatedAt}, extra...)...)
+	err := row.Scan(append([]any{&p.ID, &p.Name, &p.Price, &p.Currency, &p.Stock, &p.Queue, &p.MaxPerOrder, &p.MaxPerTicket, &p.UpdatedAt}, extra...)...)
 	return p, err
 }
 
@@ -116,6 +121,8 @@ func (p ProductPatch) Validate() error {
 		return invalid("name", "name must be 1–%d characters of text (no control characters).", MaxNameLen)
 	case p.Price != nil && (*p.Price < 0 || *p.Price > MaxPrice):
 		return invalid("price", "price must be between 0 and %d (minor units).", MaxPrice)
+	case p.Currency != nil && !ValidCurrency(*p.Currency):
+		return invalid("currency", "%s", currencyMessage())
 	case p.Stock != nil && (*p.Stock < 0 || *p.Stock > MaxStock):
 		return invalid("stock", "stock must be between 0 and %d.", MaxStock)
 	case p.Queue != nil && *p.Queue != "" && !ValidID(*p.Queue):
@@ -155,12 +162,13 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 		// xmax = 0 on the returned row version means it was inserted, not updated.
 		// queue: NULL keeps it, '' clears it (stored as NULL).
 		row := c.QueryRow(ctx, `
-			INSERT INTO products AS p (id, name, price, stock, queue, max_per_order, max_per_ticket, updated_at)
+			INSERT INTO products AS p (id, name, price, stock, queue, max_per_order, max_per_ticket, currency, updated_at)
 			VALUES ($1, COALESCE($2::text, $1), COALESCE($3::bigint, 0), COALESCE($4::integer, 0), NULLIF($5::text, ''),
-				COALESCE($6::integer, $8::integer), COALESCE($7::integer, $9::integer), now())
+				COALESCE($6::integer, $8::integer), COALESCE($7::integer, $9::integer), COALESCE($10::text, $11::text), now())
 			ON CONFLICT (id) DO UPDATE SET
 				name           = COALESCE($2, p.name),
 				price          = COALESCE($3, p.price),
+				currency       = COALESCE($10, p.currency),
 				stock          = COALESCE($4, p.stock),
 				queue          = CASE WHEN $5::text IS NULL THEN p.queue ELSE NULLIF($5, '') END,
 				max_per_order  = COALESCE($6, p.max_per_order),
@@ -168,7 +176,7 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 				updated_at     = now()
 			RETURNING `+productColumns+`, (xmax = 0)`,
 			id, patch.Name, patch.Price, patch.Stock, patch.Queue, patch.MaxPerOrder, patch.MaxPerTicket,
-			DefaultMaxPerOrder, DefaultMaxPerTicket)
+			DefaultMaxPerOrder, DefaultMaxPerTicket, patch.Currency, DefaultCurrency)
 		var err error
 		p, err = scanProduct(row, &created)
 		return err
@@ -180,7 +188,8 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 }
 
 // EnsureProduct creates p if no product with its id exists (demo data) and leaves an
-// existing one untouched. An empty Name defaults to the id.
+// existing one untouched. An empty Name defaults to the id, an empty Currency to
+// DefaultCurrency.
 func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err error) {
 	if !ValidID(p.ID) {
 		return false, invalid("id", "Product ids are 1–64 characters from A–Z a–z 0–9 _ -.")
@@ -188,20 +197,23 @@ func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err
 	if p.Name == "" {
 		p.Name = p.ID
 	}
+	if p.Currency == "" {
+		p.Currency = DefaultCurrency
+	}
 	if p.MaxPerOrder == 0 {
 		p.MaxPerOrder = DefaultMaxPerOrder
 	}
 	if p.MaxPerTicket == 0 {
 		p.MaxPerTicket = DefaultMaxPerTicket
 	}
-	patch := ProductPatch{Name: &p.Name, Price: &p.Price, Stock: &p.Stock, Queue: &p.Queue, MaxPerOrder: &p.MaxPerOrder, MaxPerTicket: &p.MaxPerTicket}
+	patch := ProductPatch{Name: &p.Name, Price: &p.Price, Currency: &p.Currency, Stock: &p.Stock, Queue: &p.Queue, MaxPerOrder: &p.MaxPerOrder, MaxPerTicket: &p.MaxPerTicket}
 	if err := patch.Validate(); err != nil {
 		return false, err
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
-		tag, err := c.Exec(ctx, `INSERT INTO products (id, name, price, stock, queue, max_per_order, max_per_ticket)
-			VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7)
-			ON CONFLICT (id) DO NOTHING`, p.ID, p.Name, p.Price, p.Stock, p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+		tag, err := c.Exec(ctx, `INSERT INTO products (id, name, price, stock, queue, max_per_order, max_per_ticket, currency)
+			VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8)
+			ON CONFLICT (id) DO NOTHING`, p.ID, p.Name, p.Price, p.Stock, p.Queue, p.MaxPerOrder, p.MaxPerTicket, p.Currency)
 		created = tag.RowsAffected() == 1
 		return err
 	})

@@ -171,6 +171,18 @@ var messages = map[string][2]string{
 	"order_error":          {"The order failed: {msg}", "주문에 실패했습니다: {msg}"},
 	"order_qty_invalid":    {"Enter a whole number from 1 to {max}.", "1부터 {max} 사이의 정수를 입력하세요."},
 	"order_no_product":     {"This product is not available.", "이 상품은 구매할 수 없습니다."},
+	// The receipt after an order and a token another request is using (issue 16).
+	"order_in_use":        {"Your order is still being processed — checking again…", "주문을 처리하는 중입니다 — 다시 확인하는 중…"},
+	"receipt_title":       {"Receipt", "주문 내역"},
+	"receipt_product":     {"Product", "상품"},
+	"receipt_unit_price":  {"Unit price", "단가"},
+	"receipt_total":       {"Total", "합계"},
+	"receipt_ref":         {"Order reference", "주문 참조 번호"},
+	"receipt_time":        {"Ordered at", "주문 시각"},
+	"receipt_copy":        {"Copy order reference", "주문 참조 번호 복사"},
+	"receipt_copied":      {"Copied: {ref}", "복사했습니다: {ref}"},
+	"receipt_copy_failed": {"Could not copy. Select and copy it yourself: {ref}", "복사하지 못했습니다. 직접 선택해 복사하세요: {ref}"},
+	"receipt_note":        {"Keep the order reference: the shop finds your order with it.", "주문 참조 번호를 보관하세요. 쇼핑몰에서 이 번호로 주문을 찾습니다."},
 
 	// Admin dashboard.
 	"admin_title":             {"Admin", "관리자"},

@@ -324,6 +324,7 @@ func parseTimeField(field string, raw json.RawMessage) (*time.Time, error) {
 type productBody struct {
 	Name         *string `json:"name"`
 	Price        *int64  `json:"price"`
+	Currency     *string `json:"currency"` // ISO 4217, upper-case, from orders' allow-list
 	Stock        *int64  `json:"stock"`
 	Queue        *string `json:"queue"` // "" takes the product off sale
 	MaxPerOrder  *int64  `json:"max_per_order"`
@@ -365,7 +366,7 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 }
 
 func toPatch(b productBody) orders.ProductPatch {
-	return orders.ProductPatch{Name: b.Name, Price: b.Price, Queue: b.Queue,
+	return orders.ProductPatch{Name: b.Name, Price: b.Price, Currency: b.Currency, Queue: b.Queue,
 		Stock: clampInt(b.Stock), MaxPerOrder: clampInt(b.MaxPerOrder), MaxPerTicket: clampInt(b.MaxPerTicket)}
 }
 

@@ -10,19 +10,26 @@ import (
 	"github.com/waitroom/waitroom/queue"
 )
 
+// productJSON is a product as the public and admin APIs show it. Price is in the minor
+// units of Currency; CurrencyDigits (ISO 4217's minor unit: 0 for KRW and JPY, 2 for USD)
+// is sent with it so that a page shows price / 10^digits without a currency table of its
+// own that could disagree with the server's.
 type productJSON struct {
-	ID           string  `json:"id"`
-	Name         string  `json:"name"`
-	Price        int64   `json:"price"`
-	Stock        int64   `json:"stock"`
-	Queue        *string `json:"queue"` // null: not on sale through the order API
-	MaxPerOrder  int     `json:"max_per_order"`
-	MaxPerTicket int     `json:"max_per_ticket"`
+	ID             string  `json:"id"`
+	Name           string  `json:"name"`
+	Price          int64   `json:"price"`
+	Currency       string  `json:"currency"`
+	CurrencyDigits int     `json:"currency_digits"`
+	Stock          int64   `json:"stock"`
+	Queue          *string `json:"queue"` // null: not on sale through the order API
+	MaxPerOrder    int     `json:"max_per_order"`
+	MaxPerTicket   int     `json:"max_per_ticket"`
 }
 
 func toProductJSON(p orders.Product) productJSON {
-	out := productJSON{ID: p.ID, Name: p.Name, Price: p.Price, Stock: int64(p.Stock),
-		MaxPerOrder: p.MaxPerOrder, MaxPerTicket: p.MaxPerTicket}
+	digits, _ := orders.CurrencyDigits(p.Currency)
+	out := productJSON{ID: p.ID, Name: p.Name, Price: p.Price, Currency: p.Currency, CurrencyDigits: digits,
+		Stock: int64(p.Stock), MaxPerOrder: p.MaxPerOrder, MaxPerTicket: p.MaxPerTicket}
 	if p.Queue != "" {
 		out.Queue = &p.Queue
 	}

@@ -5,6 +5,12 @@
  * sessionStorage by the waiting page (never in the URL). One
  * Idempotency-Key per purchase attempt, reused when that attempt is retried,
  * so a retry after a timeout or 503 can never order twice.
+ *
+ * Prices are integers in the minor units of the product's currency (ISO
+ * 4217); the server sends the currency's decimals (currency_digits) so the
+ * page shows price / 10^digits with Intl.NumberFormat in the page's language
+ * (129000 KRW → ₩129,000, 12900 USD → $129.00). After an order the form is
+ * hidden and a receipt takes its place, with the focus on it.
  */
 (function () {
   'use strict';
@@ -18,7 +24,8 @@
   let productId = shop.dataset.productId || '';
   const lang = document.documentElement.lang || 'en';
   const num = new Intl.NumberFormat(lang);
-  const money = new Intl.NumberFormat(lang, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  const timeFmt = new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'medium' });
+  const IN_USE_RETRIES = 5; // 409 token_in_use: another request holds the token for a moment
   const POLL_MS = 2000;
   const MAX_QTY = 99;
 
@@ -37,6 +44,16 @@
     buy: $('buy'),
     result: $('order-result'),
     resultText: $('order-result-text'),
+    receipt: $('receipt'),
+    receiptTitle: $('receipt-title'),
+    receiptProduct: $('receipt-product'),
+    receiptQty: $('receipt-qty'),
+    receiptUnit: $('receipt-unit'),
+    receiptTotal: $('receipt-total'),
+    receiptRef: $('receipt-ref'),
+    receiptTime: $('receipt-time'),
+    copyRef: $('copy-ref'),
+    copyStatus: $('copy-status'),
     orderIdLine: $('order-id-line'),
     orderId: $('order-id'),
     backLine: $('back-to-line-line'),
@@ -45,7 +62,7 @@
   let token = null;          // {token, expires_at, expires_at_ms}
   let tokenTimer = null;
   let product = null;
-  let attempt = null;        // {key, productId, qty}: one purchase attempt
+  let attempt = null;        // {key, productId, qty, inUse}: one purchase attempt
   let busy = false;
   let done = false;          // an order went through, or admission is gone
   let blockedUntil = 0;      // after a 429
@@ -62,6 +79,29 @@
     b[8] = (b[8] & 0x3f) | 0x80;
     const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
     return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
+  }
+
+  /**
+   * formatMoney shows minor units as an amount of the currency in the page's
+   * language. A currency the browser does not know (Intl throws a RangeError)
+   * falls back to the number with the code after it, never to a wrong symbol.
+   */
+  function formatMoney(minor, currency, digits) {
+    const d = Number.isInteger(digits) && digits >= 0 && digits <= 3 ? digits : 2;
+    const amount = (Number(minor) || 0) / Math.pow(10, d);
+    try {
+      return new Intl.NumberFormat(lang, {
+        style: 'currency', currency: currency || 'USD', minimumFractionDigits: d, maximumFractionDigits: d,
+      }).format(amount);
+    } catch (_) {
+      return new Intl.NumberFormat(lang, { minimumFractionDigits: d, maximumFractionDigits: d }).format(amount) +
+        (currency ? ' ' + currency : '');
+    }
+  }
+
+  /** The short order reference: the first 8 characters of the id, upper-case. */
+  function shortRef(id) {
+    return String(id || '').replace(/-/g, '').slice(0, 8).toUpperCase();
   }
 
   function clock(seconds) {
@@ -150,7 +190,8 @@
     product = p;
     el.product.removeAttribute('aria-busy');
     el.name.textContent = p.name || p.id;
-    el.price.textContent = money.format((Number(p.price) || 0) / 100);
+    el.price.textContent = formatMoney(p.price, p.currency, p.currency_digits);
+    el.price.dataset.currency = p.currency || '';
     el.stock.dataset.stock = String(p.stock);
     el.stock.textContent = p.stock > 0 ? t('stock_left', { n: num.format(p.stock) }) : t('stock_sold_out');
     el.stock.classList.toggle('sold-out', !(p.stock > 0));
@@ -244,13 +285,26 @@
     }
     // Same product and quantity as the unfinished attempt: it is a retry of it.
     if (!attempt || attempt.qty !== qty || attempt.productId !== productId) {
-      attempt = { key: uuid(), qty, productId };
+      attempt = { key: uuid(), qty, productId, inUse: 0 };
     }
+    attempt.inUse = 0;
 
     busy = true;
     refreshButton();
     el.buy.setAttribute('aria-busy', 'true');
     showResult('pending', t('order_buying'));
+    await send();
+  }
+
+  /**
+   * send posts the current attempt. A 409 token_in_use (this token is held by
+   * another request of ours — a retry that crossed the first, another tab) is
+   * not a refusal: that request may still succeed or free the token, so the
+   * same attempt (same Idempotency-Key) is sent again after Retry-After,
+   * quietly, a few times, while the button stays busy.
+   */
+  async function send() {
+    const shown = product; // the product (and price) the buyer saw when clicking
     let res;
     try {
       res = await fetch('/api/orders', {
@@ -273,6 +327,7 @@
     if (res.status === 201 || res.status === 200) {
       const body = (await res.json().catch(() => null)) || {};
       const order = body.order || {};
+      const bought = attempt;
       attempt = null;
       done = true;
       token = null;
@@ -280,14 +335,26 @@
       W.clearToken(queue);
       setTokenState('used');
       finish();
-      showResult('success', t('order_success'), { orderId: order.id || '?' });
+      // The receipt carries the reference (short, with the full id a click away); the full
+      // id in the status line wrapped on a phone, so #order-id keeps it for scripts only.
+      showResult('success', t('order_success'));
+      el.orderId.textContent = order.id || '?';
+      showReceipt(order, bought, shown);
       schedulePoll(0);
       return;
     }
 
     const err = await readError(res);
+    if (res.status === 409 && err.code === 'token_in_use' && attempt && attempt.inUse < IN_USE_RETRIES) {
+      attempt.inUse++;
+      showResult('pending', t('order_in_use'));
+      setTimeout(send, retryDelayMs(err.retryAfter == null ? 1 : err.retryAfter));
+      return;
+    }
     finish();
-    if (res.status === 409 && err.code === 'sold_out') {
+    if (res.status === 409 && err.code === 'token_in_use') {
+      showResult('busy', t('order_busy')); // still held after the retries: same key on the next click
+    } else if (res.status === 409 && err.code === 'sold_out') {
       attempt = null;
       showResult('sold_out', t('order_sold_out'));
       schedulePoll(0);
@@ -310,6 +377,51 @@
     }
   }
 
+  /**
+   * showReceipt replaces the form with the receipt: product, quantity, unit
+   * price and total in the product's currency (the price the page showed when
+   * the buyer clicked), a short reference (the full id in its title and on the
+   * copy button), the time in the buyer's time zone. The focus moves to its
+   * heading so that a screen reader reads it and a keyboard starts there.
+   */
+  function showReceipt(order, bought, p) {
+    const qty = Number(order.quantity) || (bought && bought.qty) || 1;
+    const id = String(order.id || '');
+    el.form.hidden = true;
+    el.receiptProduct.textContent = (p && (p.name || p.id)) || order.product_id || '';
+    el.receiptQty.textContent = num.format(qty);
+    if (p) {
+      el.receiptUnit.textContent = formatMoney(p.price, p.currency, p.currency_digits);
+      el.receiptTotal.textContent = formatMoney((Number(p.price) || 0) * qty, p.currency, p.currency_digits);
+      el.receiptTotal.dataset.currency = p.currency || '';
+    }
+    el.receiptRef.textContent = shortRef(id);
+    el.receiptRef.title = id;
+    el.receiptRef.dataset.orderId = id;
+    const at = order.created_at ? new Date(order.created_at) : new Date();
+    el.receiptTime.dateTime = at.toISOString();
+    el.receiptTime.textContent = timeFmt.format(at);
+    el.copyRef.dataset.ref = id;
+    el.copyStatus.textContent = '';
+    el.receipt.hidden = false;
+    el.receiptTitle.focus();
+  }
+
+  async function copyRef() {
+    const ref = el.copyRef.dataset.ref || '';
+    if (!ref) return;
+    try {
+      if (!navigator.clipboard || !window.isSecureContext) throw new Error('no clipboard');
+      await navigator.clipboard.writeText(ref);
+      el.copyStatus.textContent = t('receipt_copied', { ref });
+      el.copyStatus.dataset.outcome = 'copied';
+    } catch (_) {
+      // Plain http, or the permission refused: say the reference so it can be copied by hand.
+      el.copyStatus.textContent = t('receipt_copy_failed', { ref });
+      el.copyStatus.dataset.outcome = 'failed';
+    }
+  }
+
   function finish() {
     busy = false;
     el.buy.removeAttribute('aria-busy');
@@ -317,6 +429,7 @@
   }
 
   el.form.addEventListener('submit', buy);
+  el.copyRef.addEventListener('click', copyRef);
   el.qty.addEventListener('input', () => el.qty.removeAttribute('aria-invalid'));
 
   loadToken();
