@@ -44,6 +44,8 @@ type Refusal struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when > 0, is sent as Retry-After (seconds): the refusal is momentary.
+	RetryAfter int
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
@@ -57,7 +59,10 @@ var (
 	errTokenMissing  = refuse(401, "token_missing", "An admission token is required: wait for your turn in the queue.")
 	errTokenInvalid  = refuse(401, "token_invalid", "Unknown admission token.")
 	errTokenExpired  = refuse(401, "token_expired", "Your admission token has expired; join the queue again.")
-	errTokenBusy     = refuse(401, "token_invalid", "This admission token is being used by another request.")
+	// A concurrent request holds the token: a conflict, not an invalid token — if that
+	// request fails the token is usable again, so the client retries after a moment.
+	errTokenBusy = &Refusal{Status: 409, Code: "token_in_use", RetryAfter: 1,
+		Message: "This admission token is being used by another request; try again in a moment."}
 	errTokenUsed     = refuse(401, "token_invalid", "This admission token has already been used.")
 	errNotYours      = refuse(403, "token_not_yours", "This admission token was issued to another ticket.")
 	errWrongQueue    = refuse(403, "token_wrong_queue", "This admission token was given by another queue than the one that sells this.")

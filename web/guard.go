@@ -131,7 +131,7 @@ func gateRequest(c *fiber.Ctx) admission.Request {
 
 // refusal is the gate's answer in the error shape.
 func refusal(r *admission.Refusal) *Error {
-	return &Error{Status: r.Status, Code: r.Code, Message: r.Message}
+	return &Error{Status: r.Status, Code: r.Code, Message: r.Message, RetryAfter: r.RetryAfter}
 }
 
 func errWrongQueue() *Error { return refusal(admission.WrongQueue()) }

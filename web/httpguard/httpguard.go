@@ -19,6 +19,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +81,9 @@ func New(cfg Config) func(http.Handler) http.Handler {
 			var rf *admission.Refusal
 			switch {
 			case errors.As(err, &rf):
+				if rf.RetryAfter > 0 {
+					w.Header().Set("Retry-After", strconv.Itoa(rf.RetryAfter))
+				}
 				writeError(w, rf.Status, rf.Code, rf.Message)
 				return
 			case err != nil:
