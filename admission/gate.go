@@ -56,9 +56,9 @@ func refuse(status int, code, msg string) *Refusal {
 
 // Refusals shared by every guard.
 var (
-	errTokenMissing  = refuse(401, "token_missing", "An admission token is required: wait for your turn in the queue.")
-	errTokenInvalid  = refuse(401, "token_invalid", "Unknown admission token.")
-	errTokenExpired  = refuse(401, "token_expired", "Your admission token has expired; join the queue again.")
+	errTokenMissing = refuse(401, "token_missing", "An admission token is required: wait for your turn in the queue.")
+	errTokenInvalid = refuse(401, "token_invalid", "Unknown admission token.")
+	errTokenExpired = refuse(401, "token_expired", "Your admission token has expired; join the queue again.")
 	// A concurrent request holds the token: a conflict, not an invalid token — if that
 	// request fails the token is usable again, so the client retries after a moment.
 	errTokenBusy = &Refusal{Status: 409, Code: "token_in_use", RetryAfter: 1,
