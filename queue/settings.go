@@ -38,6 +38,12 @@ type Settings struct {
 	// AutoRedirect: at admission the waiting page goes to the order page (or the redirect
 	// flow's return_to) by itself.
 	AutoRedirect bool `json:"auto_redirect"`
+	// Branding of the waiting and order pages (logo.go): plain text and a checked colour
+	// and link, so nothing a queue's admin types can run in a buyer's page. "" = none.
+	BrandName    string `json:"brand_name"`
+	BrandColor   string `json:"brand_color"` // #rrggbb, lower case
+	BrandMessage string `json:"brand_message"`
+	SupportURL   string `json:"support_url"` // https://… or a same-origin path "/…"
 
 	// Read-only state (not set by a patch).
 	SoldOut   bool      `json:"sold_out"` // every product the queue sells has stock 0 (SetSoldOut)
@@ -99,6 +105,11 @@ type SettingsPatch struct {
 	Method   *Method
 	// AutoRedirect: nil keeps the value (false when the queue is created).
 	AutoRedirect *bool
+	// Branding: nil keeps the value, "" clears it.
+	BrandName    *string
+	BrandColor   *string
+	BrandMessage *string
+	SupportURL   *string
 }
 
 // Limits of the settings accepted by Put.
@@ -145,6 +156,11 @@ func (s Settings) Validate() error {
 		return invalid("method", "passthrough needs max_active > 0 (the cap at which a line forms).")
 	case s.StartsAt != nil && s.EndsAt != nil && !s.StartsAt.Before(*s.EndsAt):
 		return invalid("starts_at", "starts_at must be before ends_at.")
+	}
+	if err := s.validateBrand(); err != nil {
+		return err
+	}
+	switch {
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
@@ -217,6 +233,18 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	}
 	if p.AutoRedirect != nil {
 		s.AutoRedirect = *p.AutoRedirect
+	}
+	if p.BrandName != nil {
+		s.BrandName = *p.BrandName
+	}
+	if p.BrandColor != nil {
+		s.BrandColor = strings.ToLower(*p.BrandColor)
+	}
+	if p.BrandMessage != nil {
+		s.BrandMessage = *p.BrandMessage
+	}
+	if p.SupportURL != nil {
+		s.SupportURL = *p.SupportURL
 	}
 	return s
 }
@@ -334,6 +362,16 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.AutoRedirect != nil {
 		fields = append(fields, "auto_redirect", boolStr(cur.AutoRedirect))
 	}
+	for _, f := range []struct {
+		set   *string
+		field string
+		v     string
+	}{{p.BrandName, "brand_name", cur.BrandName}, {p.BrandColor, "brand_color", cur.BrandColor},
+		{p.BrandMessage, "brand_message", cur.BrandMessage}, {p.SupportURL, "support_url", cur.SupportURL}} {
+		if created || f.set != nil {
+			fields = append(fields, f.field, f.v)
+		}
+	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
 	}
@@ -357,6 +395,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
 		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
 		Method: &s.Method, AutoRedirect: &s.AutoRedirect,
+		BrandName: &s.BrandName, BrandColor: &s.BrandColor, BrandMessage: &s.BrandMessage, SupportURL: &s.SupportURL,
 	})
 	return err
 }
@@ -407,6 +446,7 @@ func parseSettings(name string, m map[string]string) Settings {
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
 		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
 		PowDifficulty: pow, PriorityShare: share, AutoRedirect: m["auto_redirect"] == "1",
+		BrandName: m["brand_name"], BrandColor: m["brand_color"], BrandMessage: m["brand_message"], SupportURL: m["support_url"],
 	}
 }
 

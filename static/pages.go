@@ -38,6 +38,22 @@ type QueuePage struct {
 	// AutoRedirect is the queue's auto_redirect setting: at admission the page goes to the
 	// order page (or ReturnTo) by itself.
 	AutoRedirect bool
+	// Brand is the queue's branding (the "brandbar" and "brandcss" templates).
+	Brand Brand
+}
+
+// Brand is a queue's branding as its pages show it; every field may be empty (none). The
+// texts are plain text (the templates escape them); Color was checked to be #rrggbb and
+// reaches the page only through CSSURL, a stylesheet of this origin (the CSP forbids inline
+// styles); SupportURL is https:// or a same-origin path; LogoURL names the logo with its
+// ETag.
+type Brand struct {
+	Name       string
+	Color      string
+	Message    string
+	SupportURL string
+	LogoURL    string
+	CSSURL     string
 }
 
 // OrderPage is the data of the "order" template, /q/{queue}/order.
@@ -48,6 +64,7 @@ type OrderPage struct {
 	T         map[string]string
 	Queue     string
 	ProductID string
+	Brand     Brand // the queue's branding
 }
 
 // AdminPage is the data of the "admin" template, /admin. The page holds no

@@ -58,6 +58,7 @@ type queueStatsJSON struct {
 	TickLagMs       float64  `json:"tick_lag_ms"`
 	Leader          string   `json:"leader"`
 	dropDayJSON
+	brandJSON
 }
 
 // dropDayJSON is a queue's schedule, method and sale state, in its settings and its stats.
@@ -143,7 +144,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
 			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
-			dropDayJSON: dropDay(st.Settings, st.Prequeue),
+			dropDayJSON: dropDay(st.Settings, st.Prequeue), brandJSON: s.brand(ctx, st.Settings),
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -218,6 +219,12 @@ type queueBody struct {
 	Method   *queue.Method   `json:"method"`
 	// AutoRedirect: the waiting page goes to the order page by itself at admission.
 	AutoRedirect *bool `json:"auto_redirect"`
+	// Branding (branding.go): strings where null and "" both clear, read raw so that a
+	// value of the wrong type is a 422 naming the field.
+	BrandName    json.RawMessage `json:"brand_name"`
+	BrandColor   json.RawMessage `json:"brand_color"`
+	BrandMessage json.RawMessage `json:"brand_message"`
+	SupportURL   json.RawMessage `json:"support_url"`
 }
 
 // queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}.
@@ -234,6 +241,7 @@ type queueSettingsJSON struct {
 	AllowedOrigins  []string `json:"allowed_origins"`
 	AutoRedirect    bool     `json:"auto_redirect"`
 	dropDayJSON
+	brandJSON
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -268,6 +276,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
 		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
 		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
+		brandJSON: s.brand(c.UserContext(), st.Settings),
 	})
 }
 
@@ -293,6 +302,9 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 		return p, err
 	}
 	if p.EndsAt, err = parseTimeField("ends_at", b.EndsAt); err != nil {
+		return p, err
+	}
+	if err := parseBrand(&b, &p); err != nil {
 		return p, err
 	}
 	return p, nil

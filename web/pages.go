@@ -34,6 +34,8 @@ func (s *Server) pageRoutes() {
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
 	pages.Get("/q/:queue/order", s.orderPage)
+	pages.Get("/q/:queue/logo", s.logo)
+	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/admin", s.adminPage)
 }
 
@@ -85,6 +87,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		return err
 	default:
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
+		data.Brand = s.pageBrand(c.UserContext(), st)
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {
 		var ok bool
@@ -106,7 +109,14 @@ func (s *Server) orderPage(c *fiber.Ctx) error {
 	if !queue.ValidName(pid) {
 		pid = ""
 	}
-	return s.render(c, 200, "order", static.OrderPage{Lang: l, T: t, Queue: name, ProductID: pid})
+	data := static.OrderPage{Lang: l, T: t, Queue: name, ProductID: pid}
+	if name != "" {
+		// A queue that cannot be read shows the page unbranded rather than failing it.
+		if st, err := s.d.Queue.Settings(c.UserContext(), name); err == nil {
+			data.Brand = s.pageBrand(c.UserContext(), st)
+		}
+	}
+	return s.render(c, 200, "order", data)
 }
 
 func (s *Server) adminPage(c *fiber.Ctx) error {

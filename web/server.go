@@ -214,6 +214,8 @@ func (s *Server) routes() {
 	admin.Get("/stats", s.stats)
 	admin.Get("/stream", s.adminStream)
 	admin.Put("/queues/:queue", s.putQueue)
+	admin.Put("/queues/:queue/logo", s.putLogo)
+	admin.Delete("/queues/:queue/logo", s.deleteLogo)
 	admin.Put("/products/:id", s.putProduct)
 	admin.Post("/queues/:queue/invites", s.createInvites)
 	admin.Get("/queues/:queue/invites", s.listInvites)

@@ -525,6 +525,7 @@
     });
     setupInvites(entry);
     setupSale(entry);
+    setupBranding(entry);
     return entry;
   }
 
@@ -549,7 +550,7 @@
     msg.textContent = t('admin_saved');
     if (onOk) onOk();
     // Mirror the saved values into the form that was saved; the other keeps its edits.
-    const force = form === entry.sale.form ? 'sale' : 'settings';
+    const force = form === entry.sale.form ? 'sale' : entry.brand && form === entry.brand.form ? 'branding' : 'settings';
     if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, force);
     else if (entry.q) updateQueueCard(entry, Object.assign({}, entry.q, body), null, force);
   }
@@ -638,6 +639,91 @@
     }
     control(form, 'method').id = 'q-' + c.dataset.queue + '-method';
     form.querySelector('[data-testid="save-sale"]').id = 'q-' + c.dataset.queue + '-save-sale';
+  }
+
+  // ---------- branding (per queue card) ----------
+
+  const BRAND_FIELDS = ['brand_name', 'brand_color', 'brand_message', 'support_url'];
+
+  /**
+   * The branding form: the four texts go in one PUT of the queue (empty clears); a chosen
+   * logo file is then sent as the raw body of PUT …/logo with the file's own type (the server
+   * checks the type against the bytes: 415 for another type, 422 field logo, 413 over 64 KiB).
+   */
+  function setupBranding(entry) {
+    const c = entry.card;
+    const form = c.querySelector('[data-testid="branding-form"]');
+    const msg = form.querySelector('[data-testid="branding-msg"]');
+    const file = control(form, 'logo');
+    const remove = form.querySelector('[data-testid="brand-logo-remove"]');
+    entry.brand = { form, msg, dirty: false };
+    form.querySelector('[data-testid="save-branding"]').id = 'q-' + c.dataset.queue + '-brand-save';
+    form.addEventListener('input', () => { entry.brand.dirty = true; });
+    watchFieldErrors(form);
+    const path = '/admin/api/queues/' + encodeURIComponent(c.dataset.queue) + '/logo';
+    async function sendLogo(method, body, type) {
+      const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
+      if (type) headers['Content-Type'] = type;
+      let res;
+      try {
+        res = await fetch(path, { method, headers, body, credentials: 'same-origin', cache: 'no-store' });
+      } catch (e) {
+        return { ok: false, err: { status: 0, code: 'network', message: String((e && e.message) || e) } };
+      }
+      if (res.status === 401) { showLogin(t('admin_token_refused')); return { ok: false, err: await readError(res) }; }
+      if (!res.ok) {
+        const err = await readFieldError(res);
+        if (res.status === 413 || res.status === 415) err.field = 'logo';
+        return { ok: false, err };
+      }
+      return { ok: true, body: res.status === 204 ? null : await res.json().catch(() => null) };
+    }
+    function showLogo(url) {
+      const img = form.querySelector('[data-testid="brand-logo-preview"]');
+      img.hidden = !url;
+      if (url) img.src = url; else img.removeAttribute('src');
+      remove.hidden = !url;
+    }
+    entry.brand.showLogo = showLogo;
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      clearFieldErrors(form);
+      const body = {};
+      for (const k of BRAND_FIELDS) body[k] = form.elements[k].value.trim();
+      const f = file.files && file.files[0];
+      let saved = false;
+      await putQueue(entry, body, () => { saved = true; entry.brand.dirty = false; }, form, msg);
+      if (!saved || !f) return;
+      msg.dataset.state = 'pending';
+      msg.textContent = t('admin_saving');
+      const r = await sendLogo('PUT', f, f.type || 'application/octet-stream');
+      if (!r.ok) { showError(form, msg, r.err); return; }
+      file.value = '';
+      showLogo(r.body && r.body.logo_url);
+      if (entry.q) entry.q.logo_url = r.body && r.body.logo_url;
+      msg.dataset.state = 'ok';
+      msg.textContent = t('admin_saved');
+    });
+    remove.addEventListener('click', async () => {
+      clearFieldErrors(form);
+      const r = await sendLogo('DELETE');
+      if (!r.ok && r.err.code !== 'logo_not_found') { showError(form, msg, r.err); return; }
+      showLogo(null);
+      if (entry.q) entry.q.logo_url = null;
+      msg.dataset.state = 'ok';
+      msg.textContent = t('admin_saved');
+    });
+  }
+
+  /** Mirrors the saved branding into the form unless the admin is editing it. */
+  function updateBranding(entry, q, force) {
+    const b = entry.brand;
+    if (!b) return;
+    if (q.logo_url !== undefined) b.showLogo(q.logo_url);
+    if (force || (!b.dirty && !b.form.contains(document.activeElement))) {
+      for (const k of BRAND_FIELDS) if (typeof q[k] === 'string') b.form.elements[k].value = q[k];
+      if (force) b.dirty = false;
+    }
   }
 
   /** The schedule, draw and sold-out parts of a queue card. */
@@ -757,6 +843,7 @@
     close.textContent = q.closed ? t('admin_open') : t('admin_close');
     close.setAttribute('aria-pressed', q.closed ? 'true' : 'false');
     updateSale(entry, q, force === true || force === 'sale');
+    updateBranding(entry, q, force === true || force === 'branding');
 
     // Keep what the admin is typing; otherwise mirror the live settings.
     const form = c.querySelector('form');
