@@ -10,6 +10,10 @@ need=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+# Japanese and Korean glyphs for the screenshots of the language tests (small packages:
+# 3.5 MB + 1.6 MB; fonts-noto-cjk would be 56 MB, 91 MB installed).
+fc-list :lang=ja 2>/dev/null | grep -q . || need+=(fonts-ipafont-gothic)
+fc-list :lang=ko 2>/dev/null | grep -q . || need+=(fonts-wqy-microhei)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   SUDO=""
@@ -47,6 +51,31 @@ if [ -z "${WR_TEST_NGINX:-}" ]; then
 fi
 export WR_TEST_NGINX
 "$WR_TEST_NGINX" -v
+
+# axe-core for the accessibility test (server/TestBrowserA11y*): the npm package at a pinned
+# version, unpacked into a cache directory (npm install when npm is there, else the same
+# tarball from the npm registry, checked against its published sha1). The test fails without it.
+axe_version=4.10.2
+axe_sha1=85228e3e1d8b8532a27659b332e39b7fa0e022df
+if [ -z "${WR_TEST_AXE:-}" ]; then
+  axe_dir=${XDG_CACHE_HOME:-$HOME/.cache}/waitroom/axe-core-$axe_version
+  WR_TEST_AXE=$axe_dir/node_modules/axe-core/axe.min.js
+  if [ ! -f "$WR_TEST_AXE" ]; then
+    echo "test.sh: fetching axe-core $axe_version from the npm registry"
+    mkdir -p "$axe_dir"
+    if command -v npm >/dev/null 2>&1; then
+      npm install --prefix "$axe_dir" --no-save --no-audit --no-fund --ignore-scripts "axe-core@$axe_version" >/dev/null
+    else
+      tgz=$(mktemp)
+      curl -fsSL -o "$tgz" "https://registry.npmjs.org/axe-core/-/axe-core-$axe_version.tgz"
+      echo "$axe_sha1  $tgz" | sha1sum -c --quiet -
+      mkdir -p "$axe_dir/node_modules/axe-core"
+      tar -xzf "$tgz" -C "$axe_dir/node_modules/axe-core" --strip-components=1
+      rm -f "$tgz"
+    fi
+  fi
+fi
+export WR_TEST_AXE
 
 echo "test.sh: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

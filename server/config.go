@@ -22,6 +22,7 @@ type config struct {
 	RedisURL         string
 	DatabaseURL      string
 	DataDir          string
+	MessagesDir      string
 	PGBinDir         string
 	Secret           string
 	SecretGenerated  bool
@@ -134,6 +135,7 @@ var settings = []setting{
 	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
 	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL })},
 	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir })},
+	{"WR_MESSAGES_DIR", "", "directory of extra/override page messages read at start: <lang>.json (en, ko, ja or a new code such as fr) with {\"key\": \"text\"}; a new language falls back to English per missing key (logged), unknown keys are logged and ignored", strSetting(func(c *config) *string { return &c.MessagesDir })},
 	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir })},
 	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", func(c *config, v string) error {
 		if len(v) < 16 {

@@ -27,6 +27,7 @@ import (
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
 	"github.com/waitroom/waitroom/web"
 )
@@ -98,6 +99,9 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 			closeAll()
 		}
 	}()
+	if err = loadMessages(cfg.MessagesDir, log); err != nil {
+		return a, closeAll, err
+	}
 	rdb, admitRDB, closeRedis, err := openRedis(cfg, log)
 	if err != nil {
 		return a, closeAll, err
@@ -362,4 +366,25 @@ func generatedAdminToken(cfg config) (string, error) {
 	}
 	fmt.Fprintf(os.Stderr, "WR_ADMIN_TOKEN is not set: a random admin token was written to %s\n", path)
 	return tok, nil
+}
+
+// loadMessages reads WR_MESSAGES_DIR (the operator's page messages) into the
+// page tables, logging what each file added, lacks or had that is unknown.
+func loadMessages(dir string, log zerolog.Logger) error {
+	if dir == "" {
+		return nil
+	}
+	notes, err := static.LoadMessagesDir(dir)
+	if err != nil {
+		return fmt.Errorf("WR_MESSAGES_DIR=%s: %w", dir, err)
+	}
+	for _, n := range notes {
+		ev := log.Info()
+		if strings.Contains(n, "missing") || strings.Contains(n, "unknown") || strings.Contains(n, "skipped") {
+			ev = log.Warn()
+		}
+		ev.Str("messages_dir", dir).Msg(n)
+	}
+	log.Info().Str("messages_dir", dir).Strs("languages", static.Languages()).Msg("page messages loaded")
+	return nil
 }

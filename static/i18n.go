@@ -1,22 +1,87 @@
 package static
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// Supported languages. English is the fallback.
+// Built-in languages. English is the fallback; every other table, built in or
+// read from an operator's directory (LoadMessagesDir), has the English keys.
 const (
-	LangEnglish = "en"
-	LangKorean  = "ko"
+	LangEnglish  = "en"
+	LangKorean   = "ko"
+	LangJapanese = "ja"
 )
 
-// Lang picks the page language from an Accept-Language header: "ko" when the
-// caller prefers Korean over English (by q-value, then by order of listing),
-// else "en". A language missing from the header takes the q-value of "*" if
-// there is one; q=0 means "not acceptable".
+// catalog is the set of message tables in use: the built-in ones, plus what
+// LoadMessagesDir read. It is replaced whole, so readers need no lock.
+type catalog struct {
+	tables map[string]map[string]string
+	order  []string // preference on a tie: en, ko, ja, then the operator's by code
+	codes  string   // the codes in order, space-separated (T.lang_codes)
+}
+
+var current atomic.Pointer[catalog]
+
+func init() { current.Store(newCatalog(builtinTables())) }
+
+func builtinTables() map[string]map[string]string {
+	en := make(map[string]string, len(messages))
+	ko := make(map[string]string, len(messages))
+	for k, v := range messages {
+		en[k], ko[k] = v[0], v[1]
+	}
+	ja := make(map[string]string, len(messagesJA))
+	for k, v := range messagesJA {
+		ja[k] = v
+	}
+	return map[string]map[string]string{LangEnglish: en, LangKorean: ko, LangJapanese: ja}
+}
+
+func newCatalog(tables map[string]map[string]string) *catalog {
+	c := &catalog{tables: tables, order: []string{LangEnglish, LangKorean, LangJapanese}}
+	var extra []string
+	for code := range tables {
+		if !slices.Contains(c.order, code) {
+			extra = append(extra, code)
+		}
+	}
+	sort.Strings(extra)
+	c.order = append(c.order, extra...)
+	c.codes = strings.Join(c.order, " ")
+	return c
+}
+
+// Languages returns the codes of every language the pages can be shown in:
+// en, ko, ja, then those added from a messages directory, by code.
+func Languages() []string { return slices.Clone(current.Load().order) }
+
+// Supported reports whether code (any case, a region such as "ja-JP" is
+// dropped) names a language of Languages, and returns it in canonical form.
+func Supported(code string) (string, bool) {
+	code = primary(strings.ToLower(strings.TrimSpace(code)))
+	if _, ok := current.Load().tables[code]; ok && code != "" {
+		return code, true
+	}
+	return "", false
+}
+
+// Lang picks the page language from an Accept-Language header: the language of
+// Languages the caller wants most (by q-value, then by order of listing, then
+// en, ko, ja, others), else "en". A language missing from the header takes the
+// q-value of "*" if there is one; q=0 means "not acceptable". English is the
+// answer whenever no other language is wanted more.
 func Lang(acceptLanguage string) string {
-	ko, en := pref{q: -1}, pref{q: -1}
+	cat := current.Load()
+	prefs := map[string]pref{}
 	wild := pref{q: -1}
 	for i, part := range strings.Split(acceptLanguage, ",") {
 		tag, q, ok := parseRange(part)
@@ -24,28 +89,36 @@ func Lang(acceptLanguage string) string {
 			continue
 		}
 		p := pref{q: q, at: i}
-		switch {
-		case tag == "*":
+		if tag == "*" {
 			wild = better(wild, p)
-		case primary(tag) == "ko":
-			ko = better(ko, p)
-		case primary(tag) == "en":
-			en = better(en, p)
+			continue
+		}
+		code := primary(tag)
+		if _, known := cat.tables[code]; known {
+			cur, seen := prefs[code]
+			if !seen {
+				cur = pref{q: -1}
+			}
+			prefs[code] = better(cur, p)
 		}
 	}
-	if ko.q < 0 {
-		ko = wild
+	get := func(code string) pref {
+		if p, ok := prefs[code]; ok {
+			return p
+		}
+		return wild
 	}
-	if en.q < 0 {
-		en = wild
+	best, bp := LangEnglish, get(LangEnglish)
+	for _, code := range cat.order[1:] {
+		p := get(code)
+		if p.q <= 0 {
+			continue
+		}
+		if p.q > bp.q || (p.q == bp.q && p.at < bp.at) {
+			best, bp = code, p
+		}
 	}
-	if ko.q <= 0 {
-		return LangEnglish
-	}
-	if ko.q > en.q || (ko.q == en.q && ko.at < en.at) {
-		return LangKorean
-	}
-	return LangEnglish
+	return best
 }
 
 // pref is how much a language is wanted: its q-value and where in the header
@@ -91,19 +164,109 @@ func parseRange(part string) (tag string, q float64, ok bool) {
 	return tag, q, true
 }
 
-// Messages returns every UI string of the pages and scripts in lang ("en" or
-// "ko"; anything else gives English). Keys are snake_case so templates can
-// write {{.T.key}}; the scripts read the same map from the page. Placeholders
-// in braces ({n}, {ord}, …) are filled in by the scripts. The map is a fresh
-// copy the caller may keep or change.
+// Messages returns every UI string of the pages and scripts in lang (one of
+// Languages; anything else gives English). Keys are snake_case so templates
+// can write {{.T.key}}; the scripts read the same map from the page.
+// Placeholders in braces ({n}, {ord}, …) are filled in by the scripts. One
+// key is not a message: lang_codes, the codes of Languages space-separated,
+// for the language switcher. The map is a fresh copy the caller may keep or
+// change.
 func Messages(lang string) map[string]string {
-	i := 0
-	if lang == LangKorean {
-		i = 1
+	cat := current.Load()
+	table, ok := cat.tables[lang]
+	if !ok {
+		table = cat.tables[LangEnglish]
 	}
-	out := make(map[string]string, len(messages))
-	for k, v := range messages {
-		out[k] = v[i]
+	out := make(map[string]string, len(table)+1)
+	for k, v := range table {
+		out[k] = v
 	}
+	out["lang_codes"] = cat.codes
 	return out
+}
+
+// codeRE is the name of a message file without ".json": a primary language
+// subtag (ISO 639), lower case.
+var codeRE = regexp.MustCompile(`^[a-z]{2,3}$`)
+
+// LoadMessagesDir reads an operator's message files from dir (WR_MESSAGES_DIR)
+// and puts them in use in place of the current tables; dir "" goes back to the
+// built-in tables. Each file is named by its language code (en.json, ko.json,
+// ja.json, or a new one such as fr.json) and holds one JSON object
+// {"key": "text", …} with keys of the English table. A file for a built-in
+// language overrides those keys; a file for a new language adds the language,
+// with the English text for every key it lacks. Unknown keys are ignored.
+// Other files (no .json, a name that is not a code) are skipped. The returned
+// notes say what was loaded, what is missing and what was ignored, one line
+// each, for the log. An unreadable directory or file, or a file that is not a
+// JSON object of strings, is an error and nothing changes.
+func LoadMessagesDir(dir string) (notes []string, err error) {
+	tables := builtinTables()
+	if dir == "" {
+		current.Store(newCatalog(tables))
+		return nil, nil
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("messages directory: %w", err)
+	}
+	sort.Strings(names)
+	en := tables[LangEnglish]
+	for _, name := range names {
+		code := strings.TrimSuffix(filepath.Base(name), ".json")
+		if !codeRE.MatchString(code) {
+			notes = append(notes, fmt.Sprintf("%s: skipped, not a language code (en.json, ja.json, fr.json, …)", name))
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		var file map[string]string
+		if err := json.Unmarshal(b, &file); err != nil {
+			return nil, fmt.Errorf("%s: want a JSON object of strings {\"key\": \"text\"}: %w", name, err)
+		}
+		table, builtin := tables[code]
+		if !builtin {
+			table = make(map[string]string, len(en))
+			for k, v := range en {
+				table[k] = v
+			}
+		}
+		var unknown, missing, used []string
+		for k, v := range file {
+			if _, ok := en[k]; !ok {
+				unknown = append(unknown, k)
+				continue
+			}
+			table[k] = v
+			used = append(used, k)
+		}
+		if !builtin {
+			for k := range en {
+				if _, ok := file[k]; !ok {
+					missing = append(missing, k)
+				}
+			}
+		}
+		tables[code] = table
+		sort.Strings(unknown)
+		sort.Strings(missing)
+		kind := "overrides"
+		if !builtin {
+			kind = "new language"
+		}
+		notes = append(notes, fmt.Sprintf("%s: %s %s, %d keys", name, kind, code, len(used)))
+		if len(missing) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d keys missing, shown in English: %s", name, len(missing), strings.Join(missing, ", ")))
+		}
+		if len(unknown) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d unknown keys ignored: %s", name, len(unknown), strings.Join(unknown, ", ")))
+		}
+	}
+	current.Store(newCatalog(tables))
+	return notes, nil
 }

@@ -316,4 +316,11 @@ var messages = map[string][2]string{
 	"turn_deadline":       {"Your turn lasts until {time}", "{time}까지 입장 권한이 유지됩니다"},
 	"auto_redirecting":    {"Taking you to the order page…", "주문 페이지로 이동하는 중…"},
 	"admin_auto_redirect": {"Send buyers to the order page by themselves at their turn", "차례가 되면 주문 페이지로 자동 이동"},
+
+	// Language switcher in the footer (issue 16): a select of every language, each named in itself.
+	"lang_label": {"Language", "언어"},
+	"lang_apply": {"Change language", "언어 변경"},
+
+	// Branding: the words of a queue's support link (layout_brand.html).
+	"brand_support": {"Need help? Contact support", "도움이 필요하신가요? 고객 지원에 문의하세요"},
 }

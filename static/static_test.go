@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"html/template"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -27,7 +29,12 @@ func TestLang(t *testing.T) {
 		{"en-US,en;q=0.9,ko;q=0.8", "en"},
 		{"en;q=0.5, ko;q=0.8", "ko"},
 		{"en;q=0.8, ko;q=0.5", "en"},
-		{"ja, ko;q=0.8, en;q=0.5", "ko"},
+		{"ja, ko;q=0.8, en;q=0.5", "ja"},
+		{"ja-JP,ja;q=0.9,en-US;q=0.8,en;q=0.7", "ja"},
+		{"en-US,en;q=0.9,ja;q=0.8", "en"},
+		{"ko;q=0.8, ja;q=0.8", "ko"}, // a tie goes to the one listed first
+		{"ja;q=0.8, ko;q=0.8", "ja"},
+		{"fr, ja;q=0.5", "ja"},
 		{"fr, en;q=0.9, ko;q=0.8", "en"},
 		{"fr, ko;q=0.5", "ko"},
 		{"ko, en", "ko"},
@@ -35,7 +42,7 @@ func TestLang(t *testing.T) {
 		{"ko;q=0", "en"},
 		{"ko;q=0, *", "en"},
 		{"*", "en"},
-		{"*, en;q=0.1", "ko"}, // "*" covers Korean at q=1, English is explicitly 0.1
+		{"*, en;q=0.1", "ko"}, // "*" covers Korean and Japanese at q=1, English is explicitly 0.1; then en, ko, ja
 		{"ko;q=0.5, *;q=0.8", "en"},
 		{"ko;q=abc", "en"}, // a malformed q drops that entry
 		{"ko;q=1.5", "en"},
@@ -69,6 +76,44 @@ func placeholders(s string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestMessagesEveryLanguage: every built-in language has exactly the keys of
+// English (a key missing in any language fails), none empty, with the same
+// {placeholders}.
+func TestMessagesEveryLanguage(t *testing.T) {
+	if got := static.Languages(); !slices.Equal(got, []string{"en", "ko", "ja"}) {
+		t.Fatalf("Languages() = %v, want en ko ja", got)
+	}
+	en := static.Messages("en")
+	mayBeEmpty := map[string]bool{"pos_after": true}
+	for _, lang := range []string{"ko", "ja"} {
+		m := static.Messages(lang)
+		for k, e := range en {
+			v, ok := m[k]
+			if !ok {
+				t.Errorf("%s: no %s", k, lang)
+				continue
+			}
+			if v == "" && !mayBeEmpty[k] {
+				t.Errorf("%s: empty %s", k, lang)
+			}
+			if pe, pv := placeholders(e), placeholders(v); !slices.Equal(pe, pv) {
+				t.Errorf("%s: placeholders differ: en %v, %s %v", k, pe, lang, pv)
+			}
+		}
+		for k := range m {
+			if _, ok := en[k]; !ok {
+				t.Errorf("%s: %s has a key English lacks", k, lang)
+			}
+		}
+		if lang == "ja" && m["joining"] == en["joining"] {
+			t.Error("ja: not Japanese")
+		}
+	}
+	if got := static.Messages("en")["lang_codes"]; got != "en ko ja" {
+		t.Errorf("lang_codes = %q", got)
+	}
 }
 
 func TestMessages(t *testing.T) {
@@ -175,12 +220,17 @@ func TestTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, lang := range []string{"en", "ko"} {
+	for _, lang := range []string{"en", "ko", "ja"} {
 		for page, data := range pages(lang) {
 			t.Run(lang+"/"+page, func(t *testing.T) {
 				out := render(t, tmpl, page, data)
 				if !strings.Contains(out, `<html lang="`+lang+`">`) {
 					t.Error("missing <html lang>")
+				}
+				if !strings.Contains(out, `<option value="`+lang+`" lang="`+lang+`" selected>`) ||
+					!strings.Contains(out, `<select id="lang-select" name="lang" data-codes="en ko ja">`) ||
+					!strings.Contains(out, `<label for="lang-select">`+static.Messages(lang)["lang_label"]+`</label>`) {
+					t.Error("no language switcher with the page's language selected")
 				}
 				if !strings.Contains(out, `name="viewport"`) || !strings.Contains(out, `href="/static/style.css"`) {
 					t.Error("missing viewport or stylesheet")
@@ -243,13 +293,11 @@ func readAll(t *testing.T, glob string) map[string]string {
 }
 
 func TestEveryKeyUsedExists(t *testing.T) {
-	en, ko := static.Messages("en"), static.Messages("ko")
 	check := func(file, key string) {
-		if _, ok := en[key]; !ok {
-			t.Errorf("%s uses %q: no English", file, key)
-		}
-		if _, ok := ko[key]; !ok {
-			t.Errorf("%s uses %q: no Korean", file, key)
+		for _, lang := range static.Languages() {
+			if _, ok := static.Messages(lang)[key]; !ok {
+				t.Errorf("%s uses %q: no %s", file, key, lang)
+			}
 		}
 	}
 	tplKey := regexp.MustCompile(`\.T\.(\w+)`)
@@ -459,5 +507,65 @@ func TestQueueAutoRedirect(t *testing.T) {
 				t.Errorf("the waiting page has no #%s", id)
 			}
 		}
+	}
+}
+
+// TestLoadMessagesDir: an operator's directory overrides built-in keys, adds a
+// language (English for each missing key, listed in the notes), ignores and
+// reports unknown keys, and "" goes back to the built-in tables.
+func TestLoadMessagesDir(t *testing.T) {
+	t.Cleanup(func() { _, _ = static.LoadMessagesDir("") })
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ja.json", `{"index_heading": "開いている列", "no_such_key": "x"}`)
+	write("fr.json", `{"index_heading": "Files ouvertes", "joining": "Obtention de votre place…"}`)
+	write("README.txt", "not a message file")
+	write("Not-A-Code.json", `{}`)
+	notes, err := static.LoadMessagesDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(notes, "\n")
+	t.Logf("notes:\n%s", all)
+	if got := static.Languages(); !slices.Equal(got, []string{"en", "ko", "ja", "fr"}) {
+		t.Errorf("Languages() = %v", got)
+	}
+	ja, fr, en := static.Messages("ja"), static.Messages("fr"), static.Messages("en")
+	if ja["index_heading"] != "開いている列" || ja["joining"] != "順番を取得しています…" {
+		t.Errorf("ja override: %q %q", ja["index_heading"], ja["joining"])
+	}
+	if _, ok := ja["no_such_key"]; ok {
+		t.Error("an unknown key was taken")
+	}
+	if fr["index_heading"] != "Files ouvertes" || fr["leave"] != en["leave"] || len(fr) != len(en) {
+		t.Errorf("fr: %q %q, %d keys (en %d)", fr["index_heading"], fr["leave"], len(fr), len(en))
+	}
+	if en["lang_codes"] != "en ko ja fr" {
+		t.Errorf("lang_codes = %q", en["lang_codes"])
+	}
+	for _, want := range []string{"ja.json: 1 unknown keys ignored: no_such_key", "fr.json: new language fr, 2 keys", "keys missing, shown in English: ", "Not-A-Code.json: skipped"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("notes lack %q", want)
+		}
+	}
+	if got := static.Lang("fr-FR, en;q=0.5"); got != "fr" {
+		t.Errorf("Lang(fr-FR) = %q after loading fr", got)
+	}
+	if l, ok := static.Supported("FR-ca"); !ok || l != "fr" {
+		t.Errorf("Supported(FR-ca) = %q %v", l, ok)
+	}
+	write("ko.json", `{"joining": 5}`)
+	if _, err := static.LoadMessagesDir(dir); err == nil {
+		t.Error("a value that is not a string must be an error")
+	}
+	if _, err := static.LoadMessagesDir(filepath.Join(dir, "nope")); err == nil {
+		t.Error("a missing directory must be an error")
+	}
+	if _, err := static.LoadMessagesDir(""); err != nil || len(static.Languages()) != 3 || static.Lang("fr") != "en" {
+		t.Errorf("reset: %v %v", err, static.Languages())
 	}
 }

@@ -49,7 +49,21 @@ func (s *Server) render(c *fiber.Ctx, status int, name string, data any) error {
 	return c.Status(status).Send(buf.Bytes())
 }
 
+// langCookie remembers the language chosen with the footer's switcher.
+const langCookie = "wr_lang"
+
+// lang picks the page language: ?lang=xx (one of static.Languages; it is then
+// remembered in the wr_lang cookie for a year), else the wr_lang cookie, else
+// Accept-Language. The cookie is not a secret (not HttpOnly, not Secure-only).
 func lang(c *fiber.Ctx) (string, map[string]string) {
+	c.Vary(fiber.HeaderAcceptLanguage, fiber.HeaderCookie)
+	if l, ok := static.Supported(c.Query("lang")); ok {
+		c.Cookie(&fiber.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: "Lax"})
+		return l, static.Messages(l)
+	}
+	if l, ok := static.Supported(c.Cookies(langCookie)); ok {
+		return l, static.Messages(l)
+	}
 	l := static.Lang(c.Get(fiber.HeaderAcceptLanguage))
 	return l, static.Messages(l)
 }

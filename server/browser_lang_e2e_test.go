@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitroom/waitroom/static"
+)
+
+// TestBrowserLangSwitch: in headless Chromium a buyer waits in line (second place, behind
+// a buyer who joined through the API) on a page in English (Accept-Language en), picks 日本語
+// in the footer's switcher and presses the button: the page reloads in Japanese
+// (<html lang="ja">, Japanese heading and numbers), the wr_lang cookie is set (SameSite=Lax,
+// about a year), ?lang= is gone from the address, and the buyer is still second. A reload
+// keeps Japanese and the place; the index and order pages follow the cookie although the
+// browser still asks for English. Screenshots: /tmp/wr-shots/lang-ja-1280.png and -375.png.
+func TestBrowserLangSwitch(t *testing.T) {
+	ctx, in := browserInstance(t, "lang-1", 60*time.Second, nil)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/lq", map[string]any{"rate_per_second": 1, "paused": true, "token_ttl_seconds": 300})
+	var first struct{ Position int64 }
+	if res := call(t, "POST", in.url+"/api/queues/lq/join", "", nil, &first); res.StatusCode != 201 || first.Position != 1 {
+		t.Fatalf("filler join: %d, position %d", res.StatusCode, first.Position)
+	}
+	if err := os.MkdirAll(receiptShots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := startBrowser(t, ctx)
+	p := b.open(t, "buyer")
+	cdpDo(p, "network on", network.Enable, network.EnableParams{})
+	cdpDo(p, "Accept-Language en", network.SetExtraHTTPHeaders,
+		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Accept-Language": "en-US,en;q=0.9"}})
+	p.navigate(in.url + "/q/lq")
+	p.waitJS("second in line, in English", 15*time.Second, `document.documentElement.lang === 'en' &&
+		document.getElementById('position').dataset.position === '2' && document.getElementById('lang-select').value === 'en'`)
+
+	// The switcher: a labelled select with every language named in itself, and a button.
+	if got := p.eval(`Array.from(document.getElementById('lang-select').options).map(o => o.value + ':' + o.textContent).join(' ')`); got != "en:English ko:한국어 ja:日本語" {
+		t.Errorf("switcher options: %q", got)
+	}
+	p.do("pick 日本語", 5*time.Second, chromedp.SetValue(chromedp.ID("lang-select"), "ja"))
+	p.click("lang-apply")
+	ja := static.Messages("ja")
+	want := func(what string) {
+		t.Helper()
+		p.waitJS(what, 15*time.Second, `document.documentElement.lang === 'ja' && document.body.dataset.lang === 'ja' &&
+			document.getElementById('lang-select').value === 'ja' &&
+			document.querySelector('h1').textContent.trim().startsWith('`+ja["queue_heading"]+`') &&
+			document.getElementById('position').dataset.position === '2' &&
+			document.getElementById('ahead').textContent === '1人' &&
+			!location.search.includes('lang=')`)
+	}
+	want("the page in Japanese, still second")
+
+	var got network.GetCookiesResult
+	p.do("read cookies", 5*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		var err error
+		got, err = cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
+		return err
+	}))
+	var lang *network.Cookie
+	for _, c := range got.Cookies {
+		if c.Name == "wr_lang" {
+			lang = c
+		}
+	}
+	switch {
+	case lang == nil:
+		t.Fatal("no wr_lang cookie after the switch")
+	case lang.Value != "ja" || lang.SameSite != network.CookieSameSiteLax || lang.Path != "/":
+		t.Errorf("wr_lang cookie: %+v", lang)
+	default:
+		if left := time.Until(time.Unix(int64(lang.Expires), 0)); left < 364*24*time.Hour || left > 366*24*time.Hour {
+			t.Errorf("wr_lang expires in %v, want about a year", left)
+		}
+	}
+
+	p.do("reload", 10*time.Second, chromedp.Reload())
+	want("Japanese and the same place after a reload")
+	t.Logf("waiting page in Japanese: %q", p.eval(`document.getElementById('position').closest('p, div').textContent.replace(/\s+/g, ' ').trim()`))
+
+	for _, w := range []int64{1280, 375} {
+		p.do(fmt.Sprintf("viewport %d", w), 5*time.Second, chromedp.EmulateViewport(w, 900))
+		p.waitJS("layout", 2*time.Second, fmt.Sprintf(`window.innerWidth === %d`, w))
+		if w == 375 {
+			if over := p.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
+				t.Errorf("ja at 375 px: the page is %s px wider than the screen", over)
+			}
+		}
+		p.screenshot(receiptShots, fmt.Sprintf("lang-ja-%d", w))
+	}
+	if _, err := os.Stat(filepath.Join(receiptShots, "lang-ja-375.png")); err != nil {
+		t.Error(err)
+	}
+	p.do("viewport 1280", 5*time.Second, chromedp.EmulateViewport(1280, 900))
+
+	// The other pages follow the cookie, not Accept-Language.
+	p.navigate(in.url + "/")
+	p.waitJS("the index in Japanese", 10*time.Second, `document.documentElement.lang === 'ja' &&
+		document.querySelector('h1').textContent === '`+ja["index_heading"]+`' && document.getElementById('lang-select').value === 'ja'`)
+	p.navigate(in.url + "/q/lq/order")
+	p.waitJS("the order page in Japanese", 10*time.Second, `document.documentElement.lang === 'ja' &&
+		document.querySelector('h1').textContent.trim() === '`+ja["order_heading"]+`' && document.getElementById('lang-select').value === 'ja'`)
+	// And back to English with the switcher; the place is still the same.
+	p.navigate(in.url + "/q/lq")
+	want("Japanese again on the waiting page")
+	p.do("pick English", 5*time.Second, chromedp.SetValue(chromedp.ID("lang-select"), "en"))
+	p.click("lang-apply")
+	p.waitJS("English, still second", 15*time.Second, `document.documentElement.lang === 'en' &&
+		document.getElementById('position').dataset.position === '2' && document.getElementById('position').textContent === '2nd'`)
+	p.checkConsole()
+}
+
+// TestBrowserLangMessagesDir: WR_MESSAGES_DIR adds French (fr.json with two keys: the rest
+// in English, the log names the missing keys), overrides one Japanese key (ja.json) and
+// ignores an unknown key (logged). ?lang=fr shows French and sets the cookie; the switcher
+// in Chromium offers "français" next to the built-in languages.
+func TestBrowserLangMessagesDir(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"fr.json": `{"index_heading": "Files ouvertes", "lang_label": "Langue"}`,
+		"ja.json": `{"index_heading": "現在のセール", "no_such_key": "?"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = static.LoadMessagesDir("") }) // the tables are per process
+	ctx, in := browserInstance(t, "lang-dir", 45*time.Second, map[string]string{"WR_MESSAGES_DIR": dir})
+	get := func(url string, hdr ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res, string(body)
+	}
+	res, body := get(in.url + "/?lang=fr")
+	if !strings.Contains(body, `<html lang="fr">`) || !strings.Contains(body, "Files ouvertes") || !strings.Contains(body, static.Messages("en")["index_intro"]) {
+		t.Errorf("?lang=fr: %.400s", body)
+	}
+	if sc := res.Header.Get("Set-Cookie"); !strings.Contains(sc, "wr_lang=fr") || !strings.Contains(strings.ToLower(sc), "samesite=lax") || !strings.Contains(sc, "max-age=31536000") {
+		t.Errorf("Set-Cookie %q", sc)
+	}
+	if v := res.Header.Get("Vary"); !strings.Contains(v, "Accept-Language") || !strings.Contains(v, "Cookie") {
+		t.Errorf("Vary %q", v)
+	}
+	if _, body := get(in.url+"/", "Accept-Language", "fr-FR,fr;q=0.9,en;q=0.5"); !strings.Contains(body, `<html lang="fr">`) {
+		t.Error("Accept-Language fr does not pick the added French")
+	}
+	if _, body := get(in.url+"/", "Cookie", "wr_lang=ja", "Accept-Language", "fr"); !strings.Contains(body, "現在のセール") || !strings.Contains(body, static.Messages("ja")["index_intro"]) {
+		t.Error("the cookie must win over Accept-Language, with the ja override")
+	}
+	if _, body := get(in.url+"/?lang=xx", "Accept-Language", "ko"); !strings.Contains(body, `<html lang="ko">`) {
+		t.Error("an unknown ?lang= must be ignored")
+	}
+	logs := in.logs.String()
+	for _, want := range []string{"fr.json: new language fr, 2 keys", "keys missing, shown in English", "unknown keys ignored: no_such_key"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	}
+
+	b := startBrowser(t, ctx)
+	p := b.open(t, "buyer-fr")
+	p.navigate(in.url + "/?lang=fr")
+	p.waitJS("French with français in the switcher", 10*time.Second, `document.documentElement.lang === 'fr' &&
+		document.getElementById('lang-select').value === 'fr' &&
+		document.querySelector('label[for=lang-select]').textContent === 'Langue'`)
+	t.Logf("switcher: %s", p.eval(`Array.from(document.getElementById('lang-select').options).map(o => o.value + ':' + o.textContent).join(' ')`))
+	if got := p.eval(`document.querySelector('#lang-select option[value=fr]').textContent.toLowerCase()`); got != "français" {
+		t.Errorf("fr is named %q in the switcher", got)
+	}
+	p.checkConsole()
+}
