@@ -27,9 +27,9 @@ const (
 	MaxBrandName    = 60  // characters
 	MaxBrandMessage = 280 // characters
 	MaxSupportURL   = 500 // bytes
-	// MaxLogoBytes is the largest logo. It is the server's request body limit (64 KiB, the
-	// same for every route): a larger body is refused with 413 before any handler runs.
-	MaxLogoBytes = 64 << 10
+	// MaxLogoBytes is the largest logo (the contract's 100 KB, as 100 KiB). It is also the
+	// server's request body limit; every other route refuses a body over 64 KiB (web).
+	MaxLogoBytes = 100 << 10
 	// MinContrast is WCAG 2's AA ratio for normal text.
 	MinContrast = 4.5
 )

@@ -163,7 +163,7 @@ func TestBrandingLogo(t *testing.T) {
 	if err := jpeg.Encode(&jpg, image.NewRGBA(image.Rect(0, 0, 8, 8)), nil); err != nil {
 		t.Fatal(err)
 	}
-	big := append(append([]byte(nil), pngBytes...), bytes.Repeat([]byte{0}, 100<<10)...)
+	big := append(append([]byte(nil), pngBytes...), bytes.Repeat([]byte{0}, 100<<10+1)...)
 
 	for _, c := range []struct {
 		what, ctype string
@@ -188,6 +188,20 @@ func TestBrandingLogo(t *testing.T) {
 	}
 	if res := call(t, "GET", in.url+"/q/b/logo", "", nil, nil); res.StatusCode != 404 {
 		t.Fatalf("a refused logo was stored: %d", res.StatusCode)
+	}
+	// 100 KiB is the logo's limit only: a 90 KiB logo is taken, a 65 KiB JSON body elsewhere
+	// is still 413.
+	near := append(append([]byte(nil), pngBytes...), bytes.Repeat([]byte{0}, 90<<10)...)
+	if res := call(t, "PUT", in.url+logo, adminToken, near, nil, "Content-Type", "image/png"); res.StatusCode != 200 {
+		t.Fatalf("a 90 KiB logo: %d", res.StatusCode)
+	}
+	if res := call(t, "DELETE", in.url+logo, adminToken, nil, nil); res.StatusCode != 204 {
+		t.Fatalf("delete the 90 KiB logo: %d", res.StatusCode)
+	}
+	var e413 brandingErr
+	fat := `{"brand_message":"` + strings.Repeat("x", 65<<10) + `"}`
+	if res := call(t, "PUT", in.url+"/admin/api/queues/b", adminToken, fat, &e413); res.StatusCode != 413 || e413.Error.Code != "body_too_large" {
+		t.Fatalf("a 65 KiB settings body: %d %q", res.StatusCode, e413.Error.Code)
 	}
 	var e brandingErr
 	if res := call(t, "PUT", in.url+"/admin/api/queues/nope/logo", adminToken, pngBytes, &e, "Content-Type", "image/png"); res.StatusCode != 404 || e.Error.Code != "queue_not_found" {

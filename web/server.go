@@ -132,8 +132,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.app = fiber.New(fiber.Config{
 		AppName:                 "waitroom",
 		DisableStartupMessage:   true,
-		BodyLimit:               64 << 10,
-		ReadBufferSize:          8 << 10, // request line + headers; beyond → 431
+		BodyLimit:               queue.MaxLogoBytes, // the logo upload; every other route: maxBody (bodyLimit)
+		ReadBufferSize:          8 << 10,            // request line + headers; beyond → 431
 		ReadTimeout:             cfg.ReadTimeout,
 		WriteTimeout:            cfg.WriteTimeout,
 		IdleTimeout:             cfg.IdleTimeout,
@@ -184,6 +184,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) routes() {
 	app := s.app
 	app.Use(s.requestLog)
+	app.Use(bodyLimit)
 	// A panic in one handler must not take down the process and every stream on it.
 	app.Use(recover.New())
 	app.Use(noSniff)
@@ -272,4 +273,17 @@ func (s *Server) scheme(c *fiber.Ctx) string {
 		return "https"
 	}
 	return "http"
+}
+
+// maxBody is the request body limit of every route but the logo upload (which may take
+// queue.MaxLogoBytes, the server's own limit): 64 KiB.
+const maxBody = 64 << 10
+
+// bodyLimit answers 413 body_too_large for a body over maxBody, except on the logo upload.
+func bodyLimit(c *fiber.Ctx) error {
+	if len(c.Request().Body()) > maxBody && !(c.Method() == fiber.MethodPut &&
+		strings.HasPrefix(c.Path(), "/admin/api/queues/") && strings.HasSuffix(c.Path(), "/logo")) {
+		return errorf(413, "body_too_large", "The request body is larger than 64 KiB.")
+	}
+	return c.Next()
 }
