@@ -16,8 +16,9 @@ import (
 const receiptShots = "/tmp/wr-shots"
 
 // TestBrowserReceipt: in headless Chromium a buyer admitted through queue drop buys two of
-// a product and gets a receipt in the page's language — English (a JPY product) and
-// Korean (a KRW product), the language chosen by Accept-Language as a browser sends it:
+// a product and gets a receipt in the page's language — English (a JPY product), Korean (a
+// KRW product) and Japanese (a EUR product, two decimals), the language chosen by
+// Accept-Language as a browser sends it:
 // the prices formatted with Intl.NumberFormat in the product's currency and its decimals
 // (¥12,900 / ₩129,000, no ".00"), the quantity, the total, a short order reference with the
 // full id in its title, the local time; the form hidden; the focus on the receipt's heading;
@@ -28,6 +29,7 @@ func TestBrowserReceipt(t *testing.T) {
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 20})
 	mustAdmin(t, in, "PUT", "/admin/api/products/yen", map[string]any{"name": "Kyoto tote", "price": 12900, "currency": "JPY", "stock": 10, "queue": "drop"})
 	mustAdmin(t, in, "PUT", "/admin/api/products/won", map[string]any{"name": "서울 스니커즈", "price": 129000, "currency": "KRW", "stock": 10, "queue": "drop"})
+	mustAdmin(t, in, "PUT", "/admin/api/products/euro", map[string]any{"name": "Paris cap", "price": 4990, "currency": "EUR", "stock": 10, "queue": "drop"})
 	if err := os.MkdirAll(receiptShots, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +40,7 @@ func TestBrowserReceipt(t *testing.T) {
 	}{
 		{"en", "en-US,en;q=0.9", "yen", "Kyoto tote", "¥12,900", "¥25,800", "Receipt"},
 		{"ko", "ko-KR,ko;q=0.9", "won", "서울 스니커즈", "₩129,000", "₩258,000", "주문 내역"},
+		{"ja", "ja-JP,ja;q=0.9", "euro", "Paris cap", "€49.90", "€99.80", "領収書"},
 	} {
 		p := b.open(t, "buyer-"+c.lang)
 		cdpDo(p, "network on", network.Enable, network.EnableParams{})

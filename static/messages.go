@@ -45,6 +45,8 @@ var messages = map[string][2]string{
 	"rate_value":                 {"{n} per second", "초당 {n}명"},
 	"eta_seconds":                {"about {n} s", "약 {n}초"},
 	"eta_minutes":                {"about {n} min", "약 {n}분"},
+	"eta_range_seconds":          {"{lo}–{hi} s", "{lo}~{hi}초"},
+	"eta_range_minutes":          {"{lo}–{hi} min", "{lo}~{hi}분"},
 	"eta_hours":                  {"about {h} h {m} min", "약 {h}시간 {m}분"},
 	"eta_soon":                   {"any moment now", "곧 입장"},
 	"eta_unknown":                {"not known yet", "아직 알 수 없음"},

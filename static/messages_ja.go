@@ -44,6 +44,8 @@ var messagesJA = map[string]string{
 	"rate_value":                 "1秒あたり{n}人",
 	"eta_seconds":                "約{n}秒",
 	"eta_minutes":                "約{n}分",
+	"eta_range_seconds":          "{lo}〜{hi}秒",
+	"eta_range_minutes":          "{lo}〜{hi}分",
 	"eta_hours":                  "約{h}時間{m}分",
 	"eta_soon":                   "まもなく入場",
 	"eta_unknown":                "まだ分かりません",

@@ -181,6 +181,20 @@
     return t('pos_number', { n: num.format(n), ord });
   }
 
+  // waitText is the waiting ETA: from 30 s on it is a range, −20 % … +25 % of the estimate
+  // (rounded to 5 s, or to whole minutes from 2 min on), because the further the turn, the
+  // more the rate can change before it comes (docs/API.md, "the ETA"); below that, etaText.
+  function waitText(seconds, rate) {
+    if (rate === 0 || seconds == null || !Number.isFinite(seconds) || seconds < 30) return etaText(seconds, rate);
+    if (seconds < 120) {
+      const lo = Math.max(5, Math.floor(seconds * 0.8 / 5) * 5), hi = Math.ceil(seconds * 1.25 / 5) * 5;
+      return t('eta_range_seconds', { lo, hi });
+    }
+    const lo = Math.max(1, Math.floor(seconds * 0.8 / 60)), hi = Math.ceil(seconds * 1.25 / 60);
+    if (hi >= 120) return etaText(seconds, rate);
+    return t('eta_range_minutes', { lo, hi });
+  }
+
   function etaText(seconds, rate) {
     if (rate === 0 || seconds == null || !Number.isFinite(seconds) || seconds < 0) return t('eta_unknown');
     const s = Math.round(seconds);
@@ -524,7 +538,7 @@
     }
     el.eta.dataset.seconds = p.eta_seconds == null ? '' : String(p.eta_seconds);
     const eta = so ? t('sold_out_title') : p.paused ? t('eta_paused')
-      : lottery && p.eta_seconds == null ? t('eta_lottery') : etaText(p.eta_seconds, rate);
+      : lottery && p.eta_seconds == null ? t('eta_lottery') : waitText(p.eta_seconds, rate);
     el.eta.textContent = eta;
 
     const mode = lottery ? 'lottery' : 'line';
