@@ -63,17 +63,7 @@ func brandingPNG(t *testing.T, w, h int) []byte {
 
 func brandingStats(t *testing.T, in *instance, name string) brandingQueue {
 	t.Helper()
-	var st struct {
-		Queues []brandingQueue `json:"queues"`
-	}
-	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
-	for _, q := range st.Queues {
-		if q.Name == name {
-			return q
-		}
-	}
-	t.Fatalf("GET /admin/api/stats has no queue %s", name)
-	return brandingQueue{}
+	return statsOf[brandingQueue](t, in, name)
 }
 
 // TestBrandingRefused: each bad branding value is a 422 naming its field, and changes nothing.

@@ -28,22 +28,6 @@ import (
 // dropShotsDir is where the drop-day screenshots are copied (kept after the test).
 const dropShotsDir = "/tmp/wr-shots"
 
-// dropStats is queue name in GET /admin/api/stats.
-func dropStats(t *testing.T, in *instance, name string) ddSettings {
-	t.Helper()
-	var st struct {
-		Queues []ddSettings `json:"queues"`
-	}
-	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
-	for _, q := range st.Queues {
-		if q.Name == name {
-			return q
-		}
-	}
-	t.Fatalf("GET /admin/api/stats has no queue %s", name)
-	return ddSettings{}
-}
-
 // dropJoinAPI joins queue name over the API and wants status 201.
 func dropJoinAPI(t *testing.T, in *instance, name string) ddPlace {
 	t.Helper()
@@ -169,7 +153,7 @@ func TestBrowserDropDayScheduled(t *testing.T) {
 	}
 	adm.click("q-drop-save-sale")
 	adm.waitJS("the start saved", 10*time.Second, card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'ok'`)
-	st := dropStats(t, in, "drop")
+	st := ddStats(t, in, "drop")
 	if st.StartsAt == nil {
 		t.Fatalf("stats after the dashboard saved the start: %+v", st)
 	}
@@ -317,7 +301,7 @@ func TestBrowserDropDayLottery(t *testing.T) {
 	if res := call(t, "POST", in.url+"/api/queues/lotto/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "queue_ended" {
 		t.Fatalf("join after the end: %d %+v, want 423 queue_ended", res.StatusCode, e)
 	}
-	if st := dropStats(t, in, "lotto"); !st.Ended || st.Method != "random" {
+	if st := ddStats(t, in, "lotto"); !st.Ended || st.Method != "random" {
 		t.Fatalf("stats after the end: %+v", st)
 	}
 	// The page stopped: no stream and no join retried after the end.
@@ -380,7 +364,7 @@ func TestBrowserDropDaySoldOut(t *testing.T) {
 		`+card+`.querySelector('[data-field=products]').textContent.includes('Sneaker (0 left)')`)
 	shots.take(buyer, "dropday-8-sold-out")
 	shots.take(adm, "dropday-9-dashboard-sold-out")
-	if st := dropStats(t, in, "shoes"); !st.SoldOut {
+	if st := ddStats(t, in, "shoes"); !st.SoldOut {
 		t.Fatalf("stats while sold out: %+v", st)
 	}
 

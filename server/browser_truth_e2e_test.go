@@ -31,17 +31,7 @@ type truthQueueStats struct {
 
 func truthStats(t *testing.T, in *instance, name string) truthQueueStats {
 	t.Helper()
-	var st struct {
-		Queues []truthQueueStats `json:"queues"`
-	}
-	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
-	for _, q := range st.Queues {
-		if q.Name == name {
-			return q
-		}
-	}
-	t.Fatalf("GET /admin/api/stats has no queue %s", name)
-	return truthQueueStats{}
+	return statsOf[truthQueueStats](t, in, name)
 }
 
 // truthShots takes the same view at 1280 px and 375 px, then goes back to 1280 px.

@@ -91,17 +91,7 @@ func ddPut(t *testing.T, in *instance, name string, body any) (int, ddSettings, 
 
 func ddStats(t *testing.T, in *instance, name string) ddSettings {
 	t.Helper()
-	var out struct {
-		Queues []ddSettings `json:"queues"`
-	}
-	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &out)
-	for _, q := range out.Queues {
-		if q.Name == name {
-			return q
-		}
-	}
-	t.Fatalf("queue %s not in the stats", name)
-	return ddSettings{}
+	return statsOf[ddSettings](t, in, name)
 }
 
 func ddJoin(t *testing.T, in *instance, name string) (int, ddPlace, ddErr) {
@@ -456,4 +446,28 @@ func TestDropDayAPIEnded(t *testing.T) {
 	if code, _, e := ddPut(t, in, "ddend", map[string]any{"ends_at": rfc3339(time.Now().Add(time.Hour))}); code != 422 || e.Error.Field != "ends_at" {
 		t.Fatalf("a new end for an ended sale: %d %+v", code, e)
 	}
+}
+
+// statsOf is queue name in GET /admin/api/stats, decoded into T (the fields a test reads).
+func statsOf[T any](t *testing.T, in *instance, name string) T {
+	t.Helper()
+	var st struct {
+		Queues []json.RawMessage `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, raw := range st.Queues {
+		var q struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &q) == nil && q.Name == name {
+			var v T
+			if err := json.Unmarshal(raw, &v); err != nil {
+				t.Fatalf("queue %s in the stats: %v", name, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("GET /admin/api/stats has no queue %s", name)
+	var zero T
+	return zero
 }
