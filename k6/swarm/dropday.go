@@ -233,17 +233,8 @@ func runDropDay(o options) error {
 	// a prequeue event whenever the size changes (100,000 streams: 357/s, not 1,500/s).
 	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*5 + o.Baseline + o.Settle + o.Idle +
 		o.Wait + o.Drain + time.Minute
-	if o.HardStop <= 0 {
-		o.HardStop = planned + 2*time.Minute
-	}
-	deadline := r.start.Add(o.HardStop)
-	hard := time.AfterFunc(o.HardStop, func() {
-		warnf("hard stop after %v: killing the child processes and exiting", o.HardStop)
-		r.killAll()
-		os.Exit(3)
-	})
+	deadline, hard := r.armHardStop(&o, planned)
 	defer hard.Stop()
-	r.logf("mode=%s n=%d procs=%d sources=%d targets=%d queue=%s hard-stop=%v", o.Mode, o.N, o.Procs, o.SrcCount, len(o.Targets), o.Queue, o.HardStop)
 
 	dd := dropDay{Kind: o.Mode}
 	// Admission rate 0 throughout: nobody is admitted, so a stream's first position after

@@ -95,17 +95,8 @@ func runParent(o options) error {
 	}
 	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*2 + o.Baseline + o.Settle + o.Idle + o.MemWait +
 		time.Duration(windows*float64(o.Duration+o.Drain)) + 30*time.Second
-	if o.HardStop <= 0 {
-		o.HardStop = planned + 2*time.Minute
-	}
-	deadline := r.start.Add(o.HardStop)
-	hard := time.AfterFunc(o.HardStop, func() {
-		warnf("hard stop after %v: killing the child processes and exiting", o.HardStop)
-		r.killAll()
-		os.Exit(3)
-	})
+	deadline, hard := r.armHardStop(&o, planned)
 	defer hard.Stop()
-	r.logf("mode=%s n=%d procs=%d sources=%d targets=%d queue=%s hard-stop=%v", o.Mode, o.N, o.Procs, o.SrcCount, len(o.Targets), o.Queue, o.HardStop)
 
 	if o.AdminToken != "" {
 		// Paused while connecting: positions stand still, so memory and idle cost are
@@ -434,4 +425,20 @@ func (r *run) waitGC(t time.Time, limit time.Duration) (sample, bool) {
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// armHardStop sets o.HardStop (when not given: the planned run time plus 2 minutes) and arms
+// it: past it the children are killed and the tool exits, so a stuck run stops by itself.
+// It returns the deadline the children get and the timer to stop when the run ends.
+func (r *run) armHardStop(o *options, planned time.Duration) (time.Time, *time.Timer) {
+	if o.HardStop <= 0 {
+		o.HardStop = planned + 2*time.Minute
+	}
+	hard := time.AfterFunc(o.HardStop, func() {
+		warnf("hard stop after %v: killing the child processes and exiting", o.HardStop)
+		r.killAll()
+		os.Exit(3)
+	})
+	r.logf("mode=%s n=%d procs=%d sources=%d targets=%d queue=%s hard-stop=%v", o.Mode, o.N, o.Procs, o.SrcCount, len(o.Targets), o.Queue, o.HardStop)
+	return r.start.Add(o.HardStop), hard
 }
