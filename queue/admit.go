@@ -8,15 +8,17 @@ import (
 	"math/big"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
 // AdmitConfig tunes the admission loops. Zero fields take the documented defaults.
 type AdmitConfig struct {
-	Owner        string        // instance id, part of the lease owner
+	Owner        string        // instance id, part of the lease owner (and its id in the live set)
 	Tick         time.Duration // fixed delay between ticks (default 100 ms)
 	Jitter       time.Duration // random extra delay per tick, 0..Jitter (default 0)
 	LeaseTTL     time.Duration // lease time; a dead leader is replaced within it (default 2 s)
@@ -25,8 +27,18 @@ type AdmitConfig struct {
 	PublishEvery time.Duration // publish a tick message at least this often (default 1 s)
 	SweepLimit   int           // expired tokens / abandoned places handled per tick (default 500)
 	DrawBatch    int           // pre-queue members placed per script call of the draw (default 5,000)
-	Refresh      time.Duration // how often the list of queues is re-read (default 1 s)
-	Log          zerolog.Logger
+	Refresh      time.Duration // how often the list of queues is re-read (default 5 s; a new queue wakes at once)
+	// RestCheck is how often the preferred instance of a resting queue looks at it (one
+	// cheap script call; default 10 s): a wake message lost with a pub/sub connection costs
+	// at most this long. NoRest keeps every loop ticking as before resting existed.
+	RestCheck time.Duration
+	NoRest    bool
+	// ViewEvery is how often the live instances are re-read to spread leadership (default
+	// 2 s); AliveTTL is how recent an instance's report must be to count (default 6 s, the
+	// stream hub's CountTTL).
+	ViewEvery time.Duration
+	AliveTTL  time.Duration
+	Log       zerolog.Logger
 }
 
 func (c AdmitConfig) withDefaults() AdmitConfig {
@@ -40,7 +52,10 @@ func (c AdmitConfig) withDefaults() AdmitConfig {
 	def(&c.LeaseRenew, c.LeaseTTL/4)
 	def(&c.MaxElapsed, 3*c.Tick)
 	def(&c.PublishEvery, time.Second)
-	def(&c.Refresh, time.Second)
+	def(&c.Refresh, 5*time.Second)
+	def(&c.RestCheck, 10*time.Second)
+	def(&c.ViewEvery, 2*time.Second)
+	def(&c.AliveTTL, 6*time.Second)
 	if c.SweepLimit <= 0 {
 		c.SweepLimit = 500
 	}
@@ -56,17 +71,39 @@ func (c AdmitConfig) withDefaults() AdmitConfig {
 // Admitter runs one admission loop per queue. Every instance runs an Admitter; a loop
 // admits only while it holds its queue's lease, and the admit script checks the lease's
 // fencing token, so exactly one loop per queue admits at a time across all instances.
+//
+// An idle queue (nobody waiting, no pre-queue, no live token) rests: its leader's last tick
+// releases the lease and marks it idle, and every instance's loop for it waits without a
+// Redis command until a wake message (a join ended the rest, its settings changed) or, on
+// the instance preferred to lead it, a rest check every RestCheck and the schedule's next
+// instant. Leadership is spread: each instance knows which queues it is preferred for
+// (spread.go); that instance tries first, and a leader that is not preferred hands over.
 type Admitter struct {
 	q   *Queue
 	cfg AdmitConfig
 
 	mu      sync.Mutex
 	leading map[string]bool
+	wakes   map[string]chan struct{}
+
+	view    atomic.Pointer[leadView]
+	refresh chan struct{} // re-read the queue names now (a wake named an unknown queue)
+}
+
+// leadView is one computation of the spread: which queues this instance is preferred for,
+// and since when the inputs have been the same (a hand-over waits for a settled view).
+type leadView struct {
+	mine   map[string]bool
+	known  bool // this instance is in the live set (else it treats every queue as its own)
+	ids    string
+	since  time.Time
+	counts map[string]int
 }
 
 // NewAdmitter returns an Admitter for the queues in q.
 func NewAdmitter(q *Queue, cfg AdmitConfig) *Admitter {
-	return &Admitter{q: q, cfg: cfg.withDefaults(), leading: map[string]bool{}}
+	return &Admitter{q: q, cfg: cfg.withDefaults(), leading: map[string]bool{},
+		wakes: map[string]chan struct{}{}, refresh: make(chan struct{}, 1)}
 }
 
 // Leading lists the queues whose lease this Admitter holds.
@@ -83,22 +120,105 @@ func (a *Admitter) Leading() []string {
 	return out
 }
 
+// Preferred lists the queues this instance is preferred to lead (the spread), or nil
+// while it does not know (not yet in the live set).
+func (a *Admitter) Preferred() []string {
+	v := a.view.Load()
+	if v == nil || !v.known {
+		return nil
+	}
+	var out []string
+	for n := range v.mine {
+		out = append(out, n)
+	}
+	sortStrings(out)
+	return out
+}
+
+// preferred reports whether this instance should try first for queue name.
+func (a *Admitter) preferred(name string) bool {
+	v := a.view.Load()
+	return v == nil || !v.known || v.mine[name]
+}
+
+// settledPreferred reports whether another instance is preferred for name by a view that has
+// not changed for a while (a hand-over on a view that is still moving could bounce).
+func (a *Admitter) settledElsewhere(name string) bool {
+	v := a.view.Load()
+	return v != nil && v.known && !v.mine[name] && time.Since(v.since) >= 3*a.cfg.ViewEvery
+}
+
+func (a *Admitter) wakeChan(name string) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := a.wakes[name]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		a.wakes[name] = ch
+	}
+	return ch
+}
+
+// poke wakes the loop of queue name (false: no loop for it here yet).
+func (a *Admitter) poke(name string) bool {
+	a.mu.Lock()
+	ch := a.wakes[name]
+	a.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (a *Admitter) pokeAll() {
+	a.mu.Lock()
+	chs := make([]chan struct{}, 0, len(a.wakes))
+	for _, ch := range a.wakes {
+		chs = append(chs, ch)
+	}
+	a.mu.Unlock()
+	for _, ch := range chs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Run starts a loop for every queue, and for queues created later, until ctx ends; then
 // every loop releases its lease so another instance takes over at once.
 func (a *Admitter) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.listenWakes(ctx) }()
 	started := map[string]bool{}
+	var names []string
+	readNames := func() {
+		ns, err := a.q.Names(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.cfg.Log.Warn().Err(err).Msg("admission: list queues")
+			}
+			return
+		}
+		names = ns
+	}
+	readNames()
+	a.updateView(ctx, names)
 	t := time.NewTicker(a.cfg.Refresh)
 	defer t.Stop()
+	vt := time.NewTicker(a.cfg.ViewEvery)
+	defer vt.Stop()
 	for {
-		names, err := a.q.Names(ctx)
-		if err != nil && ctx.Err() == nil {
-			a.cfg.Log.Warn().Err(err).Msg("admission: list queues")
-		}
 		for _, n := range names {
 			if !started[n] {
 				started[n] = true
+				a.wakeChan(n)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -110,21 +230,106 @@ func (a *Admitter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			readNames()
+		case <-a.refresh:
+			readNames()
+			a.updateView(ctx, names)
+		case <-vt.C:
+			a.updateView(ctx, names)
+		}
+	}
+}
+
+// updateView recomputes the spread from the live instances and the queue names.
+func (a *Admitter) updateView(ctx context.Context, names []string) {
+	ids, err := a.q.Alive(ctx, a.cfg.AliveTTL)
+	if err != nil {
+		return // keep the last view
+	}
+	key := ""
+	for _, id := range ids {
+		key += id + "\x00"
+	}
+	key += "|" + strconv.Itoa(len(names))
+	prev := a.view.Load()
+	v := &leadView{ids: key, since: time.Now(), mine: map[string]bool{}, counts: map[string]int{}}
+	if prev != nil && prev.ids == key {
+		v.since = prev.since
+	}
+	for q, id := range assign(names, ids) {
+		v.counts[id]++
+		if id == a.cfg.Owner {
+			v.mine[q] = true
+		}
+	}
+	for _, id := range ids {
+		if id == a.cfg.Owner {
+			v.known = true
+		}
+	}
+	a.view.Store(v)
+}
+
+// listenWakes follows the wake channel: a named queue's loop wakes; an unknown name is a new
+// queue (the names are re-read). After a (re)subscription every loop looks once, since
+// wakes published meanwhile are lost.
+func (a *Admitter) listenWakes(ctx context.Context) {
+	ps := a.q.rdb.Subscribe(ctx, wakeChannel)
+	defer ps.Close()
+	backoff := 50 * time.Millisecond
+	for {
+		m, err := ps.Receive(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				a.pokeAll()
+			}
+		case *redis.Message:
+			if !a.poke(m.Payload) {
+				select {
+				case a.refresh <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}
 }
 
 // Loop runs the admission loop of one queue until ctx ends. It has its own goroutine
 // and timer and uses a fixed delay, so ticks never overlap and never share a worker with
-// other jobs (seed 000's lesson); its lag is exported.
+// other jobs (seed 000's lesson); its lag is exported. While the queue rests the goroutine
+// waits on its wake channel (and, on the preferred instance, a rest-check timer): no Redis
+// command, no tick.
 func (a *Admitter) Loop(ctx context.Context, name string) {
 	owner := a.cfg.Owner + ":" + nonce()
 	k := keysFor(name)
 	log := a.cfg.Log.With().Str("queue", name).Logger()
+	wake := a.wakeChan(name)
 	var fence int64
 	var rate float64 = -1
 	waiting := int64(maxTokensPerTick) // until the first tick says
+	resting := false
+	var due time.Time       // while resting: the schedule's next instant (start or end), if any
+	var handedOff time.Time // last hand-over to the preferred instance
 	nextLease := time.Time{}
+	if !a.preferred(name) {
+		nextLease = time.Now().Add(a.cfg.LeaseRenew) // the preferred instance tries first
+	}
 	scheduled := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -139,35 +344,91 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 				log.Info().Int64("fence", f).Msg("admission: took the lease")
 			} else {
 				a.q.m.leader.WithLabelValues(name).Set(0)
-				log.Info().Msg("admission: lost the lease")
+				log.Debug().Msg("admission: lost the lease")
 			}
 		}
 		fence = f
 	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = leaseScript.Run(rctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, 0, "1").Err()
+		cancel()
+		setLeader(0)
+	}
+	// sleep arms the timer for a resting loop: the preferred instance checks every
+	// RestCheck and at the schedule's next instant; another instance only re-reads the view
+	// now and then (free), in case it becomes the preferred one.
+	sleep := func() {
+		d := 6 * a.cfg.RestCheck
+		if a.preferred(name) {
+			d = a.cfg.RestCheck
+			if !due.IsZero() {
+				d = min(d, max(0, time.Until(due)))
+			}
+		}
+		timer.Reset(d)
+	}
 	for {
+		force := false
 		select {
 		case <-ctx.Done():
 			if fence > 0 {
-				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = leaseScript.Run(rctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, 0, "1").Err()
-				cancel()
-				setLeader(0)
+				release()
 			}
 			return
+		case <-wake:
+			rate = -1 // a settings change may have woken it
+			if resting {
+				resting = false
+				nextLease = time.Time{}
+				if !a.preferred(name) {
+					nextLease = time.Now().Add(a.cfg.LeaseRenew)
+				}
+				if !timer.Stop() {
+					select {
+					case <-timer.C:
+					default:
+					}
+				}
+			} else {
+				continue // awake already: the timer runs
+			}
 		case <-timer.C:
+			if resting {
+				if !a.preferred(name) {
+					sleep()
+					continue
+				}
+				resting = false
+				nextLease = time.Time{}
+				if !due.IsZero() && !time.Now().Before(due) {
+					force, due = true, time.Time{} // the schedule's instant: tick even if idle
+				}
+			}
 		}
 		now := time.Now()
 		if !now.Before(nextLease) {
-			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()},
-				owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+			mode := "2"
+			if force || a.cfg.NoRest {
+				mode = "0"
+			}
+			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()},
+				owner, a.cfg.LeaseTTL.Milliseconds(), mode).Int64()
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn().Err(err).Msg("admission: lease")
+					a.q.ReloadTopology(ctx)
 				}
 				f = 0
 			}
-			setLeader(f)
 			nextLease = now.Add(a.cfg.LeaseRenew)
+			if f == -2 {
+				setLeader(0)
+				resting = true
+				sleep()
+				continue
+			}
+			setLeader(f)
 		}
 		if fence > 0 {
 			a.q.m.tickLag.WithLabelValues(name).Observe(max(0, now.Sub(scheduled).Seconds()))
@@ -176,18 +437,41 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					rate = s.RatePerSecond
 				}
 			}
-			res, err := a.tick(ctx, name, owner, fence, rate, waiting, max(0, now.Sub(scheduled)))
+			res, err := a.tick(ctx, name, owner, fence, rate, waiting, max(0, now.Sub(scheduled)), !a.cfg.NoRest)
 			a.q.m.tickDur.WithLabelValues(name).Observe(time.Since(now).Seconds())
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
 					log.Warn().Err(err).Msg("admission: tick")
+					a.q.ReloadTopology(ctx)
 				}
 			case res.fenced:
 				setLeader(0)
 			default:
 				rate, waiting = res.rate, res.Waiting+res.WaitingPriority+res.WaitingBypass
 				a.afterTick(ctx, name, owner, fence, res, log)
+				if res.Rested {
+					// The script released the lease with the rest.
+					setLeader(0)
+					a.q.m.rests.WithLabelValues(name).Inc()
+					resting = true
+					due = time.Time{}
+					for _, at := range []time.Time{res.StartsAt, res.EndsAt} {
+						if at.After(time.Now()) && (due.IsZero() || at.Before(due)) {
+							due = at.Add(50 * time.Millisecond)
+						}
+					}
+					sleep()
+					continue
+				}
+				if a.settledElsewhere(name) && time.Since(handedOff) > 30*time.Second {
+					// Hand the lease to the preferred instance: release, and wake it.
+					handedOff = time.Now()
+					release()
+					_ = a.q.publishWake(ctx, name)
+					nextLease = time.Now().Add(2 * a.cfg.LeaseRenew)
+					log.Debug().Msg("admission: handed the lease to the preferred instance")
+				}
 			}
 		}
 		delay := a.cfg.Tick + jitter(a.cfg.Jitter)
@@ -226,14 +510,24 @@ type TickResult struct {
 	// says ends_at has passed and the line is not yet ended.
 	Phase  DrawPhase
 	EndDue bool
+	// Rested: the tick found the queue idle and put it to rest (lease released). StartsAt and
+	// EndsAt are the schedule's instants (zero when unset), for the resting loop's timer.
+	Rested   bool
+	StartsAt time.Time
+	EndsAt   time.Time
+	// Acks is how many replicas acknowledged the tick before its message went out (-1: not
+	// asked, ReplicaAcks 0).
+	Acks int64
 
 	rate   float64
 	fenced bool
 }
 
 // tick runs admit.lua once. The tokens are made here (UUID v4) and passed in, enough for
-// the most the tick may admit; the script uses what it needs.
-func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, waiting int64, lag time.Duration) (TickResult, error) {
+// the most the tick may admit; the script uses what it needs. With ReplicaAcks > 0 the script
+// returns its message instead of publishing it, runs in one pipeline with WAIT on the
+// master's connection, and the message goes out once the replicas hold the tick's writes.
+func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, waiting int64, lag time.Duration, rest bool) (TickResult, error) {
 	k := keysFor(name)
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
 	// No more tokens than users who could be waiting: last tick's line plus a margin for
@@ -248,29 +542,76 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	if grace < 0 {
 		grace = 0
 	}
-	args := make([]any, 7, 7+n)
+	how := "p"
+	switch {
+	case a.q.waitAcks(name):
+		how = "r"
+	case a.q.PubSub() == PubSubSharded:
+		how = "s"
+	case a.q.PubSub() == PubSubBoth:
+		how = "b"
+	}
+	if rest {
+		how += "i"
+	}
+	args := make([]any, 8, 8+n)
 	copy(args, []any{owner, fence, a.cfg.MaxElapsed.Milliseconds(), grace, a.cfg.SweepLimit,
-		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64)})
+		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64), how})
 	for range n {
 		t := uuid.NewString()
 		keys = append(keys, k.token(t))
 		args = append(args, t)
 	}
-	res, err := admitScript.Run(ctx, a.q.rdb, keys, args...).Int64Slice()
+	var res []any
+	var err error
+	acks := int64(-1)
+	if how[0] == 'r' {
+		res, acks, err = a.q.evalWait(ctx, admitScript, keys, args...)
+	} else {
+		res, err = admitScript.Run(ctx, a.q.rdb, keys, args...).Slice()
+	}
 	if err != nil {
 		return TickResult{}, err
 	}
-	if res[0] < 0 {
+	if len(res) == 0 {
+		return TickResult{}, shapeErr("admit "+name, 0)
+	}
+	if toInt(res[0]) < 0 {
 		return TickResult{fenced: true}, nil
 	}
-	r := TickResult{Admitted: res[0], Ev: res[1], Waiting: res[2], Active: res[3], Tick: res[4],
-		Head: res[5], rate: float64(res[7]) / 1000, Expired: res[9], Abandoned: res[10]}
-	if len(res) >= 15 {
-		r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = res[11], res[12], res[13], res[14]
+	if len(res) < 17 {
+		return TickResult{}, shapeErr("admit "+name, len(res))
 	}
-	if len(res) >= 17 {
-		r.Phase = [...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(max(res[15], 0), 3)]
-		r.EndDue = res[16] == 1
+	r := TickResult{Admitted: toInt(res[0]), Ev: toInt(res[1]), Waiting: toInt(res[2]), Active: toInt(res[3]),
+		Tick: toInt(res[4]), Head: toInt(res[5]), rate: float64(toInt(res[7])) / 1000, Expired: toInt(res[9]),
+		Abandoned: toInt(res[10]), Acks: acks}
+	r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = toInt(res[11]), toInt(res[12]), toInt(res[13]), toInt(res[14])
+	r.Phase = [...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(max(toInt(res[15]), 0), 3)]
+	r.EndDue = toInt(res[16]) == 1
+	if len(res) >= 21 {
+		r.Rested = toInt(res[17]) == 1
+		if ms := toInt(res[18]); ms > 0 {
+			r.StartsAt = time.UnixMilli(ms)
+		}
+		if ms := toInt(res[19]); ms > 0 {
+			r.EndsAt = time.UnixMilli(ms)
+		}
+		if acks >= 0 && acks < int64(a.q.cfg.ReplicaAcks) {
+			// No replica confirmed within AckTimeout (a replica down or far behind): the
+			// message still goes out — holding it would stall every stream — and is counted;
+			// the next ticks skip WAIT for a while (ackRetry).
+			a.q.ackShort(name)
+			a.cfg.Log.Warn().Str("queue", name).Int64("acks", acks).Msg("admission: replicas did not confirm a tick; admissions go out unconfirmed for 5 s")
+		}
+		if r.Admitted > 0 && (acks < 0 || acks < int64(a.q.cfg.ReplicaAcks)) && a.q.cfg.ReplicaAcks > 0 {
+			a.q.m.unconfirmed.WithLabelValues(name).Add(float64(r.Admitted))
+		}
+		if msg := toString(res[20]); msg != "" {
+			if err := a.q.publishTick(ctx, name, msg); err != nil {
+				// Streams see the gap in event numbers and resync from Redis.
+				a.cfg.Log.Warn().Err(err).Str("queue", name).Msg("admission: publish tick")
+			}
+		}
 	}
 	a.q.m.issued.WithLabelValues(name).Add(float64(r.Admitted))
 	a.q.m.waiting.WithLabelValues(name).Set(float64(r.Waiting + r.WaitingPriority + r.WaitingBypass))
@@ -303,7 +644,7 @@ func jitter(d time.Duration) time.Duration {
 func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error) {
 	k := keysFor(name)
 	owner := a.cfg.Owner + ":once"
-	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
 	if err != nil {
 		return TickResult{}, err
 	}
@@ -314,7 +655,7 @@ func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error
 	if err != nil {
 		return TickResult{}, err
 	}
-	res, err := a.tick(ctx, name, owner, fence, s.RatePerSecond, maxTokensPerTick, 0)
+	res, err := a.tick(ctx, name, owner, fence, s.RatePerSecond, maxTokensPerTick, 0, false)
 	if err == nil && !res.fenced {
 		a.afterTick(ctx, name, owner, fence, res, a.cfg.Log)
 	}

@@ -37,12 +37,23 @@
 -- ARGV[4] abandonment grace ms (0 = off)     ARGV[5] sweep limit per tick
 -- ARGV[6] publish at least every this many ms
 -- ARGV[7] how late this tick started, in ms (kept for the admin view)
--- ARGV[8…] token values (UUID v4 made by the caller)
+-- ARGV[8] how the tick message goes out: first letter "p" PUBLISH here, "s" SPUBLISH here (a
+--         Redis Cluster: the channel is in the queue's slot), "b" both (a rolling deploy
+--         between the two), "r" returned to the caller, who publishes it once a replica has
+--         acknowledged this script's writes (WAIT cannot run in a script); a second letter
+--         "i" lets the queue rest when it is idle (below)
+-- ARGV[9…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
 --          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
---          admitted_p, admitted_b, phase, end_due} or {-1} when fenced off (waiting and head: the
+--          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message}
+--          or {-1} when fenced off (waiting and head: the
 --          normal line; phase 0 none, 1 scheduled, 2 frozen (the draw is due), 3 drawn;
---          end_due 1 when ends_at has passed and the line is not yet ended).
+--          end_due 1 when ends_at has passed and the line is not yet ended; rested 1 when the
+--          queue now rests; message: the tick message in mode "r" when one is due, else "").
+-- Resting: with "i", a tick that leaves nobody waiting in any line, no pre-queue, no live
+-- token and nothing due (no draw, no end) sets clock idle = 1 and deletes the lease in the
+-- same step; the loops then stop ticking (lease.lua answers -2) until a join clears idle
+-- (join.lua) and wakes them. An idle queue thus costs no Redis command per tick.
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
   return {-1}
 end
@@ -166,7 +177,7 @@ end
 local allowance = 0
 if not paused and not blocked and rate > 0 then allowance = carry + rate * elapsed / 1000 end
 local n = math.floor(allowance)
-local cap = math.min(#ARGV - 7, #KEYS - NK)
+local cap = math.min(#ARGV - 8, #KEYS - NK)
 local waiting = redis.call('ZCARD', KEYS[2])
 for _, L in ipairs(LANES) do
   if L.live then L.waiting = redis.call('ZCARD', L.w) end
@@ -207,7 +218,7 @@ local adm = {}
 local k = 0
 local function admit(tk, s, suffix, letter)
   k = k + 1
-  local token = ARGV[7 + k]
+  local token = ARGV[8 + k]
   local exp = now + ttl
   redis.call('SET', KEYS[NK + k], tk, 'PX', ttl)
   redis.call('HSET', KEYS[3], tk, 'a:' .. s .. ':' .. token .. ':' .. exp .. ':' .. tick .. ':' .. now .. suffix)
@@ -317,6 +328,7 @@ for _, L in ipairs(LANES) do
 end
 
 local ev = 0
+local out = ''
 if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or st_changed or now - lastpub >= tonumber(ARGV[6]) then
   ev = redis.call('INCR', KEYS[11])
   -- The message format is queue.Tick (tick.go); v is queue.TickVersion.
@@ -356,7 +368,14 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
     end
     msg.lanes = lanes
   end
-  redis.call('PUBLISH', KEYS[12], cjson.encode(msg))
+  local how = string.sub(ARGV[8], 1, 1)
+  if how == 'r' then
+    out = cjson.encode(msg)
+  else
+    local body = cjson.encode(msg)
+    if how ~= 's' then redis.call('PUBLISH', KEYS[12], body) end
+    if how == 's' or how == 'b' then redis.call('SPUBLISH', KEYS[12], body) end
+  end
   lastpub = now
   pubtail = tail
 end
@@ -370,6 +389,14 @@ else
     'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
     'real', real, 'real_shown', real_shown, 'arate_r', rate)
 end
+local rested = 0
+if string.sub(ARGV[8], 2, 2) == 'i' and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0
+  and pq == 0 and phase ~= 'f' and end_due == 0 then
+  redis.call('HSET', KEYS[5], 'idle', '1')
+  redis.call('DEL', KEYS[9])
+  rested = 1
+end
 local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
-  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due}
+  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due,
+  rested, starts, ends, out}

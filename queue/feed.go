@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,12 +15,37 @@ import (
 // the feed itself is fine.
 var ErrMalformedTick = errors.New("malformed tick message")
 
-// Feed follows the tick messages of a set of queues on one Redis pub/sub connection. The
-// channel names and the wire format stay inside this package: a reader sees queue names
-// and Ticks. go-redis re-establishes a lost connection and its subscriptions by itself;
-// each (re)subscription is reported as a FeedSubscribed event, because messages published
-// meanwhile are lost (pub/sub is at-most-once) and the reader must resync from Snapshot.
-type Feed struct{ ps *redis.PubSub }
+// Feed follows the tick messages of a set of queues. The channel names and the wire format
+// stay inside this package: a reader sees queue names and Ticks.
+//
+// On a single Redis (plain pub/sub) one connection carries every queue. On a Redis Cluster
+// (sharded pub/sub) each queue has its own SSUBSCRIBE connection to the master of its slot:
+// Redis refuses one SSUBSCRIBE over channels of several slots, and go-redis re-establishes a
+// subscription on the node that owns its first channel's slot — so one subscription per slot
+// is what survives a slot move or a failover. (A stream hub follows only the queues it has
+// streams of, so this is one connection per such queue per instance.) go-redis
+// re-establishes a lost connection and its subscriptions by itself; each (re)subscription is
+// reported as a FeedSubscribed event, because messages published meanwhile are lost (pub/sub
+// is at-most-once) and the reader must resync from Snapshot.
+type Feed struct {
+	q       *Queue
+	plain   *redis.PubSub // nil when sharded only
+	sharded bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	items  chan feedMsg
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	shards map[string]*redis.PubSub
+	closed bool
+}
+
+type feedMsg struct {
+	m   any
+	err error
+}
 
 // FeedKind says what a FeedEvent is.
 type FeedKind int
@@ -37,32 +64,126 @@ type FeedEvent struct {
 }
 
 // Feed opens a subscription with no queues yet; add them with Follow. Close it when done.
-func (q *Queue) Feed(ctx context.Context) *Feed { return &Feed{ps: q.rdb.Subscribe(ctx)} }
+func (q *Queue) Feed(ctx context.Context) *Feed {
+	fctx, cancel := context.WithCancel(ctx)
+	f := &Feed{q: q, ctx: fctx, cancel: cancel, items: make(chan feedMsg, 256), shards: map[string]*redis.PubSub{}}
+	mode := q.PubSub()
+	f.sharded = mode == PubSubSharded || mode == PubSubBoth
+	if mode == PubSubPlain || mode == PubSubBoth {
+		f.plain = q.rdb.Subscribe(ctx)
+		f.pump(f.plain)
+	}
+	return f
+}
+
+// Sharded reports whether the feed follows sharded channels, one connection per queue
+// (follow only the queues you need).
+func (f *Feed) Sharded() bool { return f.sharded }
+
+// pump moves one subscription's messages to the feed, backing off after errors (go-redis
+// reconnects on the next Receive).
+func (f *Feed) pump(ps *redis.PubSub) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		backoff := 50 * time.Millisecond
+		for {
+			m, err := ps.Receive(f.ctx)
+			if f.ctx.Err() != nil {
+				return
+			}
+			if err != nil && strings.Contains(err.Error(), "closed") {
+				return // Unfollow closed it
+			}
+			select {
+			case f.items <- feedMsg{m, err}:
+			case <-f.ctx.Done():
+				return
+			}
+			if err == nil {
+				backoff = 50 * time.Millisecond
+				continue
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-f.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}()
+}
 
 // Follow subscribes to the ticks of the named queues.
 func (f *Feed) Follow(ctx context.Context, names ...string) error {
-	chans := make([]string, len(names))
-	for i, n := range names {
-		chans[i] = Channel(n)
+	if f.plain != nil {
+		chans := make([]string, len(names))
+		for i, n := range names {
+			chans[i] = Channel(n)
+		}
+		if err := f.plain.Subscribe(ctx, chans...); err != nil {
+			return fail("follow ticks", err)
+		}
 	}
-	if err := f.ps.Subscribe(ctx, chans...); err != nil {
+	if !f.sharded {
+		return nil
+	}
+	var errs []error
+	for _, n := range names {
+		f.mu.Lock()
+		if f.closed || f.shards[n] != nil {
+			f.mu.Unlock()
+			continue
+		}
+		ps := f.q.rdb.SSubscribe(f.ctx)
+		f.shards[n] = ps
+		f.mu.Unlock()
+		if err := ps.SSubscribe(ctx, Channel(n)); err != nil {
+			// The subscription stays: go-redis retries it on the next Receive.
+			errs = append(errs, err)
+		}
+		f.pump(ps)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fail("follow ticks", err)
 	}
 	return nil
 }
 
+// Unfollow stops following the named queues' sharded channels (a plain feed keeps them:
+// they cost nothing there).
+func (f *Feed) Unfollow(names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range names {
+		if ps := f.shards[n]; ps != nil {
+			_ = ps.Close()
+			delete(f.shards, n)
+		}
+	}
+}
+
 // Receive waits for the next event. An error wrapping ErrMalformedTick names the queue in
-// the event and leaves the feed usable; any other error is the connection's (go-redis
-// reconnects on the next call; back off before calling again).
+// the event and leaves the feed usable; any other error is a connection's (go-redis
+// reconnects on its next receive).
 func (f *Feed) Receive(ctx context.Context) (FeedEvent, error) {
 	for {
-		m, err := f.ps.Receive(ctx)
-		if err != nil {
-			return FeedEvent{}, fail("receive ticks", err)
+		var it feedMsg
+		select {
+		case it = <-f.items:
+		case <-ctx.Done():
+			return FeedEvent{}, fail("receive ticks", ctx.Err())
+		case <-f.ctx.Done():
+			return FeedEvent{}, fail("receive ticks", redis.ErrClosed)
 		}
-		switch m := m.(type) {
+		if it.err != nil {
+			return FeedEvent{}, fail("receive ticks", it.err)
+		}
+		switch m := it.m.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
 				return FeedEvent{Kind: FeedSubscribed, Queue: queueOfChannel(m.Channel)}, nil
 			}
 		case *redis.Message:
@@ -78,11 +199,41 @@ func (f *Feed) Receive(ctx context.Context) (FeedEvent, error) {
 	}
 }
 
-// Ping probes the connection; a failure makes go-redis re-establish it.
-func (f *Feed) Ping(ctx context.Context) error { return f.ps.Ping(ctx) }
+// Ping probes the connections; a failure makes go-redis re-establish them.
+func (f *Feed) Ping(ctx context.Context) error {
+	var errs []error
+	if f.plain != nil {
+		errs = append(errs, f.plain.Ping(ctx))
+	}
+	f.mu.Lock()
+	shards := make([]*redis.PubSub, 0, len(f.shards))
+	for _, ps := range f.shards {
+		shards = append(shards, ps)
+	}
+	f.mu.Unlock()
+	for _, ps := range shards {
+		errs = append(errs, ps.Ping(ctx))
+	}
+	return errors.Join(errs...)
+}
 
-// Close ends the subscription.
-func (f *Feed) Close() error { return f.ps.Close() }
+// Close ends every subscription.
+func (f *Feed) Close() error {
+	f.cancel()
+	f.mu.Lock()
+	f.closed = true
+	var errs []error
+	if f.plain != nil {
+		errs = append(errs, f.plain.Close())
+	}
+	for n, ps := range f.shards {
+		errs = append(errs, ps.Close())
+		delete(f.shards, n)
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+	return errors.Join(errs...)
+}
 
 // queueOfChannel is the inverse of Channel.
 func queueOfChannel(channel string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,11 @@ func (q *Queue) ReportInstance(ctx context.Context, in Instance, ttl time.Durati
 	pipe := q.rdb.Pipeline()
 	pipe.Set(ctx, instanceKey(in.ID), b, ttl)
 	pipe.SAdd(ctx, instancesKey, in.ID)
+	// The live set that spreads leadership (Alive): scored by this report's time; entries
+	// an hour old are gone for good.
+	now := time.Now()
+	pipe.ZAdd(ctx, aliveKey, redis.Z{Score: float64(now.UnixMilli()), Member: in.ID})
+	pipe.ZRemRangeByScore(ctx, aliveKey, "-inf", strconv.FormatInt(now.Add(-time.Hour).UnixMilli(), 10))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fail("report instance", err)
 	}
@@ -52,6 +58,7 @@ func (q *Queue) RemoveInstance(ctx context.Context, id string) error {
 	pipe := q.rdb.Pipeline()
 	pipe.Del(ctx, instanceKey(id))
 	pipe.SRem(ctx, instancesKey, id)
+	pipe.ZRem(ctx, aliveKey, id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fail("remove instance", err)
 	}

@@ -30,7 +30,9 @@
 -- ARGV[7] a fresh token (UUID) for a passthrough admission
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
 --          iat_ms, lane, share_milli, other_waiting, starts_ms, prequeue_size, sold_out, method,
---          real_milli}
+--          real_milli, woke}
+--   woke: 1 when this join ended the queue's rest (clock idle, see admit.lua): the caller
+--   wakes the admission loops.
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
 --   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
 --   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
@@ -42,6 +44,8 @@
 --   lane: "" normal, "p" priority, "b" bypass. position and waiting are the lane's own.
 --   other_waiting: for a normal waiter the priority line's length, for a priority waiter
 --   the normal line's (the ETA's share of the rate depends on it).
+local idle_flag = nil
+local function main()
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
   'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms')
@@ -55,7 +59,8 @@ local paused = (cf[3] == '1') and 1 or 0
 local share_milli = math.floor((tonumber(cf[6] or '0.5') or 0.5) * 1000 + 0.5)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p', 'seq_b', 'head_b', 'tick', 'ptb', 'ptt', 'real_shown')
+local ck = redis.call('HMGET', KEYS[6], 'arate', 'seq_p', 'head_p', 'seq_b', 'head_b', 'tick', 'ptb', 'ptt', 'real_shown', 'idle')
+idle_flag = ck[10]
 -- What was really admitted per second lately (admit.lua), for the answer's admit_rate.
 local real_milli = math.floor((tonumber(ck[9] or ck[1] or '0') or 0) * 1000)
 local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
@@ -282,3 +287,11 @@ redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])
 return waiter(0, seq, '')
+end
+local r = main()
+-- A new place in a resting queue ends the rest (the caller wakes the loops).
+if r[1] == 0 and idle_flag == '1' then
+  redis.call('HDEL', KEYS[6], 'idle')
+  r[20] = 1
+end
+return r

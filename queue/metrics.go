@@ -14,6 +14,8 @@ type metrics struct {
 	expired       *prometheus.CounterVec
 	abandoned     *prometheus.CounterVec
 	draws         *prometheus.CounterVec
+	unconfirmed   *prometheus.CounterVec
+	rests         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,9 +57,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		draws: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_draws_total", Help: "Pre-queue draws completed by this instance's loops.",
 		}, []string{"queue"}),
+		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_replication_unconfirmed_total",
+			Help: "Admissions (ticks, token reads) handed out before the wanted replicas acknowledged them (WAIT fell short or failed).",
+		}, []string{"queue"}),
+		rests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_rests_total", Help: "Times a queue's admission loop went to rest here (idle: nobody waiting, no live token).",
+		}, []string{"queue"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws)
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws, m.unconfirmed, m.rests)
 	}
 	return m
 }

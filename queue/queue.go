@@ -56,6 +56,15 @@ type Config struct {
 	// deadline also cuts a read from a stalled server). A stalled Redis costs a request at
 	// most this much before it is answered 503.
 	OpTimeout time.Duration
+	// PubSub is how tick messages travel: PubSubAuto (default), PubSubPlain,
+	// PubSubSharded or PubSubBoth.
+	PubSub string
+	// ReplicaAcks is how many replicas must hold an admission before a browser is told of it
+	// (0 = do not wait: a single Redis; see README "Failover"). AckTimeout bounds each WAIT
+	// (default 250 ms); after a WAIT falls short, admissions go out unconfirmed (counted) for
+	// 5 s before the next try, so a replica that is down does not slow admission.
+	ReplicaAcks int
+	AckTimeout  time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = time.Second
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 250 * time.Millisecond
 	}
 	return c
 }
@@ -85,11 +97,12 @@ type Queue struct {
 	rdb redis.UniversalClient
 	cfg Config
 	m   *metrics
+	ack *ackState // shared by the copies WithClient makes
 }
 
 // New returns a Queue on rdb; its metrics are registered on reg (nil: not registered).
 func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queue {
-	return &Queue{rdb: rdb, cfg: cfg.withDefaults(), m: newMetrics(reg)}
+	return &Queue{rdb: rdb, cfg: cfg.withDefaults(), m: newMetrics(reg), ack: &ackState{}}
 }
 
 // WithClient returns a Queue on another client sharing this one's settings and metrics
@@ -340,6 +353,14 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	if code == 0 && p.State == StateAdmitted {
 		q.m.issued.WithLabelValues(t.Queue).Inc() // a passthrough admission by the join itself
 	}
+	if len(res) > 19 && toInt(res[19]) == 1 {
+		// This join ended the queue's rest: the admission loops wake (a lost message costs
+		// one rest check at most; the join itself already cleared the flag).
+		_ = q.publishWake(ctx, t.Queue)
+	}
+	if p.Token != "" {
+		q.confirm(ctx, t.Queue) // the token is about to be handed out
+	}
 	return p, code, nil
 }
 
@@ -486,6 +507,8 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 		}
 		if !p.TokenExpiresAt.After(time.Now()) {
 			p.State, p.Token, p.TokenExpiresAt, p.TokenIssuedAt = StateExpired, "", time.Time{}, time.Time{}
+		} else {
+			q.confirm(ctx, t.Queue) // the token is about to be handed out
 		}
 	}
 	return p, nil

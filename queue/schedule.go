@@ -133,7 +133,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	renewed := time.Now()
 	for from := min(max(resume, 0), len(perm)); from < len(perm); from += batch {
 		if time.Since(renewed) >= a.cfg.LeaseRenew {
-			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
 			if err != nil {
 				return 0, fail("draw "+name, err)
 			}

@@ -381,6 +381,9 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if err := q.rdb.SAdd(ctx, queuesKey, name).Err(); err != nil {
 		return Settings{}, false, fail("register queue "+name, err)
 	}
+	// A new queue's loops start at once on every instance, and a resting queue's leader
+	// looks at the new settings (a schedule to keep, an end to reach).
+	_ = q.Wake(ctx, name)
 	return cur, created, nil
 }
 

@@ -65,6 +65,9 @@ type config struct {
 	ShutdownTimeout  time.Duration
 	ReadTimeout      time.Duration
 	WriteTimeout     time.Duration
+	PubSub           string
+	ReplicaAcks      int // -1: auto
+	AckTimeout       time.Duration
 }
 
 // setting is one documented environment variable (the README table lists the same).
@@ -195,6 +198,26 @@ var settings = []setting{
 	}},
 	{"WR_MAX_CONNS", "0", "most open client connections, streams included; past it a new connection is closed at accept (0 = the open-file limit minus a reserve for the Redis and PostgreSQL pools and files: 19,807 at 20,000)", intSetting(func(c *config) *int { return &c.MaxConns }, 0, 10_000_000)},
 	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
+	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (during a rolling deploy from plain to sharded)", func(c *config, v string) error {
+		if !queue.ValidPubSub(v) {
+			return fmt.Errorf("must be auto, plain, sharded or both")
+		}
+		c.PubSub = v
+		return nil
+	}},
+	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", func(c *config, v string) error {
+		if v == "auto" {
+			c.ReplicaAcks = -1
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 5 {
+			return fmt.Errorf("must be auto or a whole number from 0 to 5")
+		}
+		c.ReplicaAcks = n
+		return nil
+	}},
+	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short, admissions go out unconfirmed (counted in queue_replication_unconfirmed_total) for 5 s before the next try", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
 	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare, as the release before; for the first rolling upgrade only — guards accept both either way)", func(c *config, v string) error {

@@ -115,7 +115,20 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout}, reg)
+	acks := cfg.ReplicaAcks
+	if acks < 0 {
+		acks = 0
+		switch rdb.(type) {
+		case *redis.ClusterClient:
+			acks = 1
+		case *redis.Client:
+			if strings.Contains(cfg.RedisURL, "master_name=") {
+				acks = 1 // Sentinel: the failover client is a *redis.Client
+			}
+		}
+	}
+	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
+		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
 	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
 	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
 	cancel()

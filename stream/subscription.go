@@ -63,6 +63,16 @@ func (h *Hub) subscribe(ctx context.Context) error {
 		}
 	}
 	followAll := func() {
+		if feed.Sharded() {
+			// A sharded feed holds a connection per queue: only the queues with local state
+			// (a stream was opened here) are followed, read from memory.
+			var names []string
+			for _, qh := range h.queueList() {
+				names = append(names, qh.name)
+			}
+			follow(names...)
+			return
+		}
 		if names, err := h.src.Names(ctx); err == nil {
 			follow(names...)
 		}
@@ -79,7 +89,10 @@ func (h *Hub) subscribe(ctx context.Context) error {
 			follow(n)
 		case <-refresh.C:
 			followAll()
-			if len(subscribed) > 0 && time.Since(lastMsg) > silenceLimit {
+			// A queue with streams here is not idle (someone waits or holds a live token), so
+			// its leader publishes at least once a second; resting queues publish nothing and
+			// leave no silence to worry about.
+			if len(subscribed) > 0 && time.Since(lastMsg) > silenceLimit && h.hasStreams() {
 				// Positions are resynced from Redis each second meanwhile, and a PING
 				// probes the connection (a failure makes go-redis reconnect and resubscribe).
 				h.m.silences.Inc()
@@ -140,6 +153,19 @@ func receive(ctx context.Context, feed *queue.Feed, items chan<- feedItem) {
 		}
 		backoff = min(backoff*2, backoffMax)
 	}
+}
+
+// hasStreams reports whether any stream is open here.
+func (h *Hub) hasStreams() bool {
+	for _, qh := range h.queueList() {
+		qh.mu.Lock()
+		n := len(qh.conns)
+		qh.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (qh *qhub) unsync() {

@@ -1,0 +1,240 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// How tick messages travel (Config.PubSub, WR_PUBSUB).
+const (
+	// PubSubAuto: sharded on a Redis Cluster, plain otherwise.
+	PubSubAuto = "auto"
+	// PubSubPlain: PUBLISH / SUBSCRIBE. On a Redis Cluster every node copies every message.
+	PubSubPlain = "plain"
+	// PubSubSharded: SPUBLISH / SSUBSCRIBE (Redis ≥ 7). The channel shares the queue's hash
+	// tag, so a tick travels only on the shard that holds its queue.
+	PubSubSharded = "sharded"
+	// PubSubBoth: publish both ways and listen both ways, for the rolling deploy from a
+	// release that publishes plain to one that publishes sharded (readers drop the
+	// duplicate by its event number).
+	PubSubBoth = "both"
+)
+
+// ValidPubSub reports whether s names a pub/sub mode.
+func ValidPubSub(s string) bool {
+	switch s {
+	case PubSubAuto, PubSubPlain, PubSubSharded, PubSubBoth:
+		return true
+	}
+	return false
+}
+
+// PubSub is the resolved mode: plain, sharded or both.
+func (q *Queue) PubSub() string {
+	switch q.cfg.PubSub {
+	case PubSubPlain, PubSubSharded, PubSubBoth:
+		return q.cfg.PubSub
+	}
+	if q.Cluster() {
+		return PubSubSharded
+	}
+	return PubSubPlain
+}
+
+// Cluster reports whether the client talks to a Redis Cluster.
+func (q *Queue) Cluster() bool {
+	_, ok := q.rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// ReplicaAcks is how many replicas must acknowledge an admission before anyone is told of
+// it (Config.ReplicaAcks; 0 = none asked).
+func (q *Queue) ReplicaAcks() int { return q.cfg.ReplicaAcks }
+
+// node returns a client of the one server that holds key (the master of its slot on a
+// Redis Cluster; the client itself otherwise), so that a pipeline runs on one connection
+// of that server: WAIT counts the writes of its own connection only.
+func (q *Queue) node(ctx context.Context, key string) (redis.UniversalClient, error) {
+	if cc, ok := q.rdb.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return q.rdb, nil
+}
+
+// ReloadTopology makes a Redis Cluster client read the slot map again at once (after an
+// error that may be a failover), instead of at its next periodic refresh.
+func (q *Queue) ReloadTopology(ctx context.Context) {
+	if cc, ok := q.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
+}
+
+// wakeChannel carries the names of queues whose rest ended (a join into an idle queue, a
+// settings change): every instance's admitter listens. It is a plain channel — wakes are
+// rare (one per idle-to-busy change), so a Redis Cluster copying them to every node costs
+// nothing worth a channel per slot.
+const wakeChannel = "wr:wake"
+
+// Wake tells every instance's admission loop of queue name to look at it now (its rest ended
+// or its settings changed). It also ends the rest in Redis, so a lost message costs at most
+// one rest check (RestCheck), never the queue.
+func (q *Queue) Wake(ctx context.Context, name string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	if err := q.rdb.HDel(ctx, keysFor(name).clock(), "idle").Err(); err != nil {
+		return fail("wake "+name, err)
+	}
+	return q.publishWake(ctx, name)
+}
+
+func (q *Queue) publishWake(ctx context.Context, name string) error {
+	if err := q.rdb.Publish(ctx, wakeChannel, name).Err(); err != nil {
+		return fail("wake "+name, err)
+	}
+	return nil
+}
+
+// publishTick sends a tick message that admit.lua returned (mode "r") the way the
+// configuration says.
+func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
+	ch := Channel(name)
+	mode := q.PubSub()
+	if mode == PubSubPlain || mode == PubSubBoth {
+		if err := q.rdb.Publish(ctx, ch, msg).Err(); err != nil {
+			return fail("publish "+name, err)
+		}
+	}
+	if mode == PubSubSharded || mode == PubSubBoth {
+		if err := q.rdb.SPublish(ctx, ch, msg).Err(); err != nil {
+			return fail("publish "+name, err)
+		}
+	}
+	return nil
+}
+
+// ackState remembers, per queue, until when WAIT is skipped after it fell short: a replica
+// that is down must not make every tick wait AckTimeout (admission would crawl). Meanwhile
+// each admission handed out is counted as unconfirmed; the next try is ackRetry later.
+type ackState struct {
+	mu   sync.Mutex
+	skip map[string]time.Time
+}
+
+const ackRetry = 5 * time.Second
+
+// waitAcks reports whether WAIT should be tried for queue name now.
+func (q *Queue) waitAcks(name string) bool {
+	if q.cfg.ReplicaAcks <= 0 {
+		return false
+	}
+	q.ack.mu.Lock()
+	defer q.ack.mu.Unlock()
+	return !time.Now().Before(q.ack.skip[name])
+}
+
+// ackShort records a WAIT that fell short for queue name.
+func (q *Queue) ackShort(name string) {
+	q.ack.mu.Lock()
+	defer q.ack.mu.Unlock()
+	if q.ack.skip == nil {
+		q.ack.skip = map[string]time.Time{}
+	}
+	q.ack.skip[name] = time.Now().Add(ackRetry)
+}
+
+// confirm waits until ReplicaAcks replicas hold everything the master of queue name's slot
+// had written when it is called: one harmless write in the queue's slot, then WAIT on the
+// same connection (the replication stream is ordered, so its acknowledgement covers every
+// earlier write — the admission a reader is about to hand out included). It reports how many
+// replicas acknowledged; a shortfall is counted, not refused (see README, "Failover").
+func (q *Queue) confirm(ctx context.Context, name string) {
+	if q.cfg.ReplicaAcks <= 0 {
+		return
+	}
+	if !q.waitAcks(name) {
+		q.m.unconfirmed.WithLabelValues(name).Inc()
+		return
+	}
+	k := keysFor(name)
+	n, err := q.node(ctx, k.clock())
+	if err != nil {
+		q.m.unconfirmed.WithLabelValues(name).Inc()
+		return
+	}
+	pipe := n.Pipeline()
+	pipe.HSet(ctx, k.clock(), "ack", "1")
+	w := pipe.Do(ctx, "WAIT", q.cfg.ReplicaAcks, q.cfg.AckTimeout.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil || toInt(w.Val()) < int64(q.cfg.ReplicaAcks) {
+		q.m.unconfirmed.WithLabelValues(name).Inc()
+		q.ackShort(name)
+	}
+}
+
+// evalWait runs script on the server that holds keys[0] and then WAITs, in one pipeline on
+// one connection, for ReplicaAcks replicas to hold its writes. It returns the script's
+// result and how many replicas acknowledged.
+func (q *Queue) evalWait(ctx context.Context, s *redis.Script, keys []string, args ...any) ([]any, int64, error) {
+	n, err := q.node(ctx, keys[0])
+	if err != nil {
+		return nil, 0, err
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := n.Pipeline()
+		res := s.EvalSha(ctx, pipe, keys, args...)
+		w := pipe.Do(ctx, "WAIT", q.cfg.ReplicaAcks, q.cfg.AckTimeout.Milliseconds())
+		_, err := pipe.Exec(ctx)
+		if err != nil && attempt == 0 && isNoScript(res.Err()) {
+			if err := s.Load(ctx, n).Err(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if err := res.Err(); err != nil {
+			return nil, 0, err
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		out, err := res.Slice()
+		return out, toInt(w.Val()), err
+	}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// The live instances, for spreading leadership (spread.go): every instance's stream hub
+// reports itself (ReportInstance) with a score of its local clock in this sorted set.
+const aliveKey = "wr:alive"
+
+// Alive lists the ids of instances that reported within the last ttl, sorted.
+func (q *Queue) Alive(ctx context.Context, ttl time.Duration) ([]string, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	from := strconv.FormatInt(time.Now().Add(-ttl).UnixMilli(), 10)
+	ids, err := q.rdb.ZRangeByScore(ctx, aliveKey, &redis.ZRangeBy{Min: from, Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fail("alive instances", err)
+	}
+	sortStrings(ids)
+	return ids, nil
+}
+
+// errUnexpected wraps a script answer of the wrong shape.
+var errUnexpected = errors.New("unexpected script answer")
+
+func shapeErr(what string, n int) error {
+	return fmt.Errorf("%s: %w (%d values)", what, errUnexpected, n)
+}
