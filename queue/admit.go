@@ -275,6 +275,9 @@ func (a *Admitter) updateView(ctx context.Context, names []string) {
 // wakes published meanwhile are lost.
 func (a *Admitter) listenWakes(ctx context.Context) {
 	ps := a.q.rdb.Subscribe(ctx, wakeChannel)
+	// A Receive blocked on the connection ends only when the subscription is closed.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stop()
 	defer ps.Close()
 	backoff := 50 * time.Millisecond
 	for {
@@ -374,6 +377,10 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 		case <-ctx.Done():
 			if fence > 0 {
 				release()
+				// The preferred instance takes over at once rather than at its next try.
+				wctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = a.q.publishWake(wctx, name)
+				cancel()
 			}
 			return
 		case <-wake:
@@ -390,6 +397,10 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					default:
 					}
 				}
+			} else if fence == 0 && a.preferred(name) {
+				// Awake without the lease, and preferred: the lease was let go (a hand-over,
+				// a shutdown) — try now instead of at the next renewal.
+				nextLease = time.Time{}
 			} else {
 				continue // awake already: the timer runs
 			}
@@ -464,7 +475,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					sleep()
 					continue
 				}
-				if a.settledElsewhere(name) && time.Since(handedOff) > 30*time.Second {
+				if a.settledElsewhere(name) && time.Since(handedOff) > 10*time.Second {
 					// Hand the lease to the preferred instance: release, and wake it.
 					handedOff = time.Now()
 					release()

@@ -24,7 +24,7 @@ func assign(names, ids []string) map[string]string {
 	sort.Strings(names)
 	n := len(ids)
 	share := (len(names) + n - 1) / n
-	capacity := share + max(1, share/50)
+	capacity := share
 	load := make(map[string]int, n)
 	out := make(map[string]string, len(names))
 	type cand struct {

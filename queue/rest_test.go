@@ -1,0 +1,139 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/queue"
+)
+
+// TestIdleQueueRests: a queue with nobody waiting and no live token stops ticking (no lease,
+// no admit script: the tick counter stands still), a join wakes it at once — long before the
+// rest check (an hour here) — and the joiner is admitted; with the token used up it rests again.
+func TestIdleQueueRests(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.mkQueue(t, "calm", 1000, 0)
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "rest-1", RestCheck: time.Hour})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	clock, lease := "wr:{q:calm}:clock", "wr:{q:calm}:lease"
+	resting := func() bool {
+		idle, _ := f.rdb.HGet(ctx, clock, "idle").Result()
+		n, _ := f.rdb.Exists(ctx, lease).Result()
+		return idle == "1" && n == 0
+	}
+	testwait.For(t, 5*time.Second, "the empty queue to rest", resting)
+	before, _ := f.rdb.HGet(ctx, clock, "tick").Int64()
+	time.Sleep(time.Second) // ten ticks' worth
+	after, _ := f.rdb.HGet(ctx, clock, "tick").Int64()
+	if after != before {
+		t.Fatalf("a resting queue ticked: tick %d -> %d", before, after)
+	}
+	if got := a.Leading(); len(got) != 0 {
+		t.Fatalf("leading %v while the queue rests", got)
+	}
+
+	tk, _ := f.signer.New("calm")
+	p, _, err := f.q.Join(ctx, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.State != queue.StateWaiting {
+		t.Fatalf("join: %+v", p)
+	}
+	var admitted queue.Place
+	testwait.For(t, 3*time.Second, "the joiner admitted after the wake", func() bool {
+		admitted, err = f.q.Status(ctx, tk)
+		return err == nil && admitted.State == queue.StateAdmitted
+	})
+	if resting() {
+		t.Fatal("the queue rests with a live token")
+	}
+	if err := f.q.Leave(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 5*time.Second, "the queue to rest again once the token is given up", resting)
+}
+
+// TestLeadershipSpreadsOverInstances: four admitters (four instances) over 40 busy queues
+// end up leading 10 ± 1 each — exactly the queues the spread prefers for them — and when one
+// stops, the other three take its queues.
+func TestLeadershipSpreadsOverInstances(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const nq = 40
+	for i := range nq {
+		name := fmt.Sprintf("busy-%02d", i)
+		f.mkQueue(t, name, 0, 0) // rate 0: the waiter stays, the queue never rests
+		tk, _ := f.signer.New(name)
+		if _, _, err := f.q.Join(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type inst struct {
+		a      *queue.Admitter
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	var insts []*inst
+	ids := []string{"node-a", "node-b", "node-c", "node-d"}
+	report := func(ids []string) {
+		for _, id := range ids {
+			if err := f.q.ReportInstance(ctx, queue.Instance{ID: id, StartedAt: time.Now(), LastSeen: time.Now()}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	report(ids)
+	for _, id := range ids {
+		a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: id, ViewEvery: 200 * time.Millisecond, Tick: 200 * time.Millisecond})
+		c, cancel := context.WithCancel(ctx)
+		in := &inst{a: a, cancel: cancel, done: make(chan struct{})}
+		go func() { defer close(in.done); _ = a.Run(c) }()
+		insts = append(insts, in)
+	}
+	t.Cleanup(func() {
+		for _, in := range insts {
+			in.cancel()
+			<-in.done
+		}
+	})
+	settled := func(live []*inst) bool {
+		total := 0
+		for _, in := range live {
+			l, p := in.a.Leading(), in.a.Preferred()
+			if fmt.Sprint(l) != fmt.Sprint(p) {
+				return false
+			}
+			total += len(l)
+		}
+		return total == nq
+	}
+	testwait.For(t, 20*time.Second, "every instance to lead exactly its preferred queues", func() bool { return settled(insts) })
+	for i, in := range insts {
+		if n := len(in.a.Leading()); n < 9 || n > 11 {
+			t.Errorf("%s leads %d of %d queues", ids[i], n, nq)
+		}
+	}
+
+	// One instance stops (its leases are released) and drops out of the live set.
+	insts[3].cancel()
+	<-insts[3].done
+	if err := f.q.RemoveInstance(ctx, ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, "the three others to lead all 40 queues as the spread says", func() bool { return settled(insts[:3]) })
+	for i, in := range insts[:3] {
+		if n := len(in.a.Leading()); n < 12 || n > 15 {
+			t.Errorf("after one left, %s leads %d of %d queues", ids[i], n, nq)
+		}
+	}
+}
