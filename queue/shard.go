@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,6 +79,59 @@ func (q *Queue) ReloadTopology(ctx context.Context) {
 	if cc, ok := q.rdb.(*redis.ClusterClient); ok {
 		cc.ReloadState(ctx)
 	}
+}
+
+// WatchTopology makes a Redis Cluster client re-read the slot map as soon as a command
+// fails on the network (a master died, a slot moved), at most twice a second, instead of at
+// go-redis's next periodic refresh (every 10 s while commands flow). With it a failover costs
+// the cluster's own detection and promotion time (cluster-node-timeout plus an election),
+// not that plus up to 10 s more of 503s.
+func WatchTopology(c redis.UniversalClient) {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	cc.AddHook(&topologyHook{cc: cc})
+}
+
+type topologyHook struct {
+	cc   *redis.ClusterClient
+	last atomic.Int64 // unix nanos of the last reload asked
+}
+
+func (h *topologyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *topologyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h *topologyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h *topologyHook) check(ctx context.Context, err error) {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "CLUSTERDOWN") && !strings.HasPrefix(re.Error(), "MOVED") &&
+		!strings.HasPrefix(re.Error(), "READONLY") && !strings.HasPrefix(re.Error(), "TRYAGAIN") {
+		return // an answer from a live server (a script's error, NOSCRIPT, …)
+	}
+	now := time.Now().UnixNano()
+	last := h.last.Load()
+	if now-last < int64(500*time.Millisecond) || !h.last.CompareAndSwap(last, now) {
+		return
+	}
+	h.cc.ReloadState(context.WithoutCancel(ctx))
 }
 
 // wakeChannel carries the names of queues whose rest ended (a join into an idle queue, a

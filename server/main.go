@@ -293,6 +293,8 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 		return nil, nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 	}
 	rdb, admitRDB = newClient(0), newClient(admitPoolSize) // 0: go-redis's default pool
+	queue.WatchTopology(rdb)
+	queue.WatchTopology(admitRDB)
 	return rdb, admitRDB, func() { _ = admitRDB.Close(); _ = rdb.Close(); stop() }, nil
 }
 
