@@ -288,11 +288,25 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	}
 	// A fresh token for a passthrough admission by the join itself (unused otherwise).
 	token := uuid.NewString()
-	res, err := joinScript.Run(ctx, q.rdb,
-		[]string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
-			k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew(),
-			k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)},
-		t.ID, mode, o.Client, powDiff, powTTL, invite, token).Slice()
+	keys := []string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
+		k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew(),
+		k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)}
+	var res []any
+	var err error
+	acked := false
+	if join && q.waitAcks(t.Queue) {
+		// The place (or a passthrough admission) is on a replica before the answer: a
+		// failover of the master cannot take back what the page was told (README "Failover").
+		var acks int64
+		res, acks, err = q.evalWait(ctx, joinScript, keys, t.ID, mode, o.Client, powDiff, powTTL, invite, token)
+		acked = err == nil && acks >= int64(q.cfg.ReplicaAcks)
+		if err == nil && !acked {
+			q.m.unconfirmed.WithLabelValues(t.Queue).Inc()
+			q.ackShort(t.Queue)
+		}
+	} else {
+		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powTTL, invite, token).Slice()
+	}
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
 	}
@@ -358,8 +372,8 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// one rest check at most; the join itself already cleared the flag).
 		_ = q.publishWake(ctx, t.Queue)
 	}
-	if p.Token != "" {
-		q.confirm(ctx, t.Queue) // the token is about to be handed out
+	if p.Token != "" && !(acked && code == 0) {
+		q.confirm(ctx, t.Queue) // a token admitted earlier is about to be handed out
 	}
 	return p, code, nil
 }
