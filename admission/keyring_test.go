@@ -321,7 +321,7 @@ func TestFirstKeyMadeOnce(t *testing.T) {
 // TestUnknownKidWithRedisDown: a token whose key this instance does not know, while the
 // keys cannot be re-read, is the store's failure (503), not the token's (401).
 func TestUnknownKidWithRedisDown(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.Start(t, redistest.Single()) // stopped below
 	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
 	r := newRing(t, q, admission.Config{})
 	other := newRing(t, store(t), admission.Config{})

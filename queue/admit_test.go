@@ -16,9 +16,9 @@ import (
 
 // collect subscribes to a queue's channel and returns a func that stops and returns
 // every message received.
-func collect(t *testing.T, rdb *redis.Client, name string) func() []queue.Tick {
+func collect(t *testing.T, rdb redis.UniversalClient, name string) func() []queue.Tick {
 	t.Helper()
-	ps := rdb.Subscribe(context.Background(), queue.Channel(name))
+	ps := subscribeTicks(context.Background(), rdb, name)
 	if _, err := ps.Receive(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func joinN(t testing.TB, f *fixture, name string, n int) []queue.Ticket {
 
 // instance is one simulated server: its own Redis client and admission loop.
 type instance struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	a      *queue.Admitter
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -75,7 +75,7 @@ type instance struct {
 
 func startInstance(t *testing.T, f *fixture, id, name string) *instance {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: f.srv.Addr(), MaxRetries: -1})
+	rdb := f.srv.ClientWith(redis.UniversalOptions{MaxRetries: -1})
 	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
 	a := queue.NewAdmitter(q, queue.AdmitConfig{Owner: id})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -219,7 +219,7 @@ func TestMaxActiveNeverExceeded(t *testing.T) {
 	for _, tk := range tickets {
 		byID[tk.ID] = tk
 	}
-	ps := f.rdb.Subscribe(ctx, queue.Channel(name))
+	ps := subscribeTicks(ctx, f.rdb, name)
 	defer ps.Close()
 	startInstance(t, f, "x", name)
 
@@ -264,7 +264,7 @@ func TestMaxActiveNeverExceeded(t *testing.T) {
 // before its first write and nothing after the first write can fail.) Here Redis is
 // SIGKILLed while admitting 2,000 users/s and restarted from its AOF.
 func TestNoTicketLostWhenRedisDiesMidAdmission(t *testing.T) {
-	f := newFixture(t, withAOF())
+	f := newFixture(t, withAOF()) // WithAOF: a private server in cluster mode too
 	ctx := context.Background()
 	const name = "crash"
 	f.mkQueue(t, name, 2000, 0)

@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
 // rlLimiter returns a Limiter on a private Redis with a key prefix unique to the test.
-func rlLimiter(t *testing.T) (*queue.Limiter, *redistest.Server) {
+func rlLimiter(t *testing.T, opts ...redistest.Option) (*queue.Limiter, *redistest.Server) {
 	t.Helper()
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, opts...)
 	return queue.NewLimiter(srv.Client(), rlPrefix(t)), srv
 }
 
@@ -219,7 +221,15 @@ func TestLimiterKeysShareOneSlotAndExpire(t *testing.T) {
 			t.Errorf("%s: first hash tag is not {rl}", key)
 		}
 	}
-	if n := len(rdb.Keys(ctx, prefix+"*").Val()); n != 2 {
+	n := 0
+	if err := srv.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, prefix+"*").Result()
+		n += len(keys)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
 		t.Fatalf("%d keys, want 2", n)
 	}
 }
@@ -243,7 +253,7 @@ func TestLimiterRejectsBadLimits(t *testing.T) {
 }
 
 func TestLimiterReportsRedisDown(t *testing.T) {
-	l, srv := rlLimiter(t)
+	l, srv := rlLimiter(t, redistest.Single()) // stopped below
 	if r, err := l.Allow(context.Background(), "k", 1, 1); err != nil || !r.Allowed {
 		t.Fatalf("up: %+v %v", r, err)
 	}

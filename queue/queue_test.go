@@ -24,7 +24,7 @@ func boolp(v bool) *bool { return &v }
 
 type fixture struct {
 	srv    *redistest.Server
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	q      *queue.Queue
 	signer *queue.Signer
 }

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The README's test command (make test). On a fresh Debian machine it installs what the
 # tests need (redis-server, PostgreSQL server binaries, Chromium), then runs gofmt, go vet
-# and go test -race. Every test starts its own private Redis / PostgreSQL on free loopback
-# ports in temporary directories and stops them itself; nothing is left running.
+# and go test -race — twice for the packages that talk to Redis: against a private Redis per
+# test, then against a shared Redis Cluster (WR_TEST_REDIS=cluster; WR_TEST_CLUSTER=0 skips
+# that pass). Every test starts its own private Redis / PostgreSQL (or the test binary's one
+# cluster) on free loopback ports in temporary directories and stops them; nothing is left
+# running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
+# redis-cli creates the test cluster (redis-cli --cluster create); Debian ships it in redis-tools.
+command -v redis-cli >/dev/null 2>&1 || [ -x /usr/bin/redis-cli ] || need+=(redis-tools)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 # Japanese and Korean glyphs for the screenshots of the language tests (small packages:
@@ -89,6 +94,19 @@ WR_OPENAPI_REPORT=$(mktemp)
 export WR_OPENAPI_REPORT
 go test -race -count=1 -timeout 15m ./...
 cat "$WR_OPENAPI_REPORT"; rm -f "$WR_OPENAPI_REPORT"
+unset WR_OPENAPI_REPORT
+# The same suites of the packages that talk to Redis (queue, stream, the end-to-end server
+# tests) once more against a real Redis Cluster: WR_TEST_REDIS=cluster makes
+# redistest.Start hand every test the test binary's one shared cluster (3 masters +
+# 3 replicas on loopback, emptied per test) instead of a private redis-server, and checks
+# every command the tests' clients send against the one-slot rule (queue/redistest). Tests
+# that kill, pause or restart their Redis keep a private server (redistest.Single).
+# The browser tests (TestBrowser*) are left out of this pass: they drive the same server
+# code through Chromium and would add minutes without touching Redis differently.
+if [ "${WR_TEST_CLUSTER:-1}" != "0" ]; then
+  echo "test.sh: go test -race against a Redis Cluster (WR_TEST_REDIS=cluster)"
+  WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -skip '^TestBrowser' ./queue/... ./stream/... ./server/...
+fi
 # Fuzz budgets are counts of executions, not durations: a duration (-fuzztime 5s) races the
 # fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context deadline
 # exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). A count has no deadline.

@@ -18,7 +18,7 @@ import (
 
 // watchTicks records every tick message with admissions that the leader publishes for
 // queue (read with queue.Feed, the one decoder of the wire format).
-func watchTicks(t *testing.T, rdb *redis.Client, name string) func() []queue.Tick {
+func watchTicks(t *testing.T, rdb redis.UniversalClient, name string) func() []queue.Tick {
 	ctx, cancel := context.WithCancel(context.Background())
 	feed := queue.New(rdb, queue.Config{}, nil).Feed(ctx)
 	if err := feed.Follow(ctx, name); err != nil {
@@ -120,7 +120,7 @@ func TestKillLeader(t *testing.T) {
 // stay open and are told "reconnecting"; afterwards the instance resubscribes and resyncs,
 // positions are exact, and admissions made before the crash are still there.
 func TestRedisRestart(t *testing.T) {
-	rs := redistest.Start(t, redistest.WithAOF())
+	rs := redistest.Start(t, redistest.WithAOF()) // restarted from its AOF: a private server in cluster mode too
 	in := startInProcess(t, "rr", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
 	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"rate_per_second": 200, "paused": true, "places_per_ip": 0})
 	const n = 1000
@@ -247,7 +247,10 @@ func TestPubSubKilled(t *testing.T) {
 	admin(t, in, "PUT", "/admin/api/queues/ps", map[string]any{"paused": false})
 	for range 3 {
 		time.Sleep(1200 * time.Millisecond)
-		if err := rs.Client().Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		// Every node's (on a cluster, the sharded subscriptions live on the masters of their slots).
+		if err := rs.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			return c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +266,7 @@ func TestPubSubKilled(t *testing.T) {
 // TestFailOpen: with WR_FAIL_OPEN on and Redis down, orders pass to the order store
 // (which still enforces stock); with it off (the default) they answer 503.
 func TestFailOpen(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.Start(t, redistest.Single()) // stopped below
 	db := pgtest.MustDB(t)
 	closed := startInProcess(t, "closed", baseEnv(rs.URL(), db, nil))
 	open := startInProcess(t, "open", baseEnv(rs.URL(), db, map[string]string{"WR_FAIL_OPEN": "true", "WR_ORDER_RATE_GLOBAL": "100"}))

@@ -250,7 +250,7 @@ func TestAdminValuesNeverAnswer500(t *testing.T) {
 // polls and orders on two instances: every request is answered — 503 with Retry-After
 // while Redis is stalled — within the budget, nothing is lost and nothing oversold.
 func TestStalledRedisFailsFast(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.Start(t, redistest.Single()) // paused below
 	db := pgtest.MustDB(t)
 	env := baseEnv(rs.URL(), db, nil)
 	a := startInProcess(t, "stall-a", env)

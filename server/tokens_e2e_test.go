@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/internal/testwait"
@@ -61,12 +60,7 @@ func jtiOf(t *testing.T, tok string) string {
 // server would never make (expired, other claims) with the deployment's own key.
 func ring(t *testing.T, redisURL string) *admission.KeyRing {
 	t.Helper()
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redistest.ClientURL(t, redisURL) // a plain or a cluster URL
 	k, err := admission.NewKeyRing(queue.New(rdb, queue.Config{}, nil), admission.Config{Secret: []byte(baseEnv("", "", nil)["WR_SECRET"])})
 	if err != nil {
 		t.Fatal(err)

@@ -132,7 +132,7 @@ func linePositionsProperty(t *testing.T, name string, seed1, seed2 uint64, share
 	}
 }
 
-func laneSeqs(t *testing.T, rdb *redis.Client, key string) []int64 {
+func laneSeqs(t *testing.T, rdb redis.UniversalClient, key string) []int64 {
 	t.Helper()
 	zs, err := rdb.ZRangeWithScores(context.Background(), key, 0, -1).Result()
 	if err != nil {

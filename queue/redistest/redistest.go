@@ -1,9 +1,22 @@
-// Package redistest starts private redis-server processes for tests.
+// Package redistest gives tests a Redis: a private redis-server, or a shared Redis Cluster.
 //
-// Every server listens on a free loopback port in its own temporary directory and is
-// stopped by t.Cleanup. A missing redis-server binary fails the test loudly: the README's
-// test command installs it, and a test that silently skips would turn a missing backend
-// green.
+// Start hands a test its Redis. By default that is a private redis-server on a free
+// loopback port in its own temporary directory, stopped by t.Cleanup. With
+// WR_TEST_REDIS=cluster in the environment it is instead the test binary's one shared
+// Redis Cluster (3 masters, 3 replicas, see cluster.go), emptied (FLUSHALL on every master)
+// for each test: tests in the packages run against both (scripts/test.sh runs both passes).
+// A test that crashes, pauses or restarts its Redis, or needs persistence, asks for a
+// private server in both modes with Single (WithAOF implies it); Stop, Start, Pause, Resume
+// and Restart on the shared cluster fail the test, so no such test runs against it by
+// accident.
+//
+// In cluster mode every client handed out is checked by a hook (hook.go): a command or
+// script whose keys span several hash slots, or a MULTI/EXEC over several slots, fails the
+// test that made the client when it ends.
+//
+// Every redis-server dies with the test binary, however it ends (spawn.go). A missing
+// redis-server binary fails the test loudly: the README's test command installs it, and a
+// test that silently skips would turn a missing backend green.
 package redistest
 
 import (
@@ -14,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,13 +38,34 @@ import (
 	"github.com/waitroom/waitroom/internal/freeport"
 )
 
-// Server is one private redis-server process.
+// EnvMode is the environment variable that chooses what Start hands out: "" or "single"
+// (a private redis-server per test) or "cluster" (the shared cluster).
+const EnvMode = "WR_TEST_REDIS"
+
+// ClusterMode reports whether Start hands out the shared cluster (WR_TEST_REDIS=cluster).
+func ClusterMode() bool { return os.Getenv(EnvMode) == "cluster" }
+
+func checkMode(tb testing.TB) {
+	tb.Helper()
+	switch m := os.Getenv(EnvMode); m {
+	case "", "single", "cluster":
+	default:
+		tb.Fatalf("redistest: %s=%q: want single or cluster", EnvMode, m)
+	}
+}
+
+// Server is the Redis of one test: a private redis-server process, or (cluster mode) the
+// shared cluster.
 type Server struct {
-	tb   testing.TB
-	bin  string
-	dir  string
-	port int
-	aof  bool
+	tb     testing.TB
+	bin    string
+	dir    string
+	port   int
+	aof    bool
+	single bool
+
+	cluster *Cluster  // cluster mode: the shared cluster
+	rec     *Recorder // cluster mode: what this test's clients saw
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -39,8 +74,14 @@ type Server struct {
 // Option changes how a Server is started.
 type Option func(*Server)
 
-// WithAOF turns on the append-only file, so data survives Stop and Start.
-func WithAOF() Option { return func(s *Server) { s.aof = true } }
+// WithAOF turns on the append-only file, so data survives Stop and Start. It implies
+// Single.
+func WithAOF() Option { return func(s *Server) { s.aof, s.single = true, true } }
+
+// Single asks for a private redis-server in every mode: for a test that stops, pauses or
+// restarts its Redis (Stop, Start, Pause, Resume, Restart), which it must not do to the
+// shared cluster.
+func Single() Option { return func(s *Server) { s.single = true } }
 
 // Binary returns the redis-server path: $WR_TEST_REDIS_BIN, else redis-server on PATH,
 // else Debian's location.
@@ -57,39 +98,141 @@ func Binary() (string, error) {
 	return "", fmt.Errorf("redis-server not found: run the README test command (make test), which installs it")
 }
 
-// Start starts a private Redis and returns it; it is stopped when the test ends.
+// Start hands the test its Redis: a private server (stopped when the test ends), or in
+// cluster mode the shared cluster, healthy and emptied.
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
+	checkMode(tb)
+	s := &Server{tb: tb}
+	for _, o := range opts {
+		o(s)
+	}
+	if ClusterMode() && !s.single {
+		s.cluster = SharedCluster(tb)
+		if err := s.cluster.WaitHealthy(30 * time.Second); err != nil {
+			tb.Fatalf("redistest: shared cluster: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.cluster.FlushAll(ctx); err != nil {
+			tb.Fatalf("redistest: shared cluster: FLUSHALL: %v", err)
+		}
+		s.rec = NewRecorder()
+		tb.Cleanup(func() {
+			if v := s.rec.Violations(); len(v) > 0 {
+				tb.Errorf("redistest: %d command(s) broke Redis Cluster's one-slot rule:\n%s", len(v), strings.Join(v, "\n"))
+			}
+		})
+		return s
+	}
 	bin, err := Binary()
 	if err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
-	for _, o := range opts {
-		o(s)
-	}
+	s.bin, s.dir = bin, tb.TempDir()
 	s.port = freePort(tb)
 	s.Start()
 	tb.Cleanup(s.Stop)
 	return s
 }
 
-// Addr is host:port of the server.
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// Cluster is the shared cluster in cluster mode, nil for a private server.
+func (s *Server) Cluster() *Cluster { return s.cluster }
 
-// URL is a redis:// URL for the server.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// Recorder is what this test's clients saw on the cluster (nil for a private server).
+func (s *Server) Recorder() *Recorder { return s.rec }
 
-// Client returns a new client for the server, closed when the test ends.
-func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+// Addr is host:port of a private server. A cluster has no one address: a test that
+// needs it must use Single.
+func (s *Server) Addr() string {
+	if s.cluster != nil {
+		s.tb.Helper()
+		s.tb.Fatalf("redistest: Addr of the shared Redis Cluster: use URL, Client or ClientWith, or start this test's Redis with redistest.Single()")
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// URL is a redis:// URL for the server; for the cluster, a go-redis cluster URL
+// (redis://host:port?addr=host:port&addr=…, see redis.ParseClusterURL).
+func (s *Server) URL() string {
+	if s.cluster != nil {
+		return s.cluster.URL()
+	}
+	return "redis://" + s.Addr() + "/0"
+}
+
+// Client returns a new client, closed when the test ends: a *redis.Client of a private
+// server, or a *redis.ClusterClient checked by the one-slot hook.
+func (s *Server) Client() redis.UniversalClient { return s.ClientWith(redis.UniversalOptions{}) }
+
+// ClientWith is Client with options (Addrs is set here; for the cluster, the options
+// apply to every node's client).
+func (s *Server) ClientWith(o redis.UniversalOptions) redis.UniversalClient {
+	var c redis.UniversalClient
+	if s.cluster != nil {
+		c = s.cluster.ClientWith(o.Cluster(), s.rec)
+	} else {
+		o.Addrs = []string{s.Addr()}
+		c = redis.NewClient(o.Simple())
+	}
 	s.tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ClientURL returns a new client for a URL that Server.URL returned (a plain or a cluster
+// URL, as the server's REDIS_URL parses it), closed when the test ends. A cluster client of
+// the shared cluster is checked by its hook.
+func ClientURL(tb testing.TB, url string) redis.UniversalClient {
+	tb.Helper()
+	var c redis.UniversalClient
+	if strings.Contains(url, "addr=") {
+		o, err := redis.ParseClusterURL(url)
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		if sc := shared.c; sc != nil && sc.URL() == url {
+			c = sc.ClientWith(o)
+		} else {
+			c = redis.NewClusterClient(o)
+		}
+	} else {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		c = redis.NewClient(o)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ForEachMaster calls fn with a plain client of the server, or of every master of the
+// cluster in turn: for what one node answers about itself (INFO, KEYS, CLIENT KILL, …).
+func (s *Server) ForEachMaster(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	if s.cluster != nil {
+		return s.cluster.ForEachMaster(ctx, fn)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// notOnCluster fails the test: what it asked would take down or stall the shared cluster.
+func (s *Server) notOnCluster(what string) bool {
+	if s.cluster == nil {
+		return false
+	}
+	s.tb.Helper()
+	s.tb.Fatalf("redistest: %s on the shared Redis Cluster: start this test's Redis with redistest.Start(t, redistest.Single())", what)
+	return true
 }
 
 // Start (re)starts the process on the same port and directory and waits until it answers.
 func (s *Server) Start() {
 	s.tb.Helper()
+	if s.notOnCluster("Start") {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -106,7 +249,7 @@ func (s *Server) Start() {
 		args = append(args, "--appendonly", "no")
 	}
 	cmd := exec.Command(s.bin, args...)
-	if err := cmd.Start(); err != nil {
+	if err := startGuarded(cmd); err != nil {
 		s.tb.Fatalf("redistest: start %s: %v", s.bin, err)
 	}
 	s.cmd = cmd
@@ -130,6 +273,9 @@ func (s *Server) Start() {
 
 // Stop kills the process (SIGKILL, like a crash) and waits for it. Safe to call twice.
 func (s *Server) Stop() {
+	if s.notOnCluster("Stop") {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -142,10 +288,18 @@ func (s *Server) Stop() {
 
 // Pause stops the process (SIGSTOP): connections stay open, nothing is answered — a
 // stalled server, as under a long fork or a frozen VM. Resume ends it.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() {
+	if !s.notOnCluster("Pause") {
+		s.signal(syscall.SIGSTOP)
+	}
+}
 
 // Resume continues a paused process (SIGCONT).
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() {
+	if !s.notOnCluster("Resume") {
+		s.signal(syscall.SIGCONT)
+	}
+}
 
 func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()

@@ -199,7 +199,7 @@ func TestGuardSemantics(t *testing.T) {
 // TestGuardRedisDown: with Redis gone the guard answers 503 in the error shape (never lets
 // the request through).
 func TestGuardRedisDown(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.Start(t, redistest.Single()) // stopped below
 	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
 	keys, _ := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
 	if err := keys.Load(context.Background()); err != nil {

@@ -1,0 +1,207 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// subscribeTicks subscribes to a queue's tick messages as the queue publishes them with
+// the default configuration (PubSubAuto): SUBSCRIBE on a single Redis, SSUBSCRIBE (sharded
+// pub/sub, to the master of the queue's slot) on a Redis Cluster.
+func subscribeTicks(ctx context.Context, rdb redis.UniversalClient, name string) *redis.PubSub {
+	if queue.New(rdb, queue.Config{}, nil).PubSub() == queue.PubSubSharded {
+		return rdb.SSubscribe(ctx, queue.Channel(name))
+	}
+	return rdb.Subscribe(ctx, queue.Channel(name))
+}
+
+// TestScriptsKeepToOneSlot is the proof that the queue works on a Redis Cluster: it runs
+// every Lua script of this package (every queue/*.lua, found by its SHA1) on a real cluster
+// of 3 masters and 3 replicas, through the package's own API, with a client whose hook
+// checks every command before it is sent (redistest/hook.go): all keys of a script, of a
+// multi-key command and of a MULTI/EXEC hash to one slot, and no reply is a cluster's
+// refusal (CROSSSLOT, or a script touching an undeclared key of another slot). Keys outside
+// the queues' hash tags (wr:queues, wr:alive, instance and signing keys, …) are only touched
+// alone or with keys of their own slot.
+//
+// In cluster mode (WR_TEST_REDIS=cluster) it uses the shared cluster; otherwise it starts
+// one for itself (about 2 s), so the single-Redis pass proves it too.
+//
+// A new script fails this test until the scenario below runs it.
+func TestScriptsKeepToOneSlot(t *testing.T) {
+	var c *redistest.Cluster
+	if redistest.ClusterMode() {
+		c = redistest.Start(t).Cluster()
+	} else {
+		c = redistest.StartCluster(t)
+	}
+	rec := redistest.NewRecorder()
+	cc := c.Client(rec)
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := context.Background()
+	q := queue.New(cc, queue.Config{}, nil)
+	signer := queue.NewSigner([]byte("test-secret"))
+	a := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "proof"})
+	const name = "proof"
+
+	// A scheduled sale (schedule.lua), a pre-queue (join.lua), one leaving (leave.lua).
+	start := time.Now().Add(400 * time.Millisecond)
+	rate, maxActive := 1000.0, int64(0)
+	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: &rate, MaxActive: &maxActive, StartsAt: &start}); err != nil {
+		t.Fatal(err)
+	}
+	var tks []queue.Ticket
+	for range 4 {
+		tk, _ := signer.New(name)
+		if _, _, err := q.Join(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		tks = append(tks, tk)
+	}
+	if err := q.Leave(ctx, tks[3]); err != nil {
+		t.Fatal(err)
+	}
+	tks = tks[:3]
+	// Signs of life (touch.lua), the snapshot (snapshot.lua), invites (invites_*.lua).
+	if err := q.Touch(ctx, name, []string{tks[0].ID, tks[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Snapshot(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := q.CreateInvites(ctx, name, queue.InviteSpec{Count: 2, Lane: queue.LanePriority, MaxUses: 1})
+	if err != nil || len(inv) != 2 {
+		t.Fatalf("invites: %v %v", inv, err)
+	}
+	if l, err := q.Invites(ctx, name); err != nil || len(l) != 2 {
+		t.Fatalf("invite list: %v %v", l, err)
+	}
+	if err := q.RevokeInvite(ctx, name, inv[1].Code); err != nil {
+		t.Fatal(err)
+	}
+	// A chain of rate limits, several keys in one script (limit.lua).
+	l := queue.NewLimiter(cc, "")
+	if r, err := l.AllowChain(ctx, []queue.Limit{{Scope: "user", Key: "u1", Rate: 10, Burst: 10}, {Scope: "global", Rate: 100, Burst: 100}}); err != nil || !r.Allowed {
+		t.Fatalf("limit: %+v %v", r, err)
+	}
+	// Admission ticks (lease.lua, admit.lua): before the start, then the draw at the start
+	// (drawplace.lua, drawdone.lua), then admissions and a token (token.lua).
+	if _, err := a.TickOnce(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start) + 20*time.Millisecond)
+	if r, err := a.TickOnce(ctx, name); err != nil || r.Phase != queue.DrawFrozen {
+		t.Fatalf("start tick: %+v %v", r, err)
+	}
+	if d, err := q.Draw(ctx, name); err != nil || d.Phase != queue.DrawDone || d.Participants != 3 {
+		t.Fatalf("draw: %+v %v", d, err)
+	}
+	var p queue.Place
+	for deadline := time.Now().Add(5 * time.Second); p.Token == ""; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no admission: %+v", p)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := a.TickOnce(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if p, err = q.Status(ctx, tks[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _, err := q.CheckToken(ctx, tks[0], p.Token); err != nil {
+		t.Fatalf("token: %v %v", v, err)
+	}
+	// The end of the sale (end.lua).
+	end := time.Now().Add(150 * time.Millisecond)
+	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{EndsAt: &end}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(end) + 20*time.Millisecond)
+	if r, err := a.TickOnce(ctx, name); err != nil || !r.EndDue {
+		t.Fatalf("end tick: %+v %v", r, err)
+	}
+
+	// Every script of the package ran, none without keys, and nothing broke the rule.
+	ran := rec.Scripts()
+	keyless := rec.KeylessScripts()
+	files, err := filepath.Glob("*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts found: %v", err)
+	}
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sha := redistest.ScriptSHA1(string(body))
+		switch {
+		case ran[sha] == 0:
+			t.Errorf("%s (%s) never ran on the cluster: run it in this test's scenario", f, sha)
+		case keyless[sha] > 0:
+			t.Errorf("%s ran %d times with no key: a keyless script goes to a random node", f, keyless[sha])
+		default:
+			t.Logf("%-22s ran %d times", f, ran[sha])
+		}
+	}
+	if v := rec.Violations(); len(v) > 0 {
+		t.Errorf("%d command(s) broke the one-slot rule:\n%s", len(v), strings.Join(v, "\n"))
+	}
+	globals := rec.GlobalKeys()
+	keys := make([]string, 0, len(globals))
+	for k := range globals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Logf("global key %s (slot %d): %v", k, redistest.Slot(k), globals[k])
+	}
+}
+
+// A queue's keys share the hash tag {q:<name>}, which only holds if a name cannot close it
+// early or open another: ValidName (^[A-Za-z0-9_-]{1,64}$) refuses "{" and "}", and so do
+// Put and the ticket parser. ("a}b" would give wr:{q:a}b}:cfg, hashed as {q:a}: queue a's
+// slot, whatever its other keys do.)
+func TestQueueNamesKeepTheHashTag(t *testing.T) {
+	if redistest.Slot("wr:{q:a}b}:cfg") != redistest.Slot("wr:{q:a}:cfg") {
+		t.Fatal("the example in this test's comment is wrong")
+	}
+	for _, n := range []string{"a{b", "a}b", "{a}", "{", "}", "q:{x}", "", "a b", "a:b", strings.Repeat("a", 65)} {
+		if queue.ValidName(n) {
+			t.Errorf("ValidName(%q) = true", n)
+		}
+	}
+	for _, n := range []string{"a", "drop-1", "A_b-9", strings.Repeat("z", 64)} {
+		if !queue.ValidName(n) {
+			t.Errorf("ValidName(%q) = false", n)
+		}
+		k := []string{"wr:{q:" + n + "}:cfg", "wr:{q:" + n + "}:waiting", "wr:{q:" + n + "}:token:x", queue.Channel(n)}
+		for _, key := range k[1:] {
+			if redistest.Slot(key) != redistest.Slot(k[0]) {
+				t.Errorf("%s and %s: different slots", key, k[0])
+			}
+		}
+	}
+	f := newFixture(t)
+	for _, n := range []string{"a{b", "a}b", "{x}"} {
+		if _, _, err := f.q.Put(context.Background(), n, queue.SettingsPatch{}); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("Put(%q): %v, want ErrInvalid", n, err)
+		}
+		tk, _ := f.signer.New("a")
+		raw := strings.Replace(f.signer.String(tk), "a.", n+".", 1)
+		if _, err := f.signer.Parse(raw); err == nil {
+			t.Errorf("a ticket for queue %q parsed", n)
+		}
+	}
+}
