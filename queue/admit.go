@@ -300,6 +300,12 @@ func (a *Admitter) listenWakes(ctx context.Context) {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
+				// Queues created before the subscription was up (at start, or while it was
+				// re-established) are read now, not at the next refresh.
+				select {
+				case a.refresh <- struct{}{}:
+				default:
+				}
 				a.pokeAll()
 			}
 		case *redis.Message:
