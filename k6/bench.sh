@@ -32,6 +32,23 @@
 #                        scheduled (pre-queue), each with 0, 10,000 and 100,000 places (IDLE_SIZES)
 #                        (the drop-day runs are not in the default suite; DRAW_N, SOLDOUT_N
 #                        change their sizes)
+#   BENCH_ONLY=idlequeues  scale-out: Redis commands/s with 0, 1, 100 and 1,000 empty queues
+#                        (IDLEQ_SIZES) on 2 instances, the build before resting (IDLEQ_OLD_REV,
+#                        0cb5c6d; IDLEQ_OLD=0 skips it) and this one side by side; per idle queue
+#                        = (total − total at 0) / N; target ≤ 2 commands/s per idle queue
+#   BENCH_ONLY=spread1000  1,000 busy queues (SPREAD_QUEUES; one place each, rate 0) over 4
+#                        instances (SPREAD_INSTANCES): how many each leads once settled;
+#                        target: the even share ± 15 %. SPREAD_OLD=1: the old build too
+#   BENCH_ONLY=cluster20x1000  20 queues × 1,000 streams (CL_QUEUES, CL_N) over 2 instances on a
+#                        local Redis Cluster (k6/cluster.sh: 3 masters + 3 replicas) and the same
+#                        on one plain Redis: positions exact, admission p99, commands per tick
+#   BENCH_ONLY=waitcost  the failover guarantee's cost on the cluster: the same busy queues
+#                        (WAIT_QUEUES 4 × WAIT_N/4 streams, WAIT_RATE 25/s each) with
+#                        WR_REDIS_REPLICA_ACKS=0 and =1, WAITCOST_RUNS (2) rounds alternated
+#                        (the scale-out runs are not in the default suite)
+#   BENCH_REV=<commit>   build the server from that commit (a temporary git worktree), not from
+#                        the working tree (which may hold others' uncommitted edits); the
+#                        swarm is always built from the working tree
 #   BENCH_K6=0           skip the k6 scripts;  K6=/path/to/k6 to choose the binary
 #   BENCH_OUT=dir        where JSON results go (default k6/results/<time>-<size>, git-ignored)
 #   BENCH_SERVER_ENV="WR_UPDATE_INTERVAL=3s …"   extra server settings (no spaces inside values)
@@ -63,6 +80,10 @@ ADMIN_TOKEN=bench-admin-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 SECRET=bench-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 SERVER_PIDS=()
 REDIS_PID=
+CLUSTER_DIR=
+REDIS_URL_SRV= # what the instances get as REDIS_URL (set by start_redis / use_cluster)
+REDIS_INFO=    # -redis of the swarm: the server(s) whose INFO commandstats are summed
+REDIS_REPL=    # -redis-replicas of the swarm
 PG_DIR=
 PG_PORT=
 TARGETS=
@@ -103,6 +124,12 @@ cleanup() {
 	trap - EXIT INT TERM
 	stop_servers
 	stop_pid "$REDIS_PID" 5
+	if [ -n "$CLUSTER_DIR" ]; then
+		"$ROOT/k6/cluster.sh" stop "$CLUSTER_DIR" >/dev/null 2>&1 || true
+	fi
+	for wt in "$WORK"/src-*; do
+		[ -d "$wt" ] && git -C "$ROOT" worktree remove --force "$wt" >/dev/null 2>&1 || true
+	done
 	if [ -n "$PG_DIR" ] && [ -f "$PG_DIR/postmaster.pid" ]; then
 		as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
 	fi
@@ -138,9 +165,23 @@ wait_http() { # wait_http URL seconds
 	return 1
 }
 
+# build_rev REV OUT: the server of commit REV, built in a temporary worktree (removed after).
+build_rev() {
+	local rev=$1 out=$2 dir
+	dir=$WORK/src-$(git rev-parse --short "$rev")
+	git worktree add --detach "$dir" "$rev" >/dev/null 2>&1
+	(cd "$dir" && go build -o "$out" ./server)
+	git worktree remove --force "$dir"
+	log "server of $(git rev-parse --short "$rev") built into $out"
+}
+
 build() {
 	log "building server and swarm"
-	go build -o "$WORK/wr" ./server
+	if [ -n "${BENCH_REV:-}" ]; then
+		build_rev "$BENCH_REV" "$WORK/wr"
+	else
+		go build -o "$WORK/wr" ./server
+	fi
 	go build -o "$WORK/swarm" ./k6/swarm
 }
 
@@ -152,6 +193,9 @@ start_redis() {
 		--maxclients 10000 --loglevel warning >"$WORK/redis.log" 2>&1 &
 	REDIS_PID=$!
 	REDIS_ADDR=127.0.0.1:$port
+	REDIS_URL_SRV=redis://$REDIS_ADDR/0
+	REDIS_INFO=$REDIS_ADDR
+	REDIS_REPL=
 	for _ in $(seq 50); do
 		redis-cli -p "$port" ping >/dev/null 2>&1 && break
 		sleep 0.1
@@ -184,7 +228,7 @@ start_servers() {
 	[ -n "${SERVER_NOFILE:-}" ] && wrap=(prlimit --nofile="$SERVER_NOFILE:$SERVER_NOFILE")
 	for ((i = 1; i <= count; i++)); do
 		port=$(free_port)
-		env WR_ADDR=127.0.0.1:$port REDIS_URL=redis://$REDIS_ADDR/0 DATABASE_URL="$DATABASE_URL" \
+		env WR_ADDR=127.0.0.1:$port REDIS_URL="$REDIS_URL_SRV" DATABASE_URL="$DATABASE_URL" \
 			WR_SECRET="$SECRET" WR_ADMIN_TOKEN="$ADMIN_TOKEN" WR_INSTANCE_ID=bench-$i \
 			WR_STREAMS_PER_IP=100000 WR_JOIN_RATE_PER_IP=0 WR_STATUS_RATE_PER_TICKET=0 WR_ORDER_RATE_PER_TICKET=0 WR_ORDER_RATE_GLOBAL=0 \
 			WR_DEMO=false WR_LOG_LEVEL=${SERVER_LOG_LEVEL:-warn} WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} \
@@ -201,15 +245,47 @@ start_servers() {
 # another's queues, goroutines or heap (seed 003: reset before every measured run).
 fresh() {
 	stop_servers
-	redis-cli -p "${REDIS_ADDR#*:}" flushall >/dev/null
+	flush_redis
 	start_servers "$1"
+}
+
+# flush_redis empties the Redis the instances use (every master of a cluster).
+flush_redis() {
+	local a
+	for a in ${REDIS_INFO//,/ }; do
+		redis-cli -p "${a#*:}" flushall >/dev/null
+	done
+}
+
+# use_cluster starts a local Redis Cluster (k6/cluster.sh: 3 masters + 3 replicas) once and
+# points the next instances and swarm runs at it; use_plain points them back at the plain one.
+use_cluster() {
+	if [ -z "$CLUSTER_DIR" ]; then
+		CLUSTER_DIR=$WORK/cluster
+		"$ROOT/k6/cluster.sh" start "$CLUSTER_DIR" >"$WORK/cluster.env"
+		# shellcheck disable=SC1090
+		. "$WORK/cluster.env"
+		CL_URL=$REDIS_URL CL_MASTERS=$REDIS_MASTERS CL_REPLICAS=$REDIS_REPLICAS
+		unset REDIS_URL
+		log "Redis Cluster: $CL_URL (replicas $CL_REPLICAS)"
+		"$ROOT/k6/cluster.sh" status "$CLUSTER_DIR" >"$OUT/cluster-nodes.txt" 2>&1 || true
+	fi
+	REDIS_URL_SRV=$CL_URL
+	REDIS_INFO=$CL_MASTERS
+	REDIS_REPL=$CL_REPLICAS
+}
+
+use_plain() {
+	REDIS_URL_SRV=redis://$REDIS_ADDR/0
+	REDIS_INFO=$REDIS_ADDR
+	REDIS_REPL=
 }
 
 swarm() { # swarm NAME flags…: one swarm run, JSON to $OUT/NAME.json
 	local name=$1
 	shift
 	log "swarm $name: $*"
-	"$WORK/swarm" -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -redis "$REDIS_ADDR" \
+	"$WORK/swarm" -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -redis "$REDIS_INFO" ${REDIS_REPL:+-redis-replicas "$REDIS_REPL"} \
 		-out "$OUT/$name.json" -label "$name" "$@" | tee "$OUT/$name.txt"
 }
 
@@ -355,6 +431,117 @@ idlepre() {
 	} | tee "$OUT/idlepre.txt"
 }
 
+# log_summary NAME: the instances' warn and error lines of run NAME, counted by message (a
+# warning repeated every tick shows as a large count).
+log_summary() {
+	local f
+	for f in "$OUT/$1"-server-*.log; do
+		[ -e "$f" ] || continue
+		echo "$(basename "$f"): $(grep -c '"level":"\(warn\|error\)"' "$f" || true) warn/error lines"
+		grep -h '"level":"\(warn\|error\)"' "$f" | jq -r '"\(.level) \(.message) \(.error // "" | .[0:160])"' 2>/dev/null |
+			sort | uniq -c | sort -rn | head -8 || true
+	done
+}
+
+# run_queues NAME BIN COUNT ENV flags…: new instances (COUNT of BIN, extra settings ENV) over an
+# emptied Redis, one swarm run, and a summary of the instances' warnings.
+run_queues() {
+	local name=$1 bin=$2 count=$3 env=$4
+	shift 4
+	BENCH_SERVER_ENV="$env ${BENCH_SERVER_ENV:-}" SERVER_BIN=$bin SERVER_LOG=$name-server fresh "$count"
+	swarm "$name" "$@" || log "swarm $name failed (exit $?)"
+	stop_servers
+	log_summary "$name" | tee "$OUT/$name-logs.txt"
+}
+
+# idlequeues: Redis commands/s of 0, 1, 100 and 1,000 empty queues on 2 instances, the build
+# before resting and this one. Per idle queue = (total − total at 0) / N.
+idlequeues() {
+	local builds="new" b n bin
+	if [ "${IDLEQ_OLD:-1}" != 0 ]; then
+		build_rev "${IDLEQ_OLD_REV:-0cb5c6d}" "$WORK/wr-old"
+		builds="old new"
+	fi
+	for b in $builds; do
+		bin=$WORK/wr
+		[ "$b" = old ] && bin=$WORK/wr-old
+		for n in ${IDLEQ_SIZES:-0 1 100 1000}; do
+			run_queues "idleq-$b-$n" "$bin" "${IDLEQ_INSTANCES:-2}" "" -mode idlequeues -queues "$n" \
+				-settle "${IDLEQ_SETTLE:-20s}" -leader-wait 30s -duration "${IDLEQ_WINDOW:-60s}"
+		done
+	done
+	{
+		echo "empty queues on ${IDLEQ_INSTANCES:-2} instances, one plain Redis: Redis commands/s over ${IDLEQ_WINDOW:-60s} after ${IDLEQ_SETTLE:-20s} (INFO commandstats delta, commands inside scripts included)"
+		echo "old = ${IDLEQ_OLD_REV:-0cb5c6d}, new = ${BENCH_REV:-the working tree}; per queue = (cmds/s − cmds/s at 0 queues) / queues; target ≤ 2"
+		printf '%-5s %6s %11s %10s %9s %10s %10s %10s %8s  %s\n' build queues "cmds/s" "per queue" "ticks/s" "scripts/s" "Redis CPU" "server CPU" leaders "top commands/s"
+		for b in $builds; do
+			local fixed=
+			for n in ${IDLEQ_SIZES:-0 1 100 1000}; do
+				f=$OUT/idleq-$b-$n.json
+				[ -e "$f" ] || continue
+				[ "$n" = 0 ] && fixed=$(jq '.window.redis_commands_per_s' "$f")
+				jq -r --arg b "$b" --arg fixed "${fixed:-}" '[$b, .queues, (.window.redis_commands_per_s*10|round/10),
+					(if .queues > 0 and $fixed != "" then (((.window.redis_commands_per_s - ($fixed|tonumber)) / .queues)*1000|round/1000) else "-" end),
+					.admission_ticks_per_s, (.window.redis_script_runs_per_s*10|round/10), (.window.redis_cpu_cores*1000|round/1000),
+					(.window.server_cpu_cores*1000|round/1000), (.leaders.led + .leaders.doubled),
+					([.redis_calls_per_s_by_command | to_entries | sort_by(-.value) | .[0:5][] | "\(.key) \(.value*10|round/10)"] | join(", "))] | @tsv' "$f" |
+					awk -F'\t' '{printf "%-5s %6s %11s %10s %9s %10s %10s %10s %8s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}'
+			done
+		done
+	} | tee "$OUT/idlequeues.txt"
+}
+
+# spread1000: SPREAD_QUEUES busy queues (one place each, rate 0: they never rest) over
+# SPREAD_INSTANCES instances; WR_GRACE=1h keeps the places (no stream holds them).
+spread1000() {
+	local b bin builds="new"
+	[ "${SPREAD_OLD:-0}" != 0 ] && { build_rev "${IDLEQ_OLD_REV:-0cb5c6d}" "$WORK/wr-old"; builds="old new"; }
+	for b in $builds; do
+		bin=$WORK/wr
+		[ "$b" = old ] && bin=$WORK/wr-old
+		run_queues "spread-$b-${SPREAD_QUEUES:-1000}" "$bin" "${SPREAD_INSTANCES:-4}" "WR_GRACE=1h" -mode spread \
+			-queues "${SPREAD_QUEUES:-1000}" -queue-waiters 1 -settle "${SPREAD_SETTLE:-20s}" -leader-wait "${SPREAD_WAIT:-120s}" \
+			-duration "${SPREAD_WINDOW:-30s}"
+	done
+}
+
+# cluster20x1000: CL_QUEUES queues × CL_N/CL_QUEUES streams over 2 instances of this build, on
+# the local Redis Cluster and then on the plain Redis.
+cluster20x1000() {
+	local where
+	for where in cluster plain; do
+		if [ "$where" = cluster ]; then use_cluster; else use_plain; fi
+		run_queues "cl-$where" "$WORK/wr" 2 "" -mode stream -queues "${CL_QUEUES:-20}" -n "${CL_N:-20000}" \
+			-connect-rate "${CL_CONNECT_RATE:-2000}" -idle 10s -duration "${CL_WINDOW:-30s}" -rate "${CL_RATE:-10}"
+	done
+	use_plain
+}
+
+# waitcost: the same busy queues on the cluster with WR_REDIS_REPLICA_ACKS=0 and =1,
+# WAITCOST_RUNS rounds alternated.
+waitcost() {
+	local i acks
+	use_cluster
+	for ((i = 1; i <= ${WAITCOST_RUNS:-2}; i++)); do
+		for acks in 0 1; do
+			run_queues "wait-acks$acks-$i" "$WORK/wr" 2 "WR_REDIS_REPLICA_ACKS=$acks" -mode stream -queues "${WAIT_QUEUES:-4}" \
+				-n "${WAIT_N:-4000}" -connect-rate 2000 -idle 5s -duration "${WAIT_WINDOW:-30s}" -rate "${WAIT_RATE:-25}"
+		done
+	done
+	use_plain
+	{
+		echo "the same busy queues on the cluster: ${WAIT_QUEUES:-4} queues × $((${WAIT_N:-4000} / ${WAIT_QUEUES:-4})) streams, admitting ${WAIT_RATE:-25}/s each, 2 instances; push window ${WAIT_WINDOW:-30s}"
+		printf '%-14s %13s %13s %10s %10s %14s %14s %10s %10s\n' run "tick p50 ms" "tick p99 ms" "cmds/tick" "wait/tick" "admitted p99" "from issue p99" admitted/s unconfirmed
+		for f in "$OUT"/wait-acks*-*.json; do
+			[ -e "$f" ] || continue
+			jq -r --arg n "$(basename "$f" .json)" '(.windows[] | select(.kind == "stream")) as $w | [$n, $w.server_tick_duration.p50_ms, $w.server_tick_duration.p99_ms,
+				($w.redis_commands_per_tick*100|round/100), (($w.redis_calls_per_s_by_command.wait // 0) * $w.seconds / ([$w.admission_ticks,1]|max) *100|round/100),
+				.latency.admitted.p99_ms, .latency.admitted_from_issue.p99_ms, ($w.admitted_per_s*10|round/10), ($w.replication_unconfirmed // 0)] | @tsv' "$f" |
+				awk -F'\t' '{printf "%-14s %13s %13s %10s %10s %14s %14s %10s %10s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}'
+		done
+	} | tee "$OUT/waitcost.txt"
+}
+
 machine() {
 	{
 		echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -362,8 +549,9 @@ machine() {
 		echo "memory: $(free -g | awk '/Mem:/{print $2 " GiB"}')"
 		echo "kernel: $(uname -sr)"
 		echo "go: $(go version | awk '{print $3}')"
+		echo "redis-server: $(redis-server --version | awk '{print $3}' | tr -d v=)"
 		echo "open files: $(ulimit -n)"
-		echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)${BENCH_REV:+ (server built from $BENCH_REV)}"
 		echo "working tree: $(git status --porcelain 2>/dev/null | wc -l) changed or untracked files (uncommitted work is in the build)"
 	} | tee "$OUT/machine.txt"
 }
@@ -416,6 +604,18 @@ default)
 	fi
 	if want idlepre; then
 		idlepre
+	fi
+	if want idlequeues; then
+		idlequeues
+	fi
+	if want spread1000; then
+		spread1000
+	fi
+	if want cluster20x1000; then
+		cluster20x1000
+	fi
+	if want waitcost; then
+		waitcost
 	fi
 	if [ "${BENCH_K6:-1}" != 0 ] && { want joinrate || want knee || want spike; }; then
 		find_k6

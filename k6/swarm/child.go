@@ -247,6 +247,7 @@ type connectedMsg struct {
 // childResult is everything a process measured.
 type childResult struct {
 	Index         int                 `json:"index"`
+	Queue         string              `json:"queue"`
 	Connected     int                 `json:"connected"`
 	Hist          map[string]histJSON `json:"hist"`
 	Counts        map[string]int64    `json:"counts"`
@@ -474,7 +475,7 @@ func (c *child) stopAll(streams, polls *sync.WaitGroup) {
 
 func (c *child) result() childResult {
 	st := c.st
-	r := childResult{Index: c.cfg.Index, Hist: map[string]histJSON{}, Counts: map[string]int64{}}
+	r := childResult{Index: c.cfg.Index, Queue: c.cfg.Queue, Hist: map[string]histJSON{}, Counts: map[string]int64{}}
 	for name, h := range map[string]*hist{
 		"join": &st.joinLat, "connect": &st.connectLat, "position": &st.posLat, "admitted": &st.admLat,
 		"admitted_from_issue": &st.admIssueLat, "expired": &st.expLat, "ping_gap": &st.pingGap,

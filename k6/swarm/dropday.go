@@ -421,7 +421,7 @@ func runDropDay(o options) error {
 	r.broadcast("stop")
 	results := r.collect()
 	hard.Stop()
-	rep := dropReport{reportT: r.report(conn, mem, results, 0)}
+	rep := dropReport{reportT: r.report(conn, mem, results, nil)}
 	var recs []dropRec
 	for _, c := range results {
 		recs = append(recs, c.Drop...)

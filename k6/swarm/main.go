@@ -41,7 +41,9 @@ type options struct {
 	Rate        float64
 	TTL         time.Duration
 	AdminToken  string
-	Redis       string
+	Redis       string   // the first of RedisAddrs (the storm reads its keys there)
+	RedisAddrs  []string // -redis: every server whose INFO commandstats is summed (a cluster's masters)
+	RedisRepl   []string // -redis-replicas: counted apart (a cluster's replicas apply the masters' writes)
 	PollEvery   time.Duration
 	Front       int64
 	Out         string
@@ -72,6 +74,10 @@ type options struct {
 	Product     string
 	Scheduled   bool
 	JoinWorkers int
+	// -mode idlequeues, spread (scale-out)
+	Queues      int
+	LeaderWait  time.Duration
+	QueueWaiter int
 }
 
 func main() {
@@ -102,6 +108,8 @@ func main() {
 		run = runDropDay
 	case "idlecost":
 		run = runIdleCost
+	case "idlequeues", "spread":
+		run = runQueues
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "swarm:", err)
@@ -123,7 +131,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.ConnectRate, "connect-rate", 2000, "joins+streams opened per second, all processes together")
 	fs.IntVar(&o.ConnectConc, "connect-conc", 200, "most joins+stream handshakes in flight, all processes together (the pace slows when the server does)")
 	fs.IntVar(&o.Probe, "probe", 0, "put the first N waiters in a process of their own that connects first (front of the line): its admission latency is reported apart as probe_* (the server's delay, without the load tool's own queueing)")
-	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), joins (open-loop joins at -connect-rate for -duration), storm (reconnect storm: streams over every -targets, one instance SIGKILLed, streams reconnect like browsers), flood (descriptor flood: -n idle connections with a request never finished), draw (drop day: -n pre-queue streams, the start moved to now, time to every drawn position), soldout (-n waiting streams, the queue's product set to stock 0, time to every sold_out event) or idlecost (Redis commands/s of an idle queue holding -n places, plain or -scheduled)")
+	fs.StringVar(&o.Mode, "mode", "stream", "stream (push), poll (GET /status every -poll-every), compare (push window, then poll window on the same tickets), joins (open-loop joins at -connect-rate for -duration), storm (reconnect storm: streams over every -targets, one instance SIGKILLed, streams reconnect like browsers), flood (descriptor flood: -n idle connections with a request never finished), draw (drop day: -n pre-queue streams, the start moved to now, time to every drawn position), soldout (-n waiting streams, the queue's product set to stock 0, time to every sold_out event) idlecost (Redis commands/s of an idle queue holding -n places, plain or -scheduled), idlequeues (Redis commands/s with -queues empty queues) or spread (-queues busy queues: how many each instance leads)")
 	fs.BoolVar(&o.LeaveAdmitted, "leave-admitted", true, "storm: an admitted user closes its stream (it leaves for the order page)")
 	fs.Float64Var(&o.Arrivals, "arrivals", 0, "storm: new users per second joining from the kill on (they meet the full instances' 503s)")
 	fs.DurationVar(&o.ArrivalsFor, "arrivals-for", 10*time.Second, "storm: how long new users keep arriving")
@@ -150,7 +158,11 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Rate, "rate", 10, "admission rate (users/s) during the measured window")
 	fs.DurationVar(&o.TTL, "ttl", 300*time.Second, "token TTL set on the queue (admission latency from issuance = token_expires_at − TTL)")
 	fs.StringVar(&o.AdminToken, "admin-token", os.Getenv("WR_ADMIN_TOKEN"), "admin bearer token (default $WR_ADMIN_TOKEN); without it the queue is used as it is")
-	fs.StringVar(&o.Redis, "redis", "", "host:port of the Redis to read INFO commandstats from (loopback only)")
+	redisList := fs.String("redis", "", "host:port of the Redis to read INFO commandstats from (loopback only); on a Redis Cluster a comma-separated list of its masters, summed")
+	replList := fs.String("redis-replicas", "", "comma-separated host:port of replicas whose commands are counted apart (a cluster's replicas apply every write of their masters)")
+	fs.IntVar(&o.Queues, "queues", 0, "idlequeues, spread: how many queues to create through the admin API (<queue>-0001 …); idlequeues: nobody in them; spread: -queue-waiters places each, rate 0 so they never rest; stream modes: spread -n waiters over this many queues (one queue per process)")
+	fs.IntVar(&o.QueueWaiter, "queue-waiters", 1, "spread: places joined in each queue (HTTP joins, no streams: run the instances with WR_GRACE long enough)")
+	fs.DurationVar(&o.LeaderWait, "leader-wait", 60*time.Second, "idlequeues, spread: after -settle, how long to wait for the leaders (queue_leader gauges on every instance) to stay the same for 3 readings")
 	fs.DurationVar(&o.PollEvery, "poll-every", time.Second, "poll interval per waiter")
 	fs.Int64Var(&o.Front, "front", 5000, "positions up to this count as 'front of the line' for the update-gap figure")
 	fs.StringVar(&o.Out, "out", "", "write the JSON summary to this file (- = stdout)")
@@ -189,14 +201,27 @@ func parseFlags(args []string) (options, error) {
 	if len(o.Targets) == 0 {
 		return o, errors.New("no -targets")
 	}
-	if o.Redis != "" {
-		h, _, err := net.SplitHostPort(o.Redis)
-		if err != nil {
-			return o, fmt.Errorf("-redis %q: want host:port", o.Redis)
+	for _, l := range []struct {
+		flag string
+		raw  string
+		out  *[]string
+	}{{"-redis", *redisList, &o.RedisAddrs}, {"-redis-replicas", *replList, &o.RedisRepl}} {
+		for _, a := range strings.Split(l.raw, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				continue
+			}
+			h, _, err := net.SplitHostPort(a)
+			if err != nil {
+				return o, fmt.Errorf("%s %q: want host:port", l.flag, a)
+			}
+			if err := checkLoopbackHost(h); err != nil {
+				return o, err
+			}
+			*l.out = append(*l.out, a)
 		}
-		if err := checkLoopbackHost(h); err != nil {
-			return o, err
-		}
+	}
+	if len(o.RedisAddrs) > 0 {
+		o.Redis = o.RedisAddrs[0]
 	}
 	if o.Src != "" {
 		ip := net.ParseIP(o.Src).To4()
@@ -206,6 +231,22 @@ func parseFlags(args []string) (options, error) {
 	}
 	switch o.Mode {
 	case "stream", "poll", "compare", "joins":
+		if o.Queues > 1 && o.Mode == "joins" {
+			return o, errors.New("-queues is not for -mode joins")
+		}
+	case "idlequeues", "spread":
+		if o.AdminToken == "" || o.Redis == "" {
+			return o, fmt.Errorf("-mode %s needs -admin-token and -redis", o.Mode)
+		}
+		if o.Queues < 0 || o.Queues > 20000 || (o.Mode == "spread" && o.Queues < 1) {
+			return o, errors.New("-queues must be 0…20000 (spread: at least 1)")
+		}
+		if o.QueueWaiter < 0 || o.QueueWaiter > 100 || o.JoinWorkers < 1 || o.JoinWorkers > 1000 {
+			return o, errors.New("-queue-waiters must be 0…100 and -join-workers 1…1000")
+		}
+		if o.Queues*o.QueueWaiter > 200000 {
+			return o, errors.New("-queues × -queue-waiters must be at most 200000")
+		}
 	case "storm":
 		if len(o.Targets) < 2 {
 			return o, errors.New("-mode storm needs at least two -targets")
@@ -243,11 +284,14 @@ func parseFlags(args []string) (options, error) {
 			return o, errors.New("-join-workers must be 1…1000")
 		}
 	default:
-		return o, fmt.Errorf("-mode %q: want stream, poll, compare, joins, storm, flood, draw, soldout or idlecost", o.Mode)
+		return o, fmt.Errorf("-mode %q: want stream, poll, compare, joins, storm, flood, draw, soldout, idlecost, idlequeues or spread", o.Mode)
 	}
 	// idlecost -n 0: an idle queue with nobody in it, the fixed cost the others are
 	// compared with.
-	if (o.N < 1 && (o.Mode != "idlecost" || o.N < 0)) || o.N > 200000 {
+	if o.Mode == "idlequeues" || o.Mode == "spread" {
+		o.N = 0 // the queues, not -n, say what is joined
+	}
+	if (o.N < 1 && ((o.Mode != "idlecost" && o.Mode != "idlequeues" && o.Mode != "spread") || o.N < 0)) || o.N > 200000 {
 		return o, errors.New("-n must be 1…200000")
 	}
 	if o.PerProc < 1 || o.PerProc > 18000 {
@@ -268,6 +312,14 @@ func parseFlags(args []string) (options, error) {
 			o.Procs = max(o.Procs, o.SrcCount)
 		}
 	}
+	if o.Queues > 1 && (o.Mode == "stream" || o.Mode == "compare" || o.Mode == "poll") {
+		// One queue per process, so each process's join order and FIFO records concern one
+		// queue: the process count is rounded up to a multiple of the queues.
+		if o.Probe > 0 {
+			return o, errors.New("-probe is not for several -queues")
+		}
+		o.Procs = (o.Procs + o.Queues - 1) / o.Queues * o.Queues
+	}
 	if int(math.Ceil(float64(o.N)/float64(o.Procs))) > o.PerProc {
 		return o, fmt.Errorf("%d waiters over %d processes exceeds -per-proc %d", o.N, o.Procs, o.PerProc)
 	}
@@ -278,6 +330,19 @@ func parseFlags(args []string) (options, error) {
 		o.Queue = fmt.Sprintf("swarm-%d", time.Now().Unix())
 	}
 	return o, nil
+}
+
+// queueNames are the queues of a run: -queue itself, or with -queues N > 1 in a stream mode
+// (and always in idlequeues and spread) <queue>-0001 … <queue>-N.
+func queueNames(o options) []string {
+	if o.Queues <= 1 && o.Mode != "idlequeues" && o.Mode != "spread" {
+		return []string{o.Queue}
+	}
+	out := make([]string, o.Queues)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", o.Queue, i+1)
+	}
+	return out
 }
 
 // srcAddr returns the i-th source address after base.

@@ -101,7 +101,7 @@ func runParent(o options) error {
 	if o.AdminToken != "" {
 		// Paused while connecting: positions stand still, so memory and idle cost are
 		// measured on a quiet line.
-		if err := r.putQueue(map[string]any{"paused": true, "rate_per_second": o.Rate, "max_active": 0,
+		if err := r.putQueues(map[string]any{"paused": true, "rate_per_second": o.Rate, "max_active": 0,
 			"token_ttl_seconds": int(o.TTL.Seconds()), "closed": false, "places_per_ip": 0}); err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func runParent(o options) error {
 	mem := memoryOf(fmt.Sprintf("%v after connecting", o.Settle), before, afterConnect, conn.OK)
 	r.logf("server memory per waiter: RSS %.2f KB, heap in use %.2f KB, goroutines %.3f", mem.RSSPerWaiterKB, mem.HeapInusePerWaiterKB, mem.GoroutinesPerWaiter)
 
-	var streamIssued float64
+	var streamIssued map[string]float64
 	var memIdle *memory
 	if o.Mode != "poll" {
 		if o.Idle > 0 {
@@ -150,7 +150,7 @@ func runParent(o options) error {
 		r.measure(fmt.Sprintf("push: streams, admitting %.0f/s", o.Rate), "stream", conn.OK, o.Duration)
 		r.setRate(true) // pause, let in-flight admissions arrive
 		time.Sleep(o.Drain)
-		streamIssued = r.issued()
+		streamIssued = r.issuedBy()
 	}
 	if o.Mode == "poll" || o.Mode == "compare" {
 		if o.Mode == "compare" {
@@ -228,8 +228,9 @@ func (r *run) spawnOne(deadline time.Time, index, n, offset int, rate float64, s
 	if err != nil {
 		return nil, err
 	}
+	names := queueNames(o)
 	cfg := childConfig{Index: index, Targets: o.Targets, Offset: offset, N: n, Rate: rate,
-		Queue: o.Queue, Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
+		Queue: names[index%len(names)], Mode: "stream", PollEvery: o.PollEvery, TTL: o.TTL, Front: o.Front, Deadline: deadline,
 		Conc: max(1, o.ConnectConc/o.Procs), Src: src}
 	switch o.Mode {
 	case "poll":
@@ -325,9 +326,23 @@ func (r *run) putQueue(body map[string]any) error {
 	return err
 }
 
+// putQueues updates every queue of the run (-queues) the same way.
+func (r *run) putQueues(body map[string]any) error {
+	for _, q := range queueNames(r.o) {
+		if err := r.putNamed(r.o.Targets[0], q, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *run) putQueueAt(target string, body map[string]any) error {
+	return r.putNamed(target, r.o.Queue, body)
+}
+
+func (r *run) putNamed(target, queue string, body map[string]any) error {
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("PUT", target+"/admin/api/queues/"+r.o.Queue, bytes.NewReader(b))
+	req, _ := http.NewRequest("PUT", target+"/admin/api/queues/"+queue, bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+r.o.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpc.Do(req)
@@ -346,7 +361,7 @@ func (r *run) setRate(paused bool) {
 	if r.o.AdminToken == "" {
 		return
 	}
-	if err := r.putQueue(map[string]any{"paused": paused, "rate_per_second": r.o.Rate}); err != nil {
+	if err := r.putQueues(map[string]any{"paused": paused, "rate_per_second": r.o.Rate}); err != nil {
 		warnf("%v", err)
 	}
 }
@@ -359,6 +374,7 @@ type sample struct {
 	m     []metricsSample
 	redis redisStats
 	hasR  bool
+	repl  redisStats // -redis-replicas, summed
 }
 
 func (r *run) sample() sample {
@@ -371,12 +387,17 @@ func (r *run) sample() sample {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.m = scrapeAll(r.o.Targets) }()
-	if r.o.Redis != "" {
-		st, err := redisInfo(r.o.Redis)
+	if len(r.o.RedisAddrs) > 0 {
+		st, err := redisInfoAll(r.o.RedisAddrs)
 		if err != nil {
 			warnf("redis INFO: %v", err)
 		} else {
 			s.redis, s.hasR = st, true
+		}
+	}
+	if len(r.o.RedisRepl) > 0 {
+		if st, err := redisInfoAll(r.o.RedisRepl); err == nil {
+			s.repl = st
 		}
 	}
 	wg.Wait()
@@ -386,10 +407,22 @@ func (r *run) sample() sample {
 // issued is the number of tokens the run's queue has issued so far.
 func (r *run) issued() float64 {
 	var n float64
-	for _, m := range scrapeAll(r.o.Targets) {
-		n += m[`queue_token_issued_total{queue="`+r.o.Queue+`"}`]
+	for _, v := range r.issuedBy() {
+		n += v
 	}
 	return n
+}
+
+// issuedBy is the tokens issued so far by each queue of the run.
+func (r *run) issuedBy() map[string]float64 {
+	out := map[string]float64{}
+	ms := scrapeAll(r.o.Targets)
+	for _, q := range queueNames(r.o) {
+		for _, m := range ms {
+			out[q] += m[`queue_token_issued_total{queue="`+q+`"}`]
+		}
+	}
+	return out
 }
 
 type measured struct{ start, end sample }

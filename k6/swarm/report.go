@@ -31,18 +31,27 @@ type window struct {
 	RedisCallsPerTick     float64            `json:"redis_commands_per_tick"`
 	RedisScriptsPerTick   float64            `json:"redis_script_runs_per_tick"`
 	TopCallsPerSec        map[string]float64 `json:"top_redis_calls_per_s,omitempty"`
-	PositionEvents        float64            `json:"server_position_events"`
-	AdmittedEvents        float64            `json:"server_admitted_events"`
-	TokensIssued          float64            `json:"tokens_issued"`
-	SSEBytesPerSec        float64            `json:"sse_bytes_per_s"`
-	EventGaps             float64            `json:"stream_event_gaps"`
-	Resyncs               float64            `json:"stream_resyncs"`
-	Disconnects           float64            `json:"sse_disconnects"`
-	TickLagSum            float64            `json:"tick_lag_seconds_sum"`
+	AllCallsPerSec        map[string]float64 `json:"redis_calls_per_s_by_command,omitempty"`
+	// -redis-replicas: what the replicas ran (the masters' writes, applied) and their CPU.
+	ReplicaCallsPerSec float64 `json:"replica_commands_per_s,omitempty"`
+	ReplicaCores       float64 `json:"replica_cpu_cores,omitempty"`
+	PositionEvents     float64 `json:"server_position_events"`
+	AdmittedEvents     float64 `json:"server_admitted_events"`
+	TokensIssued       float64 `json:"tokens_issued"`
+	SSEBytesPerSec     float64 `json:"sse_bytes_per_s"`
+	EventGaps          float64 `json:"stream_event_gaps"`
+	Resyncs            float64 `json:"stream_resyncs"`
+	Disconnects        float64 `json:"sse_disconnects"`
+	TickLagSum         float64 `json:"tick_lag_seconds_sum"`
 	// Server-side admission path (from the instances' histograms, all instances together):
 	// Redis admission → tick message handled, and → admitted frame written to the socket.
 	ServerTickDelay    serverQuantiles `json:"server_tick_delay"`
 	ServerAdmitWritten serverQuantiles `json:"server_admitted_written"`
+	// The leaders' admission ticks (queue_admission_tick_duration_seconds, every queue): lease
+	// renewal, admit script (and WAIT with replica acks), publish.
+	ServerTickDuration serverQuantiles `json:"server_tick_duration"`
+	AdmittedPerSec     float64         `json:"admitted_per_s"`
+	Unconfirmed        float64         `json:"replication_unconfirmed"` // queue_replication_unconfirmed_total delta
 	HasRedis           bool            `json:"has_redis"`
 }
 
@@ -69,6 +78,9 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	w.TickLagSum = delta(a, b, "queue_admission_tick_lag_seconds_sum")
 	w.ServerTickDelay = histQuantiles(a, b, "stream_tick_delay_seconds")
 	w.ServerAdmitWritten = histQuantiles(a, b, "sse_admitted_delivery_seconds")
+	w.ServerTickDuration = labelQuantiles(a.m, b.m, "queue_admission_tick_duration_seconds", `queue="`)
+	w.AdmittedPerSec = w.TokensIssued / secs
+	w.Unconfirmed = delta(a, b, "queue_replication_unconfirmed_total")
 	if w.HasRedis {
 		ca, sa := a.redis.calls()
 		cb, sb := b.redis.calls()
@@ -91,9 +103,19 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 		}
 		sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v })
 		w.TopCallsPerSec = map[string]float64{}
-		for i := 0; i < len(all) && i < 8; i++ {
-			w.TopCallsPerSec[all[i].k] = round(all[i].v, 2)
+		w.AllCallsPerSec = map[string]float64{}
+		for i := range all {
+			if i < 8 {
+				w.TopCallsPerSec[all[i].k] = round(all[i].v, 2)
+			}
+			w.AllCallsPerSec[all[i].k] = round(all[i].v, 2)
 		}
+	}
+	if a.repl.Calls != nil && b.repl.Calls != nil {
+		ra, _ := a.repl.calls()
+		rb, _ := b.repl.calls()
+		w.ReplicaCallsPerSec = (rb - ra) / secs
+		w.ReplicaCores = (b.repl.CPU - a.repl.CPU) / secs
 	}
 	return w
 }
@@ -200,7 +222,7 @@ type reportT struct {
 	hist       map[string]histJSON `json:"-"`
 }
 
-func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIssued float64) reportT {
+func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIssued map[string]float64) reportT {
 	o := r.o
 	rep := reportT{Label: o.Label, Date: time.Now().UTC().Format(time.RFC3339), Mode: o.Mode, Queue: o.Queue,
 		Targets: o.Targets, N: o.N, Procs: o.Procs, Sources: o.SrcCount,
@@ -211,8 +233,10 @@ func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIss
 	if conn.Seconds > 0 {
 		rep.ConnectPS = round(float64(conn.OK)/conn.Seconds, 1)
 	}
-	admCounts := map[int64]int64{}
-	var recs []admRecord
+	// Ticks are numbered per queue: the FIFO check runs queue by queue (one queue per
+	// process with -queues).
+	admCounts := map[string]map[int64]int64{}
+	recs := map[string][]admRecord{}
 	groups := map[groupKey]*groupOut{}
 	for _, c := range res {
 		for k, h := range c.Hist {
@@ -229,10 +253,13 @@ func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIss
 		for k, v := range c.Errors {
 			rep.Errors[k] += v
 		}
-		for k, v := range c.AdmCounts {
-			admCounts[k] += v
+		if admCounts[c.Queue] == nil {
+			admCounts[c.Queue] = map[int64]int64{}
 		}
-		recs = append(recs, c.AdmRecs...)
+		for k, v := range c.AdmCounts {
+			admCounts[c.Queue][k] += v
+		}
+		recs[c.Queue] = append(recs[c.Queue], c.AdmRecs...)
 		for _, g := range c.Groups {
 			k := groupKey{g.Target, g.Tick}
 			if x := groups[k]; x == nil {
@@ -274,16 +301,28 @@ func (r *run) report(conn connectedMsg, mem memory, res []childResult, streamIss
 	ch.PollPositionIncreases = rep.Events["poll_position_increase"]
 	ch.PositionAfterAdmitted = rep.Events["position_after_admitted"]
 	ch.AdmittedTwice = rep.Events["admitted_twice"]
-	ch.FIFORecords = len(recs)
-	ch.FIFOViolations = fifoViolations(recs, admCounts)
-	for _, v := range admCounts {
-		ch.AdmittedObserved += v
+	complete, incomplete := 0, 0
+	for q, counts := range admCounts {
+		ch.FIFORecords += len(recs[q])
+		ch.FIFOViolations += fifoViolations(recs[q], counts)
+		var seen int64
+		for _, v := range counts {
+			seen += v
+		}
+		ch.AdmittedObserved += seen
+		ch.TokensIssuedForStreams += int64(streamIssued[q])
+		if seen == int64(streamIssued[q]) {
+			complete++
+		} else {
+			incomplete++
+		}
 	}
-	ch.TokensIssuedForStreams = int64(streamIssued)
-	ch.FIFOComplete = o.Mode != "poll" && ch.AdmittedObserved == ch.TokensIssuedForStreams
+	ch.FIFOComplete = o.Mode != "poll" && incomplete == 0
 	switch {
 	case o.Mode == "poll":
 		ch.FIFONote = "not checked in poll mode (status answers carry no tick)"
+	case ch.FIFOComplete && complete > 1:
+		ch.FIFONote = fmt.Sprintf("exact: every admission of each of the %d queues was observed", complete)
 	case ch.FIFOComplete:
 		ch.FIFONote = "exact: every admission of the queue was observed"
 	default:
@@ -357,6 +396,14 @@ func (rep reportT) table(out io.Writer) {
 		if w.ServerAdmitWritten.N > 0 || w.ServerTickDelay.N > 0 {
 			p("  %s	server side, from the admission in Redis: tick message handled p50/p99 %.1f/%.1f ms (n %.0f); admitted written to the socket p50/p99 %.1f/%.1f ms (n %.0f)",
 				w.Name, w.ServerTickDelay.P50MS, w.ServerTickDelay.P99MS, w.ServerTickDelay.N, w.ServerAdmitWritten.P50MS, w.ServerAdmitWritten.P99MS, w.ServerAdmitWritten.N)
+		}
+	}
+	for _, w := range rep.Windows {
+		if w.ServerTickDuration.N > 0 && w.Ticks > 0 {
+			p("  %s\tadmission ticks: duration p50/p99 %.2f/%.2f ms (n %.0f), %.1f admitted/s, %.0f unconfirmed", w.Name, w.ServerTickDuration.P50MS, w.ServerTickDuration.P99MS, w.ServerTickDuration.N, w.AdmittedPerSec, w.Unconfirmed)
+		}
+		if w.ReplicaCallsPerSec > 0 {
+			p("  %s\treplicas: %.1f commands/s applied, %.3f CPU cores", w.Name, w.ReplicaCallsPerSec, w.ReplicaCores)
 		}
 	}
 	for _, w := range rep.Windows {

@@ -121,6 +121,22 @@ func (r redisStats) calls() (all, scripts float64) {
 	return all, scripts
 }
 
+// redisInfoAll sums INFO commandstats and CPU over several servers (a cluster's masters).
+func redisInfoAll(addrs []string) (redisStats, error) {
+	out := redisStats{Calls: map[string]float64{}}
+	for _, a := range addrs {
+		st, err := redisInfo(a)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", a, err)
+		}
+		for k, v := range st.Calls {
+			out.Calls[k] += v
+		}
+		out.CPU += st.CPU
+	}
+	return out, nil
+}
+
 // redisInfo reads INFO stats and INFO commandstats over a plain RESP connection.
 func redisInfo(addr string) (redisStats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
