@@ -1,10 +1,15 @@
 # make run   — one instance, zero configuration (in-process Redis, local PostgreSQL)
-# make test  — installs what is missing, then gofmt, go vet, go test -race, short fuzz
+# make test  — installs what is missing, then gofmt, go vet, go test -race, short fuzz;
+#              go test -race runs twice for queue, stream and server: on a private Redis per
+#              test, then on a Redis Cluster (WR_TEST_REDIS=cluster, see queue/redistest)
+# make test-cluster — the cluster pass alone (with gofmt and go vet, without fuzzing)
 # make bench — the benchmark suite at a size that fits in a few minutes (see BENCHMARKS.md)
-.PHONY: run test bench
+.PHONY: run test test-cluster bench
 run:
 	go run ./server
 test:
 	./scripts/test.sh
+test-cluster:
+	WR_TEST_PASSES=cluster WR_FUZZ_EXECS=0 ./scripts/test.sh
 bench:
 	./k6/bench.sh

@@ -2,8 +2,8 @@
 # The README's test command (make test). On a fresh Debian machine it installs what the
 # tests need (redis-server, PostgreSQL server binaries, Chromium), then runs gofmt, go vet
 # and go test -race — twice for the packages that talk to Redis: against a private Redis per
-# test, then against a shared Redis Cluster (WR_TEST_REDIS=cluster; WR_TEST_CLUSTER=0 skips
-# that pass). Every test starts its own private Redis / PostgreSQL (or the test binary's one
+# test, then against a shared Redis Cluster (WR_TEST_REDIS=cluster). WR_TEST_PASSES chooses
+# the passes: "single cluster" (the default), "single" or "cluster" (make test-cluster). Every test starts its own private Redis / PostgreSQL (or the test binary's one
 # cluster) on free loopback ports in temporary directories and stops them; nothing is left
 # running.
 set -euo pipefail
@@ -89,11 +89,17 @@ if [ -n "$unformatted" ]; then
 fi
 echo "test.sh: go vet"
 go vet ./...
-echo "test.sh: go test -race"
 WR_OPENAPI_REPORT=$(mktemp)
 export WR_OPENAPI_REPORT
-go test -race -count=1 -timeout 15m ./...
-cat "$WR_OPENAPI_REPORT"; rm -f "$WR_OPENAPI_REPORT"
+passes=${WR_TEST_PASSES:-single cluster}
+if [[ " $passes " == *" single "* ]]; then
+  echo "test.sh: go test -race"
+  t0=$SECONDS
+  WR_TEST_REDIS=single go test -race -count=1 -timeout 15m ./...
+  cat "$WR_OPENAPI_REPORT"
+  echo "test.sh: go test -race took $((SECONDS - t0)) s"
+fi
+rm -f "$WR_OPENAPI_REPORT"
 unset WR_OPENAPI_REPORT
 # The same suites of the packages that talk to Redis (queue, stream, the end-to-end server
 # tests) once more against a real Redis Cluster: WR_TEST_REDIS=cluster makes
@@ -103,9 +109,11 @@ unset WR_OPENAPI_REPORT
 # that kill, pause or restart their Redis keep a private server (redistest.Single).
 # The browser tests (TestBrowser*) are left out of this pass: they drive the same server
 # code through Chromium and would add minutes without touching Redis differently.
-if [ "${WR_TEST_CLUSTER:-1}" != "0" ]; then
+if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test -race against a Redis Cluster (WR_TEST_REDIS=cluster)"
+  t0=$SECONDS
   WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -skip '^TestBrowser' ./queue/... ./stream/... ./server/...
+  echo "test.sh: the cluster pass took $((SECONDS - t0)) s"
 fi
 # Fuzz budgets are counts of executions, not durations: a duration (-fuzztime 5s) races the
 # fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context deadline
@@ -119,4 +127,4 @@ if [ "$fuzz" != "0" ]; then
     done
   done
 fi
-echo "test.sh: all green"
+echo "test.sh: all green in $SECONDS s"
