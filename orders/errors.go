@@ -31,7 +31,26 @@ var (
 	// ErrQuantityLimit: the order is over one of the product's per-buyer caps. Errors
 	// matching it are *QuantityLimitError.
 	ErrQuantityLimit = errors.New("over the per-buyer limit")
+	// ErrTokenUsed: the admission token (OrderRequest.TokenID) already bought an order,
+	// under another Idempotency-Key (or none). Nothing changed. The token store may have
+	// forgotten the use (a Redis failover loses the last writes): the order store is the
+	// durable record. Errors matching it from PlaceOrder are *TokenUsedError.
+	ErrTokenUsed = errors.New("admission token already used")
 )
+
+// TokenUsedError says which order a token already bought: OrderID, and the
+// Idempotency-Key it was placed with ("" when none), so that the caller can mark the
+// token used again in the token store under that key (its repeats stay answerable).
+type TokenUsedError struct {
+	OrderID        string
+	IdempotencyKey string
+}
+
+func (e *TokenUsedError) Error() string {
+	return "admission token already used by order " + e.OrderID
+}
+
+func (e *TokenUsedError) Is(target error) bool { return target == ErrTokenUsed }
 
 // QuantityLimitError says which per-buyer cap an order is over: Limit is "max_per_order"
 // or "max_per_ticket", Max its value, Bought what the ticket has already bought.
@@ -82,6 +101,10 @@ func classify(err error) error {
 			class = class[:2]
 		}
 		switch {
+		case code == "23505" && pgErr.ConstraintName == tokenIndex:
+			// unique_violation on the token: the insert's ON CONFLICT DO NOTHING normally
+			// takes it; an insert without it lands here.
+			return fmt.Errorf("%w: %w", ErrTokenUsed, err)
 		case code == "23503": // foreign_key_violation: the order names no existing product
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
 		case code == "23514" && pgErr.ConstraintName == "products_stock_check":
@@ -108,8 +131,11 @@ func classify(err error) error {
 	return err
 }
 
+// tokenIndex is the unique index of orders.token_id (migration 007).
+const tokenIndex = "orders_token_id_key"
+
 func isSentinel(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrSoldOut, ErrUnavailable, ErrInvalid, ErrIdempotencyConflict, ErrQuantityLimit} {
+	for _, s := range []error{ErrNotFound, ErrSoldOut, ErrUnavailable, ErrInvalid, ErrIdempotencyConflict, ErrQuantityLimit, ErrTokenUsed} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -151,6 +177,8 @@ func outcome(replayed bool, err error) string {
 		return "conflict"
 	case errors.Is(err, ErrQuantityLimit):
 		return "quantity_limit"
+	case errors.Is(err, ErrTokenUsed):
+		return "token_used"
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"
 	default:

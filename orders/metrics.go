@@ -10,7 +10,7 @@ import (
 )
 
 // outcomes are the result label values of order_outcomes_total.
-var outcomes = []string{"created", "replayed", "sold_out", "not_found", "invalid", "conflict", "unavailable", "error"}
+var outcomes = []string{"created", "replayed", "sold_out", "not_found", "invalid", "conflict", "token_used", "unavailable", "error"}
 
 type metrics struct {
 	reg        prometheus.Registerer

@@ -17,11 +17,18 @@ import (
 )
 
 // OrderRequest is one order. Ticket is stored as given; IdempotencyKey is optional.
+//
+// TokenID, when set, is the stable id of the admission token the order is bought with (the
+// id the token store keeps: a signed token's jti): one token buys once. It is recorded with
+// the order, in the transaction that takes the stock, so the order store stays the durable
+// record of the token's use even when the token store forgets it (a Redis failover can lose
+// the write that marked the token used).
 type OrderRequest struct {
 	ProductID      string
 	Quantity       int
 	Ticket         string
 	IdempotencyKey string
+	TokenID        string
 }
 
 // Order is a placed order.
@@ -37,6 +44,7 @@ const (
 	maxRetries     = 3
 	maxKeyLen      = 255
 	maxTicketLen   = 1024
+	maxTokenIDLen  = 128
 	retryBaseDelay = 10 * time.Millisecond
 )
 
@@ -50,12 +58,15 @@ func (r OrderRequest) validate() error {
 		return invalid("Idempotency-Key", "Idempotency-Key must be at most %d bytes.", maxKeyLen)
 	case len(r.Ticket) > maxTicketLen:
 		return invalid("ticket", "The ticket is too long.")
+	case len(r.TokenID) > maxTokenIDLen:
+		return invalid("token", "The admission token id is too long.")
 	}
 	return nil
 }
 
 // hash identifies the request an idempotency key belongs to. The ticket is part of it,
-// so a key reused by another ticket is a conflict rather than someone else's order.
+// so a key reused by another ticket is a conflict rather than someone else's order. The
+// token is not: a repeat of a request keeps its key's answer whatever token it carries.
 func (r OrderRequest) hash() string {
 	h := sha256.Sum256([]byte(r.ProductID + "\x00" + strconv.Itoa(r.Quantity) + "\x00" + r.Ticket))
 	return hex.EncodeToString(h[:])
@@ -64,9 +75,12 @@ func (r OrderRequest) hash() string {
 // PlaceOrder decrements the stock and records the order in one transaction.
 //
 // replayed is true when IdempotencyKey was already used for the same request: the first
-// order is returned and nothing changes. Errors wrap ErrInvalid, ErrNotFound, ErrSoldOut,
-// ErrIdempotencyConflict or ErrUnavailable (pool exhausted, database down, timeout, or
-// an outcome that could not be determined — a retry with the same key is safe).
+// order is returned and nothing changes. The key is looked at before the token, so such a
+// repeat is answered with its order although its token has bought. Errors wrap ErrInvalid,
+// ErrNotFound, ErrSoldOut, ErrIdempotencyConflict, ErrQuantityLimit, ErrTokenUsed (TokenID
+// already bought another order: nothing changed; the error is a *TokenUsedError) or
+// ErrUnavailable (pool exhausted, database down, timeout, or an outcome that could not be
+// determined — a retry with the same key is safe).
 //
 // The order id is generated here, before the INSERT. If a COMMIT's answer is lost, the
 // attempt is repeated with the same id: it first looks the order up (by id and key) and,
@@ -141,26 +155,35 @@ func (s *Store) placeOnce(ctx context.Context, req OrderRequest, id, hash string
 	key := nullable(req.IdempotencyKey)
 	// One round trip answers: is the order already there (our id after a lost COMMIT
 	// answer, or the key's first request), does the product exist, is there enough stock,
-	// what are its per-buyer caps and how much has this ticket bought. Sold-out buyers stop
-	// here without taking a row lock.
+	// what are its per-buyer caps, how much has this ticket bought, and has the token bought
+	// already (the unique index makes that one order at most).
 	var stock, maxOrder, maxTicket *int
 	var bought int
 	var ex existing
+	var used usedBy
 	err = c.QueryRow(qctx, `
 		SELECT p.stock, p.max_per_order, p.max_per_ticket,
 			(SELECT COALESCE(sum(b.quantity), 0) FROM orders b WHERE b.ticket = $4 AND b.product_id = $1 AND $4 <> ''),
-			o.id::text, o.product_id, o.ticket, o.quantity, o.request_hash, o.created_at
+			o.id::text, o.product_id, o.ticket, o.quantity, o.request_hash, o.created_at,
+			u.id::text, u.idempotency_key
 		FROM (SELECT 1) AS one
 		LEFT JOIN products p ON p.id = $1
-		LEFT JOIN orders o ON o.id = $2::uuid OR o.idempotency_key = $3`,
-		req.ProductID, id, key, req.Ticket).Scan(&stock, &maxOrder, &maxTicket, &bought,
-		&ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
+		LEFT JOIN orders o ON o.id = $2::uuid OR o.idempotency_key = $3
+		LEFT JOIN orders u ON u.token_id = $5`,
+		req.ProductID, id, key, req.Ticket, nullable(req.TokenID)).Scan(&stock, &maxOrder, &maxTicket, &bought,
+		&ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt, &used.ID, &used.Key)
 	if err != nil {
 		return Order{}, false, classify(err)
 	}
 	switch {
+	// The key first: a repeat of a request that bought is answered with its order, not
+	// refused for the token it bought with.
 	case ex.ID != nil:
 		return ex.settle(id, hash)
+	// Then the token, before stock and caps: a token that bought is refused as such
+	// whatever else has changed since.
+	case used.ID != nil:
+		return Order{}, false, used.err()
 	case stock == nil:
 		return Order{}, false, fmt.Errorf("product %q: %w", req.ProductID, ErrNotFound)
 	case req.Quantity > *maxOrder:
@@ -176,13 +199,22 @@ func (s *Store) placeOnce(ctx context.Context, req OrderRequest, id, hash string
 	o, err := s.insertOrder(qctx, c, req, id, hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// ON CONFLICT DO NOTHING: a concurrent request with the same key (or our own
-		// earlier attempt) committed first. Our transaction is rolled back, so our stock
-		// decrement never happened; answer with the order that won.
+		// earlier attempt), or one with the same token, committed first. Our transaction is
+		// rolled back, so our stock decrement never happened; answer with the order that
+		// won: the key's (ours, or a replay), else the token's (ErrTokenUsed).
 		var ex existing
 		err = c.QueryRow(qctx, `
 			SELECT id::text, product_id, ticket, quantity, request_hash, created_at
 			FROM orders WHERE id = $1::uuid OR idempotency_key = $2`, id, key).
 			Scan(&ex.ID, &ex.ProductID, &ex.Ticket, &ex.Quantity, &ex.Hash, &ex.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) && req.TokenID != "" {
+			var used usedBy
+			err = c.QueryRow(qctx, `SELECT id::text, idempotency_key FROM orders WHERE token_id = $1`,
+				req.TokenID).Scan(&used.ID, &used.Key)
+			if err == nil {
+				return Order{}, false, used.err()
+			}
+		}
 		if err != nil {
 			return Order{}, false, classify(err)
 		}
@@ -209,12 +241,15 @@ func (s *Store) insertOrder(ctx context.Context, c *pgxpool.Conn, req OrderReque
 		_ = tx.Rollback(rctx)
 	}()
 	o := Order{ID: id, ProductID: req.ProductID, Quantity: req.Quantity, Ticket: req.Ticket}
+	// No conflict target: the id, the idempotency key and the token (the partial unique
+	// index orders_token_id_key) are all arbiters, and an insert that meets an uncommitted
+	// row on any of them waits for that transaction's outcome.
 	err = tx.QueryRow(ctx, `
-		INSERT INTO orders (id, product_id, ticket, quantity, idempotency_key, request_hash)
-		VALUES ($1::uuid, $2, $3, $4, $5, $6)
+		INSERT INTO orders (id, product_id, ticket, quantity, idempotency_key, request_hash, token_id)
+		VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT DO NOTHING
 		RETURNING created_at`,
-		id, req.ProductID, req.Ticket, req.Quantity, nullable(req.IdempotencyKey), hash).Scan(&o.CreatedAt)
+		id, req.ProductID, req.Ticket, req.Quantity, nullable(req.IdempotencyKey), hash, nullable(req.TokenID)).Scan(&o.CreatedAt)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Order{}, err
@@ -269,6 +304,19 @@ func (e existing) settle(id, hash string) (Order, bool, error) {
 	default:
 		return Order{}, false, ErrIdempotencyConflict
 	}
+}
+
+// usedBy is the order a token already bought, read back (all nullable: LEFT JOIN).
+type usedBy struct {
+	ID, Key *string
+}
+
+func (u usedBy) err() error {
+	e := &TokenUsedError{OrderID: *u.ID}
+	if u.Key != nil {
+		e.IdempotencyKey = *u.Key
+	}
+	return e
 }
 
 func nullable(s string) *string {

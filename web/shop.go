@@ -1,8 +1,11 @@
 package web
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -134,9 +137,19 @@ func (s *Server) placeOrder(c *fiber.Ctx) error {
 		}
 		s.m.failOpen.Inc()
 	}
+	token := orderTokenID(c.Get("X-Admission-Token"))
 	o, replayed, err := s.d.Orders.PlaceOrder(c.UserContext(), orders.OrderRequest{
 		ProductID: productID, Quantity: quantity, Ticket: ticket, IdempotencyKey: c.Get("Idempotency-Key"),
+		TokenID: token,
 	})
+	if errors.Is(err, orders.ErrTokenUsed) {
+		// The token store let a token through that the order store says has bought: a Redis
+		// failover lost the write that marked it used (or the guard's consume after that
+		// order failed). The same answer as a used token gets from the guard, and the mark
+		// is written again.
+		s.markTokenUsed(c, ticket, token, err)
+		return errTokenUsed()
+	}
 	if err != nil {
 		return err
 	}
@@ -148,4 +161,65 @@ func (s *Server) placeOrder(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"order": fiber.Map{
 		"id": o.ID, "product_id": o.ProductID, "quantity": o.Quantity, "created_at": o.CreatedAt,
 	}})
+}
+
+// errTokenUsed is the guard's answer to a used token (admission's refusal for the verdict
+// "used"), given also when the order store finds that the token has bought.
+func errTokenUsed() *Error {
+	return errorf(401, "token_invalid", "This admission token has already been used.")
+}
+
+// orderTokenID is the stable id of the admission token an order presents, as the order
+// store records it: the id the token store keeps, which a signed token carries as its jti
+// and a bare token is, so that one admission presented either way is one id. The guard
+// has verified the token before the handler runs (a fail-open pass excepted: then the id is
+// only a claim, which can burn nothing but the token it names). "" when raw has neither
+// shape.
+func orderTokenID(raw string) string {
+	if strings.Count(raw, ".") == 2 {
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(raw, ".")[1])
+		var claims struct {
+			ID string `json:"jti"`
+		}
+		if err != nil || json.Unmarshal(payload, &claims) != nil {
+			return ""
+		}
+		raw = claims.ID
+	}
+	if !queue.ValidToken(raw) {
+		return ""
+	}
+	return strings.ToLower(raw)
+}
+
+// markTokenUsed marks the token used again in the token store after the order store
+// refused it as used, so that later tries are refused by the guard (and its max_active
+// slot is free). The mark carries the first order's Idempotency-Key, so repeats of that
+// order are still answered with it (the token store's replay verdict). It also ends this
+// request's claim; the guard's release after the refusal then finds nothing to drop. A
+// failure is logged: the order store refuses the token again next time.
+func (s *Server) markTokenUsed(c *fiber.Ctx, ticket, token string, err error) {
+	name, _ := c.Locals(LocalQueue).(string)
+	if name == "" || ticket == "" || token == "" {
+		return
+	}
+	key := "r-" + newID()
+	var used *orders.TokenUsedError
+	if errors.As(err, &used) && used.IdempotencyKey != "" {
+		key = used.IdempotencyKey
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), guardTimeout)
+	defer cancel()
+	s.log.Warn().Str("queue", name).Str("order_id", orderOf(used)).
+		Msg("order: the token store let through a token that has bought (a failover's lost write, or a failed consume); marking it used again")
+	if err := s.d.Queue.ConsumeToken(ctx, queue.Ticket{Queue: name, ID: ticket}, token, key); err != nil {
+		s.log.Warn().Err(err).Str("queue", name).Msg("order: cannot mark the used token used again")
+	}
+}
+
+func orderOf(e *orders.TokenUsedError) string {
+	if e == nil {
+		return ""
+	}
+	return e.OrderID
 }
