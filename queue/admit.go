@@ -174,11 +174,13 @@ func (a *Admitter) poke(name string) bool {
 	return true
 }
 
-func (a *Admitter) pokeAll() {
+func (a *Admitter) pokePreferred() {
 	a.mu.Lock()
 	chs := make([]chan struct{}, 0, len(a.wakes))
-	for _, ch := range a.wakes {
-		chs = append(chs, ch)
+	for n, ch := range a.wakes {
+		if a.preferred(n) {
+			chs = append(chs, ch)
+		}
 	}
 	a.mu.Unlock()
 	for _, ch := range chs {
@@ -268,6 +270,15 @@ func (a *Admitter) updateView(ctx context.Context, names []string) {
 		}
 	}
 	a.view.Store(v)
+	// Queues this instance has just become preferred for (another instance left): their
+	// resting loops look at them now — the rest checks and schedule instants are now ours.
+	if prev != nil && v.known {
+		for n := range v.mine {
+			if !prev.known || !prev.mine[n] {
+				a.poke(n)
+			}
+		}
+	}
 }
 
 // listenWakes follows the wake channel: a named queue's loop wakes; an unknown name is a new
@@ -306,7 +317,9 @@ func (a *Admitter) listenWakes(ctx context.Context) {
 				case a.refresh <- struct{}{}:
 				default:
 				}
-				a.pokeAll()
+				// Wakes published meanwhile are lost: the loops of the queues this instance
+				// is preferred for look once (the others follow their preferred instance).
+				a.pokePreferred()
 			}
 		case *redis.Message:
 			if !a.poke(m.Payload) {
@@ -393,6 +406,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 			rate = -1 // a settings change may have woken it
 			if resting {
 				resting = false
+				scheduled = time.Now() // the rest is not tick lag
 				nextLease = time.Time{}
 				if !a.preferred(name) {
 					nextLease = time.Now().Add(a.cfg.LeaseRenew)
@@ -417,6 +431,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 					continue
 				}
 				resting = false
+				scheduled = time.Now()
 				nextLease = time.Time{}
 				if !due.IsZero() && !time.Now().Before(due) {
 					force, due = true, time.Time{} // the schedule's instant: tick even if idle
@@ -425,12 +440,25 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 		}
 		now := time.Now()
 		if !now.Before(nextLease) {
-			mode := "2"
+			var f int64
+			var err error
 			if force || a.cfg.NoRest {
-				mode = "0"
+				f, err = leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()},
+					owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+			} else {
+				var res []any
+				res, err = leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock(), k.cfg(), k.waiting(), k.active(), k.pre(), k.retire()},
+					owner, a.cfg.LeaseTTL.Milliseconds(), "2").Slice()
+				if err == nil && len(res) == 3 {
+					f = toInt(res[0])
+					due = time.Time{}
+					for _, ms := range []int64{toInt(res[1]), toInt(res[2])} {
+						if at := time.UnixMilli(ms); ms > 0 && at.After(time.Now()) && (due.IsZero() || at.Before(due)) {
+							due = at.Add(50 * time.Millisecond)
+						}
+					}
+				}
 			}
-			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()},
-				owner, a.cfg.LeaseTTL.Milliseconds(), mode).Int64()
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn().Err(err).Msg("admission: lease")

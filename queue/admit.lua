@@ -136,7 +136,9 @@ end
 
 -- Rows of tickets admitted more than a day ago (token long expired or used) are dropped,
 -- so the tickets hash does not grow without end; such a ticket simply joins again.
+local retired = 0
 for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[14], '-inf', now, 'LIMIT', 0, limit)) do
+  retired = retired + 1
   local cur = redis.call('HGET', KEYS[3], tk)
   if cur and string.sub(cur, 1, 2) ~= 'w:' then redis.call('HDEL', KEYS[3], tk) end
   redis.call('ZREM', KEYS[14], tk)
@@ -391,7 +393,7 @@ else
 end
 local rested = 0
 if string.sub(ARGV[8], 2, 2) == 'i' and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0
-  and pq == 0 and phase ~= 'f' and end_due == 0 then
+  and pq == 0 and phase ~= 'f' and end_due == 0 and retired < limit and #expired < limit then
   redis.call('HSET', KEYS[5], 'idle', '1')
   redis.call('DEL', KEYS[9])
   rested = 1

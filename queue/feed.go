@@ -71,7 +71,7 @@ func (q *Queue) Feed(ctx context.Context) *Feed {
 	f.sharded = mode == PubSubSharded || mode == PubSubBoth
 	if mode == PubSubPlain || mode == PubSubBoth {
 		f.plain = q.rdb.Subscribe(ctx)
-		f.pump(f.plain)
+		f.pump(f.plain, "")
 	}
 	return f
 }
@@ -81,19 +81,27 @@ func (q *Queue) Feed(ctx context.Context) *Feed {
 func (f *Feed) Sharded() bool { return f.sharded }
 
 // pump moves one subscription's messages to the feed, backing off after errors (go-redis
-// reconnects on the next Receive).
-func (f *Feed) pump(ps *redis.PubSub) {
+// reconnects on the next Receive). name is the queue of a sharded subscription ("" for the
+// plain one); the pump ends when the feed closes or that subscription is no longer the
+// queue's (Unfollow, or a re-subscription below).
+func (f *Feed) pump(ps *redis.PubSub, name string) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
 		backoff := 50 * time.Millisecond
 		for {
 			m, err := ps.Receive(f.ctx)
-			if f.ctx.Err() != nil {
+			if f.ctx.Err() != nil || !f.current(ps, name) {
 				return
 			}
-			if err != nil && strings.Contains(err.Error(), "closed") {
-				return // Unfollow closed it
+			moved := err != nil && name != "" && strings.HasPrefix(err.Error(), "MOVED")
+			if sub, ok := m.(*redis.Subscription); moved || (ok && err == nil && sub.Kind == "sunsubscribe" && name != "") {
+				// Redis dropped the shard channel: its slot moved (resharding, a manual
+				// failover, a master that came back as a replica). go-redis does not
+				// subscribe again by itself on a live connection; a new subscription on the
+				// slot's owner does, and its confirmation makes the reader resync.
+				f.resubscribe(ps, name)
+				return
 			}
 			select {
 			case f.items <- feedMsg{m, err}:
@@ -114,6 +122,42 @@ func (f *Feed) pump(ps *redis.PubSub) {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}()
+}
+
+// current reports whether ps is still the feed's subscription for name.
+func (f *Feed) current(ps *redis.PubSub, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	return name == "" || f.shards[name] == ps
+}
+
+// resubscribe replaces name's sharded subscription after Redis dropped it.
+func (f *Feed) resubscribe(old *redis.PubSub, name string) {
+	f.q.ReloadTopology(f.ctx)
+	f.mu.Lock()
+	if f.closed || f.shards[name] != old {
+		f.mu.Unlock()
+		return
+	}
+	ps := f.q.rdb.SSubscribe(f.ctx)
+	f.shards[name] = ps
+	f.mu.Unlock()
+	_ = old.Close()
+	// The slot map reloads in the background: give it a moment before asking the slot's
+	// owner; until the new owner confirms, go-redis retries the subscription on each Receive
+	// (and a MOVED answer brings us back here).
+	select {
+	case <-f.ctx.Done():
+		return
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The slot map may still be reloading: until the new owner confirms, go-redis retries
+	// the subscription on each Receive (with the pump's back-off).
+	_ = ps.SSubscribe(f.ctx, Channel(name))
+	f.pump(ps, name)
 }
 
 // Follow subscribes to the ticks of the named queues.
@@ -144,7 +188,7 @@ func (f *Feed) Follow(ctx context.Context, names ...string) error {
 			// The subscription stays: go-redis retries it on the next Receive.
 			errs = append(errs, err)
 		}
-		f.pump(ps)
+		f.pump(ps, n)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fail("follow ticks", err)

@@ -181,8 +181,9 @@ func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
 // that is down must not make every tick wait AckTimeout (admission would crawl). Meanwhile
 // each admission handed out is counted as unconfirmed; the next try is ackRetry later.
 type ackState struct {
-	mu   sync.Mutex
-	skip map[string]time.Time
+	mu    sync.Mutex
+	skip  map[string]time.Time
+	nodes map[string]*redis.Client // no-retry clients per server address (noRetryNode)
 }
 
 const ackRetry = 5 * time.Second
@@ -237,32 +238,81 @@ func (q *Queue) confirm(ctx context.Context, name string) {
 
 // evalWait runs script on the server that holds keys[0] and then WAITs, in one pipeline on
 // one connection, for ReplicaAcks replicas to hold its writes. It returns the script's
-// result and how many replicas acknowledged.
+// result and how many replicas acknowledged (0 when WAIT itself failed: the script's writes
+// stand, the caller counts them unconfirmed). The pipeline goes through a client that never
+// retries: go-redis retries a whole pipeline after a read timeout, and a script that already
+// ran must not run again (admit.lua would hand the same token ids to other users).
 func (q *Queue) evalWait(ctx context.Context, s *redis.Script, keys []string, args ...any) ([]any, int64, error) {
-	n, err := q.node(ctx, keys[0])
+	n, err := q.noRetryNode(ctx, keys[0])
 	if err != nil {
+		q.ReloadTopology(ctx)
 		return nil, 0, err
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := n.Pipeline()
 		res := s.EvalSha(ctx, pipe, keys, args...)
 		w := pipe.Do(ctx, "WAIT", q.cfg.ReplicaAcks, q.cfg.AckTimeout.Milliseconds())
-		_, err := pipe.Exec(ctx)
-		if err != nil && attempt == 0 && isNoScript(res.Err()) {
+		_, _ = pipe.Exec(ctx)
+		if attempt == 0 && isNoScript(res.Err()) {
 			if err := s.Load(ctx, n).Err(); err != nil {
 				return nil, 0, err
 			}
 			continue
 		}
 		if err := res.Err(); err != nil {
-			return nil, 0, err
-		}
-		if err != nil {
+			if !isScriptError(err) {
+				q.ReloadTopology(ctx) // MOVED after a failover, a dead master: the node clients are not hooked
+			}
 			return nil, 0, err
 		}
 		out, err := res.Slice()
-		return out, toInt(w.Val()), err
+		if err != nil {
+			return nil, 0, err
+		}
+		if w.Err() != nil {
+			return out, 0, nil
+		}
+		return out, toInt(w.Val()), nil
 	}
+}
+
+// isScriptError reports an error answer of a live server about the script itself (not the
+// network, not the cluster's topology).
+func isScriptError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	m := re.Error()
+	return !strings.HasPrefix(m, "MOVED") && !strings.HasPrefix(m, "ASK") && !strings.HasPrefix(m, "CLUSTERDOWN") &&
+		!strings.HasPrefix(m, "TRYAGAIN") && !strings.HasPrefix(m, "READONLY") && !strings.HasPrefix(m, "LOADING")
+}
+
+// noRetryNode is node with a client of the same server and options but no retries, made
+// once per server address.
+func (q *Queue) noRetryNode(ctx context.Context, key string) (redis.UniversalClient, error) {
+	n, err := q.node(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := n.(*redis.Client)
+	if !ok {
+		return n, nil
+	}
+	o := c.Options()
+	q.ack.mu.Lock()
+	defer q.ack.mu.Unlock()
+	if q.ack.nodes == nil {
+		q.ack.nodes = map[string]*redis.Client{}
+	}
+	if nc := q.ack.nodes[o.Addr]; nc != nil {
+		return nc, nil
+	}
+	cp := *o
+	cp.MaxRetries = -1
+	nc := redis.NewClient(&cp)
+	q.ack.nodes[o.Addr] = nc
+	return nc, nil
 }
 
 func isNoScript(err error) bool {

@@ -9,9 +9,10 @@ import (
 // instances from the same two lists (the queue names and the live instance ids), so each
 // knows which queues it should lead without talking to the others. The assignment is
 // rendezvous hashing with bounded loads: a queue goes to the instance that scores highest for
-// it, unless that one already has its share (⌈Q/N⌉ plus a 2 % slack), then to the next. So
-// 1,000 queues over 4 instances give each 250–255, and an instance joining or leaving moves
-// only about its share of queues. The lease still decides who leads: a preferred instance
+// it, unless that one already has its share (⌈Q/N⌉), then to the next. So 1,000 queues over
+// 4 instances give each exactly 250, and an instance leaving moves its own queues and a
+// handful of others (5 of 750 in the test). Every queue counts, resting or busy: busy ones
+// are spread as the names fall, not counted apart. The lease still decides who leads: a preferred instance
 // only tries first (at once when a queue wakes; the others a lease renewal later), and a
 // leader that is not preferred hands the lease over (Admitter.Loop).
 

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -99,6 +100,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 			closeAll()
 		}
 	}()
+	redis.SetLogger(redisLog{log})
 	if err = loadMessages(cfg.MessagesDir, log); err != nil {
 		return a, closeAll, err
 	}
@@ -118,9 +120,11 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	acks := cfg.ReplicaAcks
 	if acks < 0 {
 		acks = 0
-		switch rdb.(type) {
+		switch c := rdb.(type) {
 		case *redis.ClusterClient:
-			acks = 1
+			// 1 when the masters have replicas; a cluster without any would make every WAIT
+			// run into its timeout.
+			acks = clusterReplicaAcks(ctx, c, log)
 		case *redis.Client:
 			if strings.Contains(cfg.RedisURL, "master_name=") {
 				acks = 1 // Sentinel: the failover client is a *redis.Client
@@ -295,6 +299,15 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 	rdb, admitRDB = newClient(0), newClient(admitPoolSize) // 0: go-redis's default pool
 	queue.WatchTopology(rdb)
 	queue.WatchTopology(admitRDB)
+	if cfg.RedisURL != "" {
+		// Fail fast with one clear line: a REDIS_URL that names nothing reachable is a
+		// configuration error at start (once running, an outage is answered with 503s).
+		if err := pingRedis(rdb, 5*time.Second); err != nil {
+			_ = admitRDB.Close()
+			_ = rdb.Close()
+			return nil, nil, nil, fmt.Errorf("Redis does not answer at REDIS_URL (%s) within 5 s: %w", redisTarget(cfg.RedisURL), err)
+		}
+	}
 	return rdb, admitRDB, func() { _ = admitRDB.Close(); _ = rdb.Close(); stop() }, nil
 }
 
@@ -402,4 +415,80 @@ func loadMessages(dir string, log zerolog.Logger) error {
 	}
 	log.Info().Str("messages_dir", dir).Strs("languages", static.Languages()).Msg("page messages loaded")
 	return nil
+}
+
+// clusterReplicaAcks is WR_REDIS_REPLICA_ACKS=auto on a Redis Cluster: 1 when every master
+// that answers has a replica, else 0 (logged: the failover guarantee needs replicas).
+func clusterReplicaAcks(ctx context.Context, c *redis.ClusterClient, log zerolog.Logger) int {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	masters, without := 0, 0
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		masters++
+		if strings.Contains(info, "connected_slaves:0") {
+			without++
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("Redis Cluster: could not read the replicas; WR_REDIS_REPLICA_ACKS=auto waits for 1")
+		return 1
+	case without > 0:
+		log.Warn().Int("masters", masters).Int("without_replica", without).Msg("Redis Cluster: a master has no replica; WR_REDIS_REPLICA_ACKS=auto is 0 (a failover may forget admissions; add replicas and restart, or set it to 1)")
+		return 0
+	}
+	return 1
+}
+
+// pingRedis pings rdb until it answers or timeout passes (Redis may be starting beside us).
+func pingRedis(rdb redis.UniversalClient, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// redisTarget describes a REDIS_URL without its password: the kind and the addresses.
+func redisTarget(url string) string {
+	kind := "a single Redis"
+	switch {
+	case strings.Contains(url, "master_name="):
+		kind = "Sentinel"
+	case strings.Contains(url, "addr="):
+		kind = "a Redis Cluster"
+	}
+	var addrs []string
+	if o, err := redis.ParseURL(strings.SplitN(url, "?", 2)[0]); err == nil {
+		addrs = append(addrs, o.Addr)
+	}
+	if i := strings.Index(url, "?"); i >= 0 {
+		for _, kv := range strings.Split(url[i+1:], "&") {
+			if a, ok := strings.CutPrefix(kv, "addr="); ok {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return kind + ": " + strings.Join(addrs, ", ")
+}
+
+// redisLog sends go-redis's own log lines (one per failed dial, and so on) to zerolog at
+// debug level, so an outage is told once by our lines instead of many times by its.
+type redisLog struct{ log zerolog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Str("component", "go-redis").Msgf(format, v...)
 }
