@@ -137,3 +137,39 @@ func TestLeadershipSpreadsOverInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestRestingQueueKeepsItsSchedule: the schedule's instants of a resting queue happen even
+// when the admitter that put it to rest is gone — a new one (a restart, another instance)
+// learns them from its rest check: the start of an empty scheduled queue runs its draw (the
+// seed is revealed) and the end marks the sale ended, with nobody joining.
+func TestRestingQueueKeepsItsSchedule(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	startsAt, endsAt := time.Now().Add(1500*time.Millisecond), time.Now().Add(3*time.Second)
+	if _, _, err := f.q.Put(ctx, "sched", queue.SettingsPatch{RatePerSecond: f64(10), StartsAt: &startsAt, EndsAt: &endsAt}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(owner string) func() {
+		c, cancel := context.WithCancel(ctx)
+		a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: owner, RestCheck: time.Hour})
+		done := make(chan struct{})
+		go func() { defer close(done); _ = a.Run(c) }()
+		return func() { cancel(); <-done }
+	}
+	stop := run("first")
+	testwait.For(t, 3*time.Second, "the scheduled, empty queue to rest", func() bool {
+		idle, _ := f.rdb.HGet(ctx, "wr:{q:sched}:clock", "idle").Result()
+		return idle == "1"
+	})
+	stop() // the admitter that knew the instants is gone
+	stop = run("second")
+	defer stop()
+	testwait.For(t, 5*time.Second, "the draw at the start, with nobody joined", func() bool {
+		d, err := f.q.Draw(ctx, "sched")
+		return err == nil && d.Seed != ""
+	})
+	testwait.For(t, 5*time.Second, "the end", func() bool {
+		s, err := f.q.Settings(ctx, "sched")
+		return err == nil && s.Ended
+	})
+}

@@ -302,6 +302,10 @@ func (h *Hub) queueFor(ctx context.Context, name string) (*qhub, error) {
 	synced := qh.line.synced
 	qh.mu.Unlock()
 	if !synced {
+		select {
+		case h.sub <- name: // followed again if it was let go (a sharded feed, no stream for a while)
+		default:
+		}
 		if err := h.resync(ctx, qh); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotSynced, err)
 		}

@@ -21,6 +21,9 @@ const (
 	// Backoff between failed receives (go-redis reconnects on the next one).
 	backoffMin = 50 * time.Millisecond
 	backoffMax = 2 * time.Second
+	// shardLinger is how many refreshes (seconds) a sharded subscription outlives the last
+	// stream of its queue here.
+	shardLinger = 60
 	// feedQueue is how many feed events may wait for the subscription loop.
 	feedQueue = 1024
 )
@@ -62,13 +65,29 @@ func (h *Hub) subscribe(ctx context.Context) error {
 			}
 		}
 	}
+	quiet := map[string]int{} // sharded: seconds a followed queue has had no stream here
 	followAll := func() {
 		if feed.Sharded() {
-			// A sharded feed holds a connection per queue: only the queues with local state
-			// (a stream was opened here) are followed, read from memory.
+			// A sharded feed holds a connection per queue: only the queues with streams here
+			// are followed (read from memory), and one without any for shardLinger is let go
+			// (its state is marked unsynced: a new stream resyncs it and follows it again).
 			var names []string
 			for _, qh := range h.queueList() {
-				names = append(names, qh.name)
+				qh.mu.Lock()
+				n := len(qh.conns)
+				qh.mu.Unlock()
+				switch {
+				case n > 0:
+					delete(quiet, qh.name)
+					names = append(names, qh.name)
+				case subscribed[qh.name]:
+					if quiet[qh.name]++; quiet[qh.name] >= shardLinger {
+						feed.Unfollow(qh.name)
+						delete(subscribed, qh.name)
+						delete(quiet, qh.name)
+						qh.unsync()
+					}
+				}
 			}
 			follow(names...)
 			return
