@@ -89,6 +89,10 @@ if [ -n "$unformatted" ]; then
 fi
 echo "test.sh: go vet"
 go vet ./...
+# The Kubernetes manifests (deploy/k8s, a module of its own so the root's dependencies stay
+# short): decoded strictly into the Kubernetes API types and checked against server/config.go.
+echo "test.sh: Kubernetes manifests"
+(cd deploy/k8s && go vet ./... && go test -count=1 ./...)
 WR_OPENAPI_REPORT=$(mktemp)
 export WR_OPENAPI_REPORT
 passes=${WR_TEST_PASSES:-single cluster}
