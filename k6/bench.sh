@@ -552,7 +552,11 @@ machine() {
 		echo "redis-server: $(redis-server --version | awk '{print $3}' | tr -d v=)"
 		echo "open files: $(ulimit -n)"
 		echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)${BENCH_REV:+ (server built from $BENCH_REV)}"
-		echo "working tree: $(git status --porcelain 2>/dev/null | wc -l) changed or untracked files (uncommitted work is in the build)"
+		if [ -n "${BENCH_REV:-}" ]; then
+			echo "working tree: $(git status --porcelain 2>/dev/null | wc -l) changed or untracked files (not in the server build: BENCH_REV; the swarm is the tree's)"
+		else
+			echo "working tree: $(git status --porcelain 2>/dev/null | wc -l) changed or untracked files (uncommitted work is in the build)"
+		fi
 	} | tee "$OUT/machine.txt"
 }
 
