@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/internal/backoff"
 )
 
 // AdmitConfig tunes the admission loops. Zero fields take the documented defaults.
@@ -290,24 +292,19 @@ func (a *Admitter) listenWakes(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	defer stop()
 	defer ps.Close()
-	backoff := 50 * time.Millisecond
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		m, err := ps.Receive(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !bo.Wait(ctx) {
 				return
-			case <-t.C:
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		bo.Reset()
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {

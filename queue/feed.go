@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/backoff"
 )
 
 // ErrMalformedTick is returned (wrapped) by Feed.Receive for a message that is not a tick;
@@ -88,7 +90,7 @@ func (f *Feed) pump(ps *redis.PubSub, name string) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		backoff := 50 * time.Millisecond
+		bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 		for {
 			m, err := ps.Receive(f.ctx)
 			if f.ctx.Err() != nil || !f.current(ps, name) {
@@ -109,17 +111,12 @@ func (f *Feed) pump(ps *redis.PubSub, name string) {
 				return
 			}
 			if err == nil {
-				backoff = 50 * time.Millisecond
+				bo.Reset()
 				continue
 			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-f.ctx.Done():
-				t.Stop()
+			if !bo.Wait(f.ctx) {
 				return
-			case <-t.C:
 			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}()
 }
@@ -134,17 +131,26 @@ func (f *Feed) current(ps *redis.PubSub, name string) bool {
 	return name == "" || f.shards[name] == ps
 }
 
-// resubscribe replaces name's sharded subscription after Redis dropped it.
-func (f *Feed) resubscribe(old *redis.PubSub, name string) {
-	f.q.ReloadTopology(f.ctx)
+// install makes a new sharded subscription (no channel yet) name's if name's is still was
+// (nil: none); else, or once the feed is closed, it returns nil.
+func (f *Feed) install(name string, was *redis.PubSub) *redis.PubSub {
 	f.mu.Lock()
-	if f.closed || f.shards[name] != old {
-		f.mu.Unlock()
-		return
+	defer f.mu.Unlock()
+	if f.closed || f.shards[name] != was {
+		return nil
 	}
 	ps := f.q.rdb.SSubscribe(f.ctx)
 	f.shards[name] = ps
-	f.mu.Unlock()
+	return ps
+}
+
+// resubscribe replaces name's sharded subscription after Redis dropped it.
+func (f *Feed) resubscribe(old *redis.PubSub, name string) {
+	f.q.ReloadTopology(f.ctx)
+	ps := f.install(name, old)
+	if ps == nil {
+		return
+	}
 	_ = old.Close()
 	// The slot map reloads in the background: give it a moment before asking the slot's
 	// owner; until the new owner confirms, go-redis retries the subscription on each Receive
@@ -176,14 +182,10 @@ func (f *Feed) Follow(ctx context.Context, names ...string) error {
 	}
 	var errs []error
 	for _, n := range names {
-		f.mu.Lock()
-		if f.closed || f.shards[n] != nil {
-			f.mu.Unlock()
-			continue
+		ps := f.install(n, nil)
+		if ps == nil {
+			continue // followed already
 		}
-		ps := f.q.rdb.SSubscribe(f.ctx)
-		f.shards[n] = ps
-		f.mu.Unlock()
 		if err := ps.SSubscribe(ctx, Channel(n)); err != nil {
 			// The subscription stays: go-redis retries it on the next Receive.
 			errs = append(errs, err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/backoff"
 	"github.com/waitroom/waitroom/queue"
 )
 
@@ -148,7 +149,7 @@ func (h *Hub) subscribe(ctx context.Context) error {
 // receive reads the feed into items until ctx ends (or the feed is closed), backing off
 // after errors.
 func receive(ctx context.Context, feed *queue.Feed, items chan<- feedItem) {
-	backoff := backoffMin
+	bo := backoff.Backoff{Min: backoffMin, Max: backoffMax}
 	for {
 		ev, err := feed.Receive(ctx)
 		if ctx.Err() != nil {
@@ -160,17 +161,12 @@ func receive(ctx context.Context, feed *queue.Feed, items chan<- feedItem) {
 			return
 		}
 		if err == nil || errors.Is(err, queue.ErrMalformedTick) {
-			backoff = backoffMin
+			bo.Reset()
 			continue
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !bo.Wait(ctx) {
 			return
-		case <-t.C:
 		}
-		backoff = min(backoff*2, backoffMax)
 	}
 }
 

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -97,64 +93,11 @@ func runIdleCost(o options) error {
 	return writeJSON(o.Out, rep)
 }
 
-// joinMany takes n places in the run's queue with workers kept-alive connections (from -src
-// when set) and counts the answers' states and the errors.
+// joinMany takes n places in the run's queue (joinQueues with one queue: kept-alive
+// connections spread over the targets, from -src when set) and counts the answers' states and
+// the errors.
 func (r *run) joinMany(n, workers int) (int64, map[string]int64, map[string]int64) {
-	var src net.IP
-	if r.o.Src != "" {
-		src = net.ParseIP(r.o.Src)
-	}
-	hp := hostPort(r.o.Targets[0])
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(n)/200*float64(time.Second))+time.Minute)
-	defer cancel()
-	var next, ok atomic.Int64
-	var mu sync.Mutex
-	states, errs := map[string]int64{}, map[string]int64{}
-	var wg sync.WaitGroup
-	for range min(workers, max(n, 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var rc *rawConn
-			defer func() {
-				if rc != nil {
-					rc.close()
-				}
-			}()
-			for ctx.Err() == nil && next.Add(1) <= int64(n) {
-				if rc == nil {
-					var err error
-					if rc, err = dialRaw(ctx, src, hp); err != nil {
-						mu.Lock()
-						errs[errorKind("join", response{}, err)]++
-						mu.Unlock()
-						time.Sleep(100 * time.Millisecond)
-						continue
-					}
-				}
-				resp, err := rc.do("POST", "/api/queues/"+r.o.Queue+"/join", "", 10*time.Second)
-				if err != nil || (resp.status != 201 && resp.status != 200) {
-					mu.Lock()
-					errs[errorKind("join", resp, err)]++
-					mu.Unlock()
-					rc.close()
-					rc = nil
-					continue
-				}
-				ok.Add(1)
-				st, _ := jsonStr(resp.body, "state")
-				mu.Lock()
-				states[string(st)]++
-				mu.Unlock()
-				if !resp.keepAlive {
-					rc.close()
-					rc = nil
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return ok.Load(), states, errs
+	return r.joinQueues([]string{r.o.Queue}, n, workers)
 }
 
 // findNamed returns the first object under v whose "name" (or "queue") is name.
