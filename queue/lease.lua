@@ -11,12 +11,13 @@
 --         really rests
 -- Modes "0" and "1" return the fencing token (> 0) while ARGV[1] holds the lease, else 0.
 -- Mode "2" returns {fence, starts_ms, ends_ms}: fence as above, or -2 when the queue rests
--- (nobody holds the lease; the caller rests too and wakes at the schedule's next instant).
+-- (nobody holds the lease; the caller rests too and wakes at the schedule's next instant);
+-- starts_ms and ends_ms are filled in only with -2.
 -- A resting queue has no leader: the last one released the lease in the same step that set
 -- idle, and a join that ends the rest clears it. Mode "2" does not trust the flag alone: a
--- lease someone holds (a loop of the release before resting existed), anyone waiting (in any
--- line or the pre-queue), a live token, a due schedule instant or rows due for retirement end
--- the rest here, so a stale flag costs one rest check, never the queue.
+-- lease someone holds (a loop of the release before resting existed: the caller follows it),
+-- anyone waiting (in any line or the pre-queue), a live token, a due schedule instant or rows
+-- due for retirement end the rest here, so a stale flag costs one rest check, never the queue.
 local function take()
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return redis.call('INCR', KEYS[2])
@@ -36,15 +37,22 @@ if ARGV[3] == '0' then
   if f > 0 then redis.call('HDEL', KEYS[3], 'idle') end
   return f
 end
+-- The holder renews, and anyone else while a holder exists waits: no more reads than that
+-- (a leader renews twice a second, every other instance tries as often).
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {tonumber(redis.call('GET', KEYS[2]) or '0'), 0, 0}
+end
+if cur then return {0, 0, 0} end
 local ck = redis.call('HMGET', KEYS[3], 'idle', 'seq_p', 'head_p', 'seq_b', 'head_b')
+if ck[1] ~= '1' then return {take(), 0, 0} end
 local cf = redis.call('HMGET', KEYS[4], 'draw', 'starts_ms', 'ends_ms', 'ended')
 local starts = tonumber(cf[2] or '0') or 0
 local ends = tonumber(cf[3] or '0') or 0
-if ck[1] ~= '1' then return {take(), starts, ends} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local busy = redis.call('EXISTS', KEYS[1]) == 1
-  or (tonumber(ck[2] or '0') or 0) > (tonumber(ck[3] or '0') or 0)
+local busy = (tonumber(ck[2] or '0') or 0) > (tonumber(ck[3] or '0') or 0)
   or (tonumber(ck[4] or '0') or 0) > (tonumber(ck[5] or '0') or 0)
   or redis.call('ZCARD', KEYS[5]) > 0 or redis.call('ZCARD', KEYS[6]) > 0
   or (cf[1] == 's' and (now >= starts or redis.call('ZCARD', KEYS[7]) > 0))
