@@ -154,14 +154,12 @@ func (f *Feed) resubscribe(old *redis.PubSub, name string) {
 	_ = old.Close()
 	// The slot map reloads in the background: give it a moment before asking the slot's
 	// owner; until the new owner confirms, go-redis retries the subscription on each Receive
-	// (and a MOVED answer brings us back here).
+	// (with the pump's back-off), and a MOVED answer brings us back here.
 	select {
 	case <-f.ctx.Done():
 		return
 	case <-time.After(300 * time.Millisecond):
 	}
-	// The slot map may still be reloading: until the new owner confirms, go-redis retries
-	// the subscription on each Receive (with the pump's back-off).
 	_ = ps.SSubscribe(f.ctx, Channel(name))
 	f.pump(ps, name)
 }

@@ -222,7 +222,7 @@ func (q *Queue) confirm(ctx context.Context, name string) {
 		return
 	}
 	k := keysFor(name)
-	n, err := q.node(ctx, k.clock())
+	n, err := q.noRetryNode(ctx, k.clock())
 	if err != nil {
 		q.m.unconfirmed.WithLabelValues(name).Inc()
 		return

@@ -139,14 +139,7 @@ func runStorm(o options) error {
 		}
 	}
 	planned := time.Duration(float64(o.N)/o.ConnectRate*float64(time.Second))*2 + o.Settle + o.Before + o.Duration + o.Hold + o.Drain + time.Minute
-	if o.HardStop <= 0 {
-		o.HardStop = planned + 2*time.Minute
-	}
-	hard := time.AfterFunc(o.HardStop, func() {
-		warnf("hard stop after %v: killing the child processes and exiting", o.HardStop)
-		r.killAll()
-		os.Exit(3)
-	})
+	_, hard := r.armHardStop(&o, planned)
 	defer hard.Stop()
 	rep := stormReport{Label: o.Label, Date: time.Now().UTC().Format(time.RFC3339), Queue: o.Queue, Targets: o.Targets,
 		N: o.N, Procs: o.Procs, Rate: o.Rate, Latency: map[string]summary{}, Events: map[string]int64{}, Errors: map[string]int64{}}
