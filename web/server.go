@@ -225,6 +225,9 @@ func (s *Server) routes() {
 	admin.Post("/keys/rotate", s.rotateKeys)
 	admin.Get("/limits", s.getLimits)
 	admin.Put("/limits", s.putLimits)
+	admin.Get("/queues/:queue/history", s.history)
+	admin.Get("/queues/:queue/report", s.report)
+	admin.Get("/audit", s.auditList)
 	admin.Use(notFound)
 
 	s.pageRoutes()
