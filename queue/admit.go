@@ -40,7 +40,16 @@ type AdmitConfig struct {
 	// stream hub's CountTTL).
 	ViewEvery time.Duration
 	AliveTTL  time.Duration
+	// Observers see every tick this instance runs as a queue's leader (history, the auto
+	// rate controller); they are called on the loop's goroutine and must not block.
+	Observers []TickObserver
 	Log       zerolog.Logger
+}
+
+// TickObserver sees the ticks of the queues this instance leads: name, when the tick ran
+// and what it did. ObserveTick runs on the admission loop: it must hand work off, never wait.
+type TickObserver interface {
+	ObserveTick(name string, at time.Time, r TickResult)
 }
 
 func (c AdmitConfig) withDefaults() AdmitConfig {
@@ -491,6 +500,9 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 				setLeader(0)
 			default:
 				rate, waiting = res.rate, res.Waiting+res.WaitingPriority+res.WaitingBypass
+				for _, o := range a.cfg.Observers {
+					o.ObserveTick(name, now, res)
+				}
 				a.afterTick(ctx, name, owner, fence, res, log)
 				if res.Rested {
 					// The script released the lease with the rest.
@@ -560,6 +572,11 @@ type TickResult struct {
 	// Acks is how many replicas acknowledged the tick before its message went out (-1: not
 	// asked, ReplicaAcks 0).
 	Acks int64
+	// Rate is the admission rate the tick used (users/s); Tail the last sequence handed out
+	// in the normal line (0 from a script of the release before): the normal line's
+	// sequences admitted by a tick are (the previous tick's Head, Head].
+	Rate float64
+	Tail int64
 
 	rate   float64
 	fenced bool
@@ -627,6 +644,7 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	r := TickResult{Admitted: toInt(res[0]), Ev: toInt(res[1]), Waiting: toInt(res[2]), Active: toInt(res[3]),
 		Tick: toInt(res[4]), Head: toInt(res[5]), rate: float64(toInt(res[7])) / 1000, Expired: toInt(res[9]),
 		Abandoned: toInt(res[10]), Acks: acks}
+	r.Rate = r.rate
 	r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = toInt(res[11]), toInt(res[12]), toInt(res[13]), toInt(res[14])
 	r.Phase = [...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(max(toInt(res[15]), 0), 3)]
 	r.EndDue = toInt(res[16]) == 1
@@ -647,6 +665,9 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		}
 		if r.Admitted > 0 && (acks < 0 || acks < int64(a.q.cfg.ReplicaAcks)) && a.q.cfg.ReplicaAcks > 0 {
 			a.q.m.unconfirmed.WithLabelValues(name).Add(float64(r.Admitted))
+		}
+		if len(res) >= 22 {
+			r.Tail = toInt(res[21])
 		}
 		if msg := toString(res[20]); msg != "" {
 			if err := a.q.publishTick(ctx, name, msg); err != nil {

@@ -45,7 +45,7 @@
 -- ARGV[9…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
 --          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
---          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message}
+--          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message, tail}
 --          or {-1} when fenced off (waiting and head: the
 --          normal line; phase 0 none, 1 scheduled, 2 frozen (the draw is due), 3 drawn;
 --          end_due 1 when ends_at has passed and the line is not yet ended; rested 1 when the
@@ -62,7 +62,7 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw')
+  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw', 'ttl_min_ms', 'ttl_halve_at')
 local rate = tonumber(cfg[1] or '0') or 0
 local max_active = tonumber(cfg[2] or '0') or 0
 local ttl = tonumber(cfg[3] or '300000') or 300000
@@ -216,6 +216,14 @@ elseif rest > 0 then
   if P.n == fair then pcarry = due - fair else pcarry = 0 end
 end
 
+-- The adaptive token TTL (ttl_min_ms > 0): the longer the line, the shorter the token's
+-- life, ttl × H / (H + waiting), never below ttl_min_ms (Settings.EffectiveTTL).
+local ttl_min = tonumber(cfg[12] or '0') or 0
+if ttl_min > 0 then
+  local h = tonumber(cfg[13] or '1000') or 1000
+  local w = waiting + P.waiting + B.waiting
+  if h > 0 and w > 0 then ttl = math.max(ttl_min, math.floor(ttl * h / (h + w))) end
+end
 local adm = {}
 local k = 0
 local function admit(tk, s, suffix, letter)
@@ -391,6 +399,9 @@ else
     'arate', arate, 'total', total, 'lastpub', lastpub, 'pubtail', pubtail, 'lag_ms', ARGV[7],
     'real', real, 'real_shown', real_shown, 'arate_r', rate)
 end
+-- The queue's running totals of lapsed tokens and abandoned places (its history reads them).
+if #expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired_n', #expired) end
+if departed > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned_n', departed) end
 local rested = 0
 if string.sub(ARGV[8], 2, 2) == 'i' and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0
   and pq == 0 and phase ~= 'f' and end_due == 0 and retired < limit and #expired < limit then
@@ -401,4 +412,4 @@ end
 local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
   math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due,
-  rested, starts, ends, out}
+  rested, starts, ends, out, tail}

@@ -23,6 +23,8 @@ type Instance struct {
 	MaxConnections int64     `json:"max_connections"` // connection budget (0 = none)
 	StartedAt      time.Time `json:"started_at"`
 	LastSeen       time.Time `json:"last_seen"`
+	// Queues is this instance's open streams per queue (queues with none are left out).
+	Queues map[string]int64 `json:"queues,omitempty"`
 }
 
 const instancesKey = "wr:instances" // SET of instance ids (global, outside any queue's slot)

@@ -289,6 +289,8 @@ redis.call('ZADD', KEYS[5], now, ARGV[1])
 return waiter(0, seq, '')
 end
 local r = main()
+-- Every new place is counted (clock joins: the queue's joined total, for its history).
+if r[1] == 0 then redis.call('HINCRBY', KEYS[6], 'joins', 1) end
 -- A new place in a resting queue ends the rest (the caller wakes the loops).
 if r[1] == 0 and idle_flag == '1' then
   redis.call('HDEL', KEYS[6], 'idle')

@@ -12,6 +12,7 @@
 -- KEYS[14] pre       ZSET  the pre-queue (a member leaving before the start leaves it; one
 --                          leaving after the freeze stays in the frozen list, and the draw
 --                          records its reserved sequence as a departure)
+-- KEYS[15] clock     HASH  left_n counts the places given up here (history, analytics)
 -- ARGV[1] ticket id
 -- ARGV[2] token the caller believes the ticket holds ("" when waiting)
 -- Returns 1 when a place or token was given up, 0 when the ticket had none, -1 when the
@@ -29,6 +30,7 @@ end
 if cur and string.sub(cur, 1, 2) == 'q:' then
   redis.call('ZREM', KEYS[14], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[15], 'left_n', 1)
   return 1
 end
 local seq = redis.call('ZSCORE', w, ARGV[1])
@@ -38,6 +40,7 @@ if seq then
   redis.call('ZADD', g, seq, seq)
   redis.call('RPUSH', gn, seq)
   redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[15], 'left_n', 1)
   return 1
 end
 if cur and string.sub(cur, 1, 2) == 'a:' and string.match(cur, '^a:%d+:([^:]*)') ~= ARGV[2] then

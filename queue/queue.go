@@ -395,7 +395,7 @@ func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 		n, err := leaveScript.Run(ctx, q.rdb,
 			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token),
 				k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
-				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre()},
+				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre(), k.clock()},
 			t.ID, st.token).Int64()
 		switch {
 		case err != nil:
@@ -540,6 +540,10 @@ type QueueStats struct {
 	AdmitRate       float64
 	TickLagMs       float64 // how late the leader's last tick started
 	Leader          string
+	// Running totals since the queue was made (the scripts keep them in its clock hash; 0
+	// for what happened under the release before them): new places, lapsed tokens,
+	// places removed after the abandonment grace, places given up by leaving.
+	Joined, Expired, Abandoned, Left int64
 }
 
 // Stats returns the live counts of queue name.
@@ -551,7 +555,8 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	cfg := pipe.HGetAll(ctx, k.cfg())
 	w := pipe.ZCard(ctx, k.waiting())
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
-	c := pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate")
+	c := pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate",
+		"joins", "expired_n", "abandoned_n", "left_n")
 	l := pipe.Get(ctx, k.lease())
 	pq := pipe.ZCard(ctx, k.pre())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -563,10 +568,11 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
 		Prequeue: pq.Val()}
 	v := c.Val()
-	if len(v) != 8 {
+	if len(v) != 12 {
 		return s, nil
 	}
 	s.AdmittedTotal = toInt(v[0])
+	s.Joined, s.Expired, s.Abandoned, s.Left = toInt(v[8]), toInt(v[9]), toInt(v[10]), toInt(v[11])
 	// Users really admitted per second lately, 0 while paused or empty (a leader of the
 	// release before keeps only the ETA's estimate).
 	s.AdmitRate = toFloat(v[1])

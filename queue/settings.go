@@ -44,11 +44,44 @@ type Settings struct {
 	BrandColor   string `json:"brand_color"` // #rrggbb, lower case
 	BrandMessage string `json:"brand_message"`
 	SupportURL   string `json:"support_url"` // https://… or a same-origin path "/…"
+	// RateMode is how the rate is set: RateFixed (the operator's number) or RateAuto (the
+	// controller in auto.go moves it between AutoMin and AutoMax, keeping the protected
+	// backend's p95 latency under AutoTargetP95; RatePerSecond is then its current rate).
+	RateMode      RateMode      `json:"rate_mode"`
+	AutoMin       float64       `json:"auto_min"`
+	AutoMax       float64       `json:"auto_max"`
+	AutoTargetP95 time.Duration `json:"-"`
+	// The adaptive token TTL: with TokenTTLMin > 0 a token issued while W users wait lives
+	// max(TokenTTLMin, TokenTTL × H / (H + W)), H = TokenTTLHalveAt (EffectiveTTL).
+	TokenTTLMin     time.Duration `json:"-"`
+	TokenTTLHalveAt int64         `json:"token_ttl_halve_at"`
 
 	// Read-only state (not set by a patch).
 	SoldOut   bool      `json:"sold_out"` // every product the queue sells has stock 0 (SetSoldOut)
 	Ended     bool      `json:"ended"`    // ends_at has passed and the line was dropped
 	DrawPhase DrawPhase `json:"-"`
+	// RateReason says why the rate last changed (written by the auto controller; "" else).
+	RateReason string `json:"rate_reason"`
+}
+
+// RateMode is how a queue's admission rate is set.
+type RateMode string
+
+// Rate modes.
+const (
+	RateFixed RateMode = "fixed"
+	RateAuto  RateMode = "auto"
+)
+
+// EffectiveTTL is the lifetime of a token issued while waiting users wait (the adaptive
+// TTL when TokenTTLMin > 0; admit.lua computes the same in the tick).
+func (s Settings) EffectiveTTL(waiting int64) time.Duration {
+	if s.TokenTTLMin <= 0 || s.TokenTTLHalveAt <= 0 || waiting <= 0 {
+		return s.TokenTTL
+	}
+	h := float64(s.TokenTTLHalveAt)
+	ms := int64(float64(s.TokenTTL.Milliseconds()) * h / (h + float64(waiting)))
+	return max(time.Duration(ms)*time.Millisecond, s.TokenTTLMin)
 }
 
 // Method is how a queue lets people in.
@@ -110,6 +143,13 @@ type SettingsPatch struct {
 	BrandColor   *string
 	BrandMessage *string
 	SupportURL   *string
+	// Rate mode and the auto controller's bounds and target; the adaptive TTL.
+	RateMode        *RateMode
+	AutoMin         *float64
+	AutoMax         *float64
+	AutoTargetP95   *time.Duration
+	TokenTTLMin     *time.Duration
+	TokenTTLHalveAt *int64
 }
 
 // Limits of the settings accepted by Put.
@@ -127,12 +167,19 @@ const (
 	MinTokenTTL          = 10 * time.Second
 	MaxAllowedOrigins    = 32
 	MaxTokenTTL          = 24 * time.Hour
+	// The auto controller's target latency bounds and the adaptive TTL's halving length.
+	MinAutoTarget          = 10 * time.Millisecond
+	MaxAutoTarget          = 60 * time.Second
+	DefaultAutoTarget      = 500 * time.Millisecond
+	DefaultTokenTTLHalveAt = 1000
+	MaxTokenTTLHalveAt     = 100_000_000
 )
 
 // DefaultSettings are used for fields left out when a queue is created.
 func DefaultSettings(name string) Settings {
 	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP,
-		PriorityShare: DefaultPriorityShare}
+		PriorityShare: DefaultPriorityShare, RateMode: RateFixed, AutoMin: 1, AutoMax: 100,
+		AutoTargetP95: DefaultAutoTarget, TokenTTLHalveAt: DefaultTokenTTLHalveAt}
 }
 
 // Validate refuses a setting out of range with an *InvalidError naming the field.
@@ -164,6 +211,20 @@ func (s Settings) Validate() error {
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
 			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
+	case s.TokenTTLMin != 0 && (s.TokenTTLMin < MinTokenTTL || s.TokenTTLMin > s.TokenTTL):
+		return invalid("token_ttl_min_seconds", "token_ttl_min_seconds must be 0 (fixed TTL) or between %d and token_ttl_seconds.",
+			int(MinTokenTTL.Seconds()))
+	case s.TokenTTLHalveAt < 1 || s.TokenTTLHalveAt > MaxTokenTTLHalveAt:
+		return invalid("token_ttl_halve_at", "token_ttl_halve_at must be between 1 and %d waiting users.", MaxTokenTTLHalveAt)
+	case s.RateMode != RateFixed && s.RateMode != RateAuto:
+		return invalid("rate_mode", "rate_mode must be fixed or auto.")
+	case !(s.AutoMin > 0 && s.AutoMin <= MaxRatePerSecond):
+		return invalid("auto_min", "auto_min must be above 0 and at most %d.", MaxRatePerSecond)
+	case !(s.AutoMax >= s.AutoMin && s.AutoMax <= MaxRatePerSecond):
+		return invalid("auto_max", "auto_max must be at least auto_min and at most %d.", MaxRatePerSecond)
+	case s.AutoTargetP95 < MinAutoTarget || s.AutoTargetP95 > MaxAutoTarget:
+		return invalid("auto_target_p95_ms", "auto_target_p95_ms must be between %d and %d.",
+			MinAutoTarget.Milliseconds(), MaxAutoTarget.Milliseconds())
 	}
 	return nil
 }
@@ -245,6 +306,24 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	}
 	if p.SupportURL != nil {
 		s.SupportURL = *p.SupportURL
+	}
+	if p.RateMode != nil {
+		s.RateMode = *p.RateMode
+	}
+	if p.AutoMin != nil {
+		s.AutoMin = *p.AutoMin
+	}
+	if p.AutoMax != nil {
+		s.AutoMax = *p.AutoMax
+	}
+	if p.AutoTargetP95 != nil {
+		s.AutoTargetP95 = *p.AutoTargetP95
+	}
+	if p.TokenTTLMin != nil {
+		s.TokenTTLMin = *p.TokenTTLMin
+	}
+	if p.TokenTTLHalveAt != nil {
+		s.TokenTTLHalveAt = *p.TokenTTLHalveAt
 	}
 	return s
 }
@@ -362,6 +441,35 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.AutoRedirect != nil {
 		fields = append(fields, "auto_redirect", boolStr(cur.AutoRedirect))
 	}
+	if created || p.RateMode != nil {
+		fields = append(fields, "rate_mode", string(cur.RateMode))
+		if p.RateMode != nil && *p.RateMode != prev.RateMode {
+			reason := ""
+			if cur.RateMode == RateAuto {
+				reason = "auto mode on: starting from " + strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64) + "/s"
+			}
+			fields = append(fields, "rate_reason", reason)
+		}
+	}
+	// In auto mode the rate must lie within the bounds: an operator's rate or new bounds
+	// move it inside them at once.
+	if cur.RateMode == RateAuto && (cur.RatePerSecond < cur.AutoMin || cur.RatePerSecond > cur.AutoMax) {
+		cur.RatePerSecond = min(max(cur.RatePerSecond, cur.AutoMin), cur.AutoMax)
+		fields = append(fields, "rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64))
+	}
+	for _, f := range []struct {
+		set   bool
+		field string
+		v     string
+	}{{p.AutoMin != nil, "auto_min", strconv.FormatFloat(cur.AutoMin, 'f', -1, 64)},
+		{p.AutoMax != nil, "auto_max", strconv.FormatFloat(cur.AutoMax, 'f', -1, 64)},
+		{p.AutoTargetP95 != nil, "auto_target_ms", strconv.FormatInt(cur.AutoTargetP95.Milliseconds(), 10)},
+		{p.TokenTTLMin != nil, "ttl_min_ms", strconv.FormatInt(cur.TokenTTLMin.Milliseconds(), 10)},
+		{p.TokenTTLHalveAt != nil, "ttl_halve_at", strconv.FormatInt(cur.TokenTTLHalveAt, 10)}} {
+		if created || f.set {
+			fields = append(fields, f.field, f.v)
+		}
+	}
 	for _, f := range []struct {
 		set   *string
 		field string
@@ -389,6 +497,20 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 
 // Ensure creates queue name with s unless it exists (demo data at start).
 func (q *Queue) Ensure(ctx context.Context, s Settings) error {
+	// Fields the caller left zero where zero is not valid take the defaults.
+	def := DefaultSettings(s.Name)
+	if s.RateMode == "" {
+		s.RateMode = def.RateMode
+	}
+	if s.AutoMin == 0 && s.AutoMax == 0 {
+		s.AutoMin, s.AutoMax = def.AutoMin, def.AutoMax
+	}
+	if s.AutoTargetP95 == 0 {
+		s.AutoTargetP95 = def.AutoTargetP95
+	}
+	if s.TokenTTLHalveAt == 0 {
+		s.TokenTTLHalveAt = def.TokenTTLHalveAt
+	}
 	_, err := q.Settings(ctx, s.Name)
 	if !errors.Is(err, ErrQueueNotFound) {
 		return err
@@ -399,6 +521,8 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
 		Method: &s.Method, AutoRedirect: &s.AutoRedirect,
 		BrandName: &s.BrandName, BrandColor: &s.BrandColor, BrandMessage: &s.BrandMessage, SupportURL: &s.SupportURL,
+		RateMode: &s.RateMode, AutoMin: &s.AutoMin, AutoMax: &s.AutoMax, AutoTargetP95: &s.AutoTargetP95,
+		TokenTTLMin: &s.TokenTTLMin, TokenTTLHalveAt: &s.TokenTTLHalveAt,
 	})
 	return err
 }
@@ -441,7 +565,30 @@ func parseSettings(name string, m map[string]string) Settings {
 	if method == "" {
 		method = MethodFIFO // queues made before the setting existed
 	}
+	// Queues made before rate modes and the adaptive TTL existed take the defaults.
+	def := DefaultSettings(name)
+	mode := RateMode(m["rate_mode"])
+	if mode == "" {
+		mode = RateFixed
+	}
+	autoMin, autoMax, target, halve := def.AutoMin, def.AutoMax, def.AutoTargetP95, def.TokenTTLHalveAt
+	if v, ok := m["auto_min"]; ok {
+		autoMin, _ = strconv.ParseFloat(v, 64)
+	}
+	if v, ok := m["auto_max"]; ok {
+		autoMax, _ = strconv.ParseFloat(v, 64)
+	}
+	if v, ok := m["auto_target_ms"]; ok {
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		target = time.Duration(ms) * time.Millisecond
+	}
+	if v, ok := m["ttl_halve_at"]; ok {
+		halve, _ = strconv.ParseInt(v, 10, 64)
+	}
+	ttlMin, _ := strconv.ParseInt(m["ttl_min_ms"], 10, 64)
 	return Settings{
+		RateMode: mode, AutoMin: autoMin, AutoMax: autoMax, AutoTargetP95: target, RateReason: m["rate_reason"],
+		TokenTTLMin: time.Duration(ttlMin) * time.Millisecond, TokenTTLHalveAt: halve,
 		StartsAt: msTime(m["starts_ms"]), EndsAt: msTime(m["ends_ms"]), Method: method,
 		SoldOut: m["sold_out"] == "1", Ended: m["ended"] == "1", DrawPhase: DrawPhase(m["draw"]),
 		AllowedOrigins: origins,

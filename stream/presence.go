@@ -104,6 +104,18 @@ func (h *Hub) report(ctx context.Context) {
 	if h.cfg.Connections != nil {
 		in.Connections = h.cfg.Connections()
 	}
+	// Open streams per queue (the history's sse_connections sums them over instances).
+	for _, qh := range h.queueList() {
+		qh.mu.Lock()
+		n := len(qh.conns)
+		qh.mu.Unlock()
+		if n > 0 {
+			if in.Queues == nil {
+				in.Queues = map[string]int64{}
+			}
+			in.Queues[qh.name] = int64(n)
+		}
+	}
 	if err := h.src.ReportInstance(ctx, in, h.cfg.CountTTL); err != nil && ctx.Err() == nil {
 		h.log.Debug().Err(err).Msg("stream: report instance")
 	}

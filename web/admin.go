@@ -3,8 +3,6 @@ package web
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -19,23 +17,7 @@ import (
 	"github.com/waitroom/waitroom/stream"
 )
 
-// adminAuth requires Authorization: Bearer <WR_ADMIN_TOKEN>, compared in constant time
-// (both sides hashed first so not even the length leaks).
-func (s *Server) adminAuth(c *fiber.Ctx) error {
-	if s.cfg.AdminToken == "" {
-		return errorf(401, "admin_disabled", "The admin API is disabled: set WR_ADMIN_TOKEN.")
-	}
-	a := c.Get(fiber.HeaderAuthorization)
-	if len(a) < 7 || !strings.EqualFold(a[:7], "bearer ") {
-		return errorf(401, "admin_unauthorized", "Admin bearer token required.")
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(a[7:])))
-	want := sha256.Sum256([]byte(s.cfg.AdminToken))
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return errorf(401, "admin_unauthorized", "Wrong admin bearer token.")
-	}
-	return c.Next()
-}
+// The admin auth middleware (adminAuth) and its roles are in roles.go.
 
 type queueStatsJSON struct {
 	Name            string   `json:"name"`
@@ -57,8 +39,28 @@ type queueStatsJSON struct {
 	AutoRedirect    bool     `json:"auto_redirect"`
 	TickLagMs       float64  `json:"tick_lag_ms"`
 	Leader          string   `json:"leader"`
+	rateModeJSON
+	RateReason               string `json:"rate_reason"`
+	TokenTTLEffectiveSeconds int64  `json:"token_ttl_effective_seconds"`
 	dropDayJSON
 	brandJSON
+}
+
+// rateModeJSON is how a queue's rate is set and its adaptive token TTL, in its settings and
+// its stats.
+type rateModeJSON struct {
+	RateMode           queue.RateMode `json:"rate_mode"`
+	AutoMin            float64        `json:"auto_min"`
+	AutoMax            float64        `json:"auto_max"`
+	AutoTargetP95Ms    int64          `json:"auto_target_p95_ms"`
+	TokenTTLMinSeconds int64          `json:"token_ttl_min_seconds"`
+	TokenTTLHalveAt    int64          `json:"token_ttl_halve_at"`
+}
+
+func rateMode(st queue.Settings) rateModeJSON {
+	return rateModeJSON{RateMode: st.RateMode, AutoMin: st.AutoMin, AutoMax: st.AutoMax,
+		AutoTargetP95Ms: st.AutoTargetP95.Milliseconds(), TokenTTLMinSeconds: int64(st.TokenTTLMin.Seconds()),
+		TokenTTLHalveAt: st.TokenTTLHalveAt}
 }
 
 // dropDayJSON is a queue's schedule, method and sale state, in its settings and its stats.
@@ -144,7 +146,9 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
 			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
 			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
-			dropDayJSON: dropDay(st.Settings, st.Prequeue), brandJSON: s.brand(ctx, st.Settings),
+			rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
+			TokenTTLEffectiveSeconds: int64(st.EffectiveTTL(st.Waiting + st.WaitingPriority + st.WaitingBypass).Seconds()),
+			dropDayJSON:              dropDay(st.Settings, st.Prequeue), brandJSON: s.brand(ctx, st.Settings),
 		})
 	}
 	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
@@ -225,6 +229,13 @@ type queueBody struct {
 	BrandColor   json.RawMessage `json:"brand_color"`
 	BrandMessage json.RawMessage `json:"brand_message"`
 	SupportURL   json.RawMessage `json:"support_url"`
+	// The rate mode, the auto controller's bounds and target, the adaptive TTL.
+	RateMode           *queue.RateMode `json:"rate_mode"`
+	AutoMin            *float64        `json:"auto_min"`
+	AutoMax            *float64        `json:"auto_max"`
+	AutoTargetP95Ms    *int64          `json:"auto_target_p95_ms"`
+	TokenTTLMinSeconds *int64          `json:"token_ttl_min_seconds"`
+	TokenTTLHalveAt    *int64          `json:"token_ttl_halve_at"`
 }
 
 // queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}.
@@ -240,6 +251,8 @@ type queueSettingsJSON struct {
 	PriorityShare   float64  `json:"priority_share"`
 	AllowedOrigins  []string `json:"allowed_origins"`
 	AutoRedirect    bool     `json:"auto_redirect"`
+	rateModeJSON
+	RateReason string `json:"rate_reason"`
 	dropDayJSON
 	brandJSON
 }
@@ -276,6 +289,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
 		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
 		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
+		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
 		brandJSON: s.brand(c.UserContext(), st.Settings),
 	})
 }
@@ -298,6 +312,23 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 		p.TokenTTL = &d
 	}
 	p.Method = b.Method
+	p.RateMode, p.AutoMin, p.AutoMax, p.TokenTTLHalveAt = b.RateMode, b.AutoMin, b.AutoMax, b.TokenTTLHalveAt
+	if b.AutoTargetP95Ms != nil {
+		if *b.AutoTargetP95Ms < 0 || *b.AutoTargetP95Ms > 1<<31 {
+			return p, &Error{Status: 422, Code: "invalid_settings", Field: "auto_target_p95_ms",
+				Message: "auto_target_p95_ms must be between " + strconv.FormatInt(queue.MinAutoTarget.Milliseconds(), 10) + " and " + strconv.FormatInt(queue.MaxAutoTarget.Milliseconds(), 10) + "."}
+		}
+		d := time.Duration(*b.AutoTargetP95Ms) * time.Millisecond
+		p.AutoTargetP95 = &d
+	}
+	if b.TokenTTLMinSeconds != nil {
+		if *b.TokenTTLMinSeconds < 0 || *b.TokenTTLMinSeconds > 1<<31 {
+			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_min_seconds",
+				Message: "token_ttl_min_seconds must be 0 (fixed TTL) or between " + strconv.Itoa(int(queue.MinTokenTTL.Seconds())) + " and token_ttl_seconds."}
+		}
+		d := time.Duration(*b.TokenTTLMinSeconds) * time.Second
+		p.TokenTTLMin = &d
+	}
 	if p.StartsAt, err = parseTimeField("starts_at", b.StartsAt); err != nil {
 		return p, err
 	}
