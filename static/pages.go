@@ -73,3 +73,14 @@ type AdminPage struct {
 	Lang string
 	T    map[string]string
 }
+
+// ReportPage is the data of the "report" template, /admin/queues/{queue}/report: the
+// printable report of a queue. Like the dashboard it holds no secret; its script reads the
+// report with the admin token kept in sessionStorage. Exists false: no such queue (the page
+// says so and reads nothing).
+type ReportPage struct {
+	Lang   string
+	T      map[string]string
+	Queue  string
+	Exists bool
+}

@@ -37,6 +37,7 @@ func (s *Server) pageRoutes() {
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/admin", s.adminPage)
+	pages.Get("/admin/queues/:queue/report", s.reportPage)
 }
 
 func (s *Server) render(c *fiber.Ctx, status int, name string, data any) error {
@@ -136,4 +137,25 @@ func (s *Server) orderPage(c *fiber.Ctx) error {
 func (s *Server) adminPage(c *fiber.Ctx) error {
 	l, t := lang(c)
 	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t})
+}
+
+// reportPage serves the printable report of a queue; its script reads the report JSON
+// with the admin token. An unknown queue answers 404 with a page that says so.
+func (s *Server) reportPage(c *fiber.Ctx) error {
+	l, t := lang(c)
+	name := c.Params("queue")
+	data := static.ReportPage{Lang: l, T: t, Queue: name}
+	if !queue.ValidName(name) {
+		data.Queue = ""
+		return s.render(c, 404, "report", data)
+	}
+	_, err := s.d.Queue.Settings(c.UserContext(), name)
+	switch {
+	case errors.Is(err, queue.ErrQueueNotFound):
+		return s.render(c, 404, "report", data)
+	case err != nil:
+		return err
+	}
+	data.Exists = true
+	return s.render(c, 200, "report", data)
 }

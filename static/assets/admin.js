@@ -15,6 +15,16 @@
  * its offset; "Clear" sends null) and the method. Only the times the admin
  * changed are sent: re-sending a start that lost its milliseconds in the
  * input would be a change, refused while people wait.
+ *
+ * Operators: each queue card draws its history (GET …/history: the last hour on load,
+ * range buttons 15 min … 7 d with a step that keeps ≤ 360 points, re-read every 10 s, or
+ * every minute for the longer ranges — the history is the only source, so a reload shows
+ * the same points) with charts.js, links to its printable report, and edits the rate mode
+ * and the adaptive token TTL. The audit log (GET /admin/api/audit) is listed, re-read after
+ * every change this page makes and every 30 s. GET /admin/api/whoami says who signed in:
+ * a viewer sees every changing control disabled with the reason. Pausing, closing,
+ * revoking a code and rotating the signing key ask for confirmation in a <dialog>. Every
+ * control of a queue card names its queue ("Pause admission of queue drop").
  */
 (function () {
   'use strict';
@@ -48,6 +58,10 @@
     newQueue: $('new-queue'), newProduct: $('new-product'), productsRefresh: $('products-refresh'),
     newProductQueue: $('new-product-queue'),
     tplQueue: $('tpl-queue'), tplProduct: $('tpl-product'),
+    who: $('admin-who'), viewerNote: $('viewer-note'),
+    auditRows: $('audit-rows'), auditMsg: $('audit-msg'), auditRefresh: $('audit-refresh'),
+    keysRows: $('keys-rows'), keysMsg: $('keys-msg'), keysRotate: $('keys-rotate'),
+    confirm: $('confirm-dialog'), confirmText: $('confirm-text'),
   };
   const charts = {
     sse: $('chart-sse'), waiting: $('chart-waiting'), admitted: $('chart-admitted'),
@@ -67,7 +81,12 @@
   let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
   let productList = [];          // the last GET /api/products, for "which products a queue sells"
   let serverSkew = 0;            // server clock − this clock (ms), from the stats' server_time
-  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty'];
+  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty',
+    'auto_min', 'auto_max', 'auto_target_p95_ms', 'token_ttl_min_seconds', 'token_ttl_halve_at'];
+  const AUDIT_POLL_MS = 30000;
+  let role = '';                 // "operator" | "viewer" | "" (not told: the server predates roles)
+  let auditTimer = null;
+  let auditSoon = null;
   const INVITE_TTL_MS = 7 * 24 * 3600 * 1000; // the server's default expiry, shown in the form
   const PRODUCT_LIMITS = ['max_per_order', 'max_per_ticket'];
 
@@ -95,6 +114,9 @@
     prev = null;
     startStream();
     loadProducts();
+    loadWhoami();
+    loadAudit();
+    loadKeys();
   }
 
   function stopAll() {
@@ -102,11 +124,15 @@
     clearTimeout(streamTimer);
     clearInterval(watchdog);
     clearTimeout(productsTimer);
+    clearTimeout(auditTimer);
+    clearTimeout(auditSoon);
+    for (const entry of queueCards.values()) stopHistory(entry);
   }
 
+  /** The server's refusal as a sentence (its message; the code stays out of sight). */
   function errorText(err) {
     if (err && err.status === 0) return t('admin_network', { msg: err.message });
-    return t('admin_error', { msg: (err && err.message) || '', code: (err && err.code) || '' });
+    return (err && err.message) || tx('admin_failed', 'The server refused the change.');
   }
 
   function setError(text) {
@@ -130,6 +156,7 @@
     }
     if (!res.ok) return { ok: false, status: res.status, err: await readFieldError(res) };
     const data = res.status === 204 ? null : await res.json().catch(() => null);
+    if (method !== 'GET') auditAfterChange();
     return { ok: true, status: res.status, body: data };
   }
 
@@ -471,6 +498,7 @@
         budgetCell(i.connections, i.max_connections, 'instance-conns'),
         cell('td', Number.isFinite(Date.parse(i.started_at)) ? new Date(i.started_at).toLocaleString(lang) : '–'),
         cell('td', ago(i.last_seen, now)));
+      labelCells(tr, el.instances);
       rows.push(tr);
     }
     if (!rows.length) {
@@ -508,25 +536,105 @@
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       const body = {};
+      const mode = form.elements.rate_mode.value;
       for (const k of QUEUE_KNOBS) {
+        // In auto mode the controller sets the rate: the shown value is its current one.
+        if (k === 'rate_per_second' && mode === 'auto') continue;
         const v = form.elements[k].value.trim();
         if (v !== '') body[k] = Number(v);
       }
+      body.rate_mode = mode;
       // One exact origin per line (https://shop.example); the server checks each.
       body.allowed_origins = form.elements.allowed_origins.value.split(/[\s,]+/).filter((o) => o !== '');
       body.auto_redirect = form.elements.auto_redirect.checked;
       putQueue(entry, body, () => { entry.dirty = false; });
     });
-    card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', () => {
-      if (entry.q) putQueue(entry, { paused: !entry.q.paused });
+    // Pausing and closing stop a live sale: asked first. Resuming and opening are not.
+    card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', async () => {
+      if (!entry.q) return;
+      if (!entry.q.paused && !await confirmAction(tx('admin_confirm_pause', 'Pause admission of queue {name}? Nobody is let in until you resume.', { name }),
+        tx('admin_pause', 'Pause admission'))) return;
+      putQueue(entry, { paused: !entry.q.paused });
     });
-    card.querySelector('[data-testid="toggle-closed"]').addEventListener('click', () => {
-      if (entry.q) putQueue(entry, { closed: !entry.q.closed });
+    card.querySelector('[data-testid="toggle-closed"]').addEventListener('click', async () => {
+      if (!entry.q) return;
+      if (!entry.q.closed && !await confirmAction(tx('admin_confirm_close', 'Close queue {name} to new joiners? People already waiting keep their places.', { name }),
+        tx('admin_close', 'Close to new joiners'))) return;
+      putQueue(entry, { closed: !entry.q.closed });
     });
+    const modeSel = form.elements.rate_mode;
+    modeSel.addEventListener('change', () => showRateMode(entry));
+    const report = card.querySelector('[data-testid="report-link"]');
+    report.href = '/admin/queues/' + encodeURIComponent(name) + '/report';
+    report.textContent = tx('admin_report', 'Report');
     setupInvites(entry);
     setupSale(entry);
     setupBranding(entry);
+    setupHistory(entry);
+    nameControls(card, name);
+    showRateMode(entry);
+    applyRole(card);
     return entry;
+  }
+
+  /** The card's rate line (mode, current rate, why it last changed) and the token TTL in force. */
+  function updateRateMode(entry, q) {
+    const c = entry.card;
+    const dd = field(c, 'rate_mode');
+    const mode = q.rate_mode === 'auto' ? 'auto' : 'fixed';
+    dd.dataset.value = mode;
+    const rate = q.rate_per_second == null ? '–' : num1.format(q.rate_per_second);
+    dd.textContent = mode === 'auto'
+      ? tx('admin_rate_auto_now', 'auto: {rate}/s now (between {min} and {max}, target p95 {target} ms)', {
+        rate, min: q.auto_min == null ? '–' : num1.format(q.auto_min), max: q.auto_max == null ? '–' : num1.format(q.auto_max),
+        target: q.auto_target_p95_ms == null ? '–' : num.format(q.auto_target_p95_ms) })
+      : tx('admin_rate_fixed_now', 'fixed: {rate}/s', { rate });
+    if (typeof q.rate_reason === 'string' && q.rate_reason) {
+      dd.append(' — ', cell('span', tx('admin_rate_reason', 'why: {reason}', { reason: q.rate_reason }), 'rate-reason'));
+    }
+    dd.dataset.reason = typeof q.rate_reason === 'string' ? q.rate_reason : '';
+    const ttl = field(c, 'token_ttl_effective');
+    const eff = q.token_ttl_effective_seconds;
+    ttl.dataset.value = typeof eff === 'number' ? String(eff) : '';
+    ttl.textContent = typeof eff !== 'number' ? '–' : num.format(eff) + ' s' +
+      (q.token_ttl_min_seconds > 0 ? ' ' + tx('admin_ttl_adaptive', '(adaptive)') : '');
+  }
+
+  /** The auto controller's knobs show in auto mode only; the fixed rate in fixed mode. */
+  function showRateMode(entry) {
+    const form = entry.card.querySelector('form');
+    const auto = form.elements.rate_mode.value === 'auto';
+    for (const f of form.querySelectorAll('[data-auto-only]')) f.hidden = !auto;
+    form.elements.rate_per_second.readOnly = auto;
+  }
+
+  /**
+   * Gives every control of a queue card an accessible name that names the queue
+   * ("Rate per second of queue drop"), so a screen reader's list of controls tells the
+   * cards apart. The visible label stays the start of the name.
+   */
+  function nameControls(root, name) {
+    for (const ctl of root.querySelectorAll('input, select, textarea, button, a[href], summary')) {
+      nameControl(ctl, name);
+    }
+  }
+
+  function nameControl(ctl, name) {
+    let base = ctl.dataset.baseName;
+    if (!base) {
+      base = (ctl.labels && ctl.labels.length ? ctl.labels[0].textContent : '') || ctl.getAttribute('aria-label') || ctl.textContent;
+      base = base.replace(/\s+/g, ' ').trim();
+      if (!base) return;
+      ctl.dataset.baseName = base;
+    }
+    ctl.setAttribute('aria-label', tx('admin_of_queue', '{what} of queue {name}', { what: base, name }));
+  }
+
+  /** Sets a control's visible text and its queue-naming accessible name together. */
+  function relabel(ctl, text, name) {
+    ctl.textContent = text;
+    ctl.dataset.baseName = text;
+    nameControl(ctl, name);
   }
 
   /**
@@ -774,10 +882,11 @@
     // start it cannot change (409 draw_done), and there is nothing to clear without one.
     const clearStart = c.querySelector('[data-clear="starts_at"]');
     clearStart.textContent = draw === 'scheduled' ? t('admin_start_now') : t('admin_clear');
-    clearStart.disabled = draw === 'drawing' || draw === 'done' || !q.starts_at;
-    clearStart.setAttribute('aria-label', draw === 'scheduled' ? t('admin_start_now')
-      : t('admin_clear_field', { field: t('admin_starts_at') }));
-    c.querySelector('[data-clear="ends_at"]').disabled = !q.ends_at;
+    clearStart.disabled = role === 'viewer' || draw === 'drawing' || draw === 'done' || !q.starts_at;
+    clearStart.dataset.baseName = draw === 'scheduled' ? t('admin_start_now')
+      : t('admin_clear_field', { field: t('admin_starts_at') });
+    nameControl(clearStart, c.dataset.queue);
+    c.querySelector('[data-clear="ends_at"]').disabled = role === 'viewer' || !q.ends_at;
 
     // Keep what the admin is typing; otherwise mirror the live settings.
     const s = entry.sale;
@@ -837,11 +946,12 @@
       : q.places_per_ip === 0 ? t('admin_no_cap') : num.format(q.places_per_ip);
     field(c, 'priority_share').textContent = typeof q.priority_share !== 'number' ? '–' : pct.format(q.priority_share);
     const pause = c.querySelector('[data-testid="toggle-pause"]');
-    pause.textContent = q.paused ? t('admin_resume') : t('admin_pause');
+    relabel(pause, q.paused ? t('admin_resume') : t('admin_pause'), c.dataset.queue);
     pause.setAttribute('aria-pressed', q.paused ? 'true' : 'false');
     const close = c.querySelector('[data-testid="toggle-closed"]');
-    close.textContent = q.closed ? t('admin_open') : t('admin_close');
+    relabel(close, q.closed ? t('admin_open') : t('admin_close'), c.dataset.queue);
     close.setAttribute('aria-pressed', q.closed ? 'true' : 'false');
+    updateRateMode(entry, q);
     updateSale(entry, q, force === true || force === 'sale');
     updateBranding(entry, q, force === true || force === 'branding');
 
@@ -852,6 +962,10 @@
         if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
       }
       if (Array.isArray(q.allowed_origins)) form.elements.allowed_origins.value = q.allowed_origins.join('\n');
+      if (q.rate_mode === 'fixed' || q.rate_mode === 'auto') {
+        form.elements.rate_mode.value = q.rate_mode;
+        showRateMode(entry);
+      }
       if (typeof q.auto_redirect === 'boolean') form.elements.auto_redirect.checked = q.auto_redirect;
       if (force === true || force === 'settings') entry.dirty = false;
     }
@@ -931,7 +1045,11 @@
       revoke.className = 'button-secondary';
       revoke.dataset.testid = 'invite-revoke';
       revoke.textContent = tx('admin_invite_revoke', 'Revoke');
+      copy.setAttribute('aria-label', tx('admin_invite_copy_named', 'Copy the link of code {code} of queue {name}', { code: inv.code, name: c.dataset.queue }));
+      revoke.setAttribute('aria-label', tx('admin_invite_revoke_named', 'Revoke code {code} of queue {name}', { code: inv.code, name: c.dataset.queue }));
       revoke.addEventListener('click', async () => {
+        if (!await confirmAction(tx('admin_confirm_revoke', 'Revoke code {code}? Nobody can join with it afterwards.', { code: inv.code }),
+          tx('admin_invite_revoke', 'Revoke'))) return;
         revoke.disabled = true;
         const r = await api('DELETE', path() + '/' + encodeURIComponent(inv.code));
         revoke.disabled = false;
@@ -941,6 +1059,8 @@
       });
       actions.append(copy, ' ', revoke);
       tr.append(actions);
+      labelCells(tr, rows);
+      applyRole(tr);
       return tr;
     }
 
@@ -989,7 +1109,7 @@
       updateQueueCard(entry, q, rates.get(q.name), false);
     }
     for (const [name, entry] of queueCards) {
-      if (!seen.has(name)) { entry.card.remove(); queueCards.delete(name); }
+      if (!seen.has(name)) { stopHistory(entry); entry.card.remove(); queueCards.delete(name); }
     }
     let empty = el.queues.querySelector('.empty');
     if (!queueCards.size && !empty) {
@@ -1071,6 +1191,8 @@
   function makeProductRow(id) {
     const tr = el.tplProduct.content.firstElementChild.cloneNode(true);
     tr.dataset.product = id;
+    labelCells(tr, el.products);
+    applyRole(tr);
     field(tr, 'id').textContent = id;
     const labels = {
       name: t('admin_product_name'), price: t('admin_product_price'), stock: t('admin_product_stock_set'),
@@ -1177,6 +1299,324 @@
   });
   watchFieldErrors(el.newProduct);
 
+  // ---------- operators: roles, confirmation, tables on small screens ----------
+
+  /**
+   * Asks before a change that stops or breaks something live: a modal <dialog> (Escape
+   * and Cancel answer no). Resolves true only for the Confirm button.
+   */
+  function confirmAction(text, okText) {
+    const d = el.confirm;
+    if (!d || typeof d.showModal !== 'function') return Promise.resolve(window.confirm(text));
+    el.confirmText.textContent = text;
+    $('confirm-ok').textContent = okText || tx('admin_confirm_ok', 'Confirm');
+    d.returnValue = '';
+    return new Promise((resolve) => {
+      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+      d.showModal();
+      $('confirm-cancel').focus(); // the safe answer is the default
+    });
+  }
+
+  /** Read-only controls stay usable for a viewer: they change nothing on the server. */
+  function readOnlyControl(ctl) {
+    return ctl.id === 'admin-logout' || ctl.id === 'audit-refresh' || ctl.id === 'products-refresh' ||
+      ctl.matches('[data-range], [data-testid="invite-refresh"], [data-testid="invite-copy"], #confirm-dialog *');
+  }
+
+  /** A viewer's token may only read: every changing control under root is disabled, with the reason. */
+  function applyRole(root) {
+    if (role !== 'viewer') return;
+    for (const ctl of root.querySelectorAll('input, select, textarea, button')) {
+      if (readOnlyControl(ctl)) continue;
+      ctl.disabled = true;
+      ctl.setAttribute('aria-describedby', 'viewer-note');
+      ctl.title = el.viewerNote.textContent;
+    }
+  }
+
+  async function loadWhoami() {
+    const r = await api('GET', '/admin/api/whoami');
+    if (!r.ok || !r.body) {
+      // An older server has no roles: say nothing and keep every control.
+      el.who.textContent = '';
+      return;
+    }
+    role = r.body.role === 'viewer' ? 'viewer' : 'operator';
+    el.who.dataset.role = role;
+    el.who.dataset.actor = String(r.body.actor || '');
+    el.who.textContent = tx('admin_who', 'Signed in as {actor} ({role})', {
+      actor: r.body.actor || '?', role: role === 'viewer' ? tx('admin_role_viewer', 'viewer: reads only') : tx('admin_role_operator', 'operator'),
+    });
+    el.viewerNote.textContent = tx('admin_viewer_note', 'This token can only read. Every control that changes something is disabled; ask an operator for changes.');
+    el.viewerNote.hidden = role !== 'viewer';
+    document.body.classList.toggle('is-viewer', role === 'viewer');
+    applyRole(el.dashboard);
+  }
+
+  /**
+   * Puts each column's header on its cells (data-label): below 600 px the tables stack,
+   * one cell under the other with its header in front, instead of scrolling sideways.
+   */
+  function labelCells(tr, body) {
+    const table = (body || tr).closest('table');
+    if (!table) return;
+    const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+    [...tr.children].forEach((c, i) => { if (heads[i]) c.dataset.label = heads[i]; });
+  }
+
+  // ---------- the audit log ----------
+
+  /** A change this page made shows in the log: re-read it shortly after. */
+  function auditAfterChange() {
+    clearTimeout(auditSoon);
+    auditSoon = setTimeout(loadAudit, 300);
+  }
+
+  function shortValue(v) {
+    if (v === undefined) return '–';
+    const s = typeof v === 'string' ? v : JSON.stringify(v);
+    return s.length > 40 ? s.slice(0, 39) + '…' : s;
+  }
+
+  /** The keys whose values differ between before and after, as "key: old → new". */
+  function auditDiff(before, after) {
+    const b = before && typeof before === 'object' ? before : {};
+    const a = after && typeof after === 'object' ? after : {};
+    const keys = [...new Set([...Object.keys(b), ...Object.keys(a)])].sort();
+    const out = [];
+    for (const k of keys) {
+      if (JSON.stringify(b[k]) === JSON.stringify(a[k])) continue;
+      if (!before) out.push(k + ': ' + shortValue(a[k]));
+      else if (!after) out.push(k + ': ' + shortValue(b[k]) + ' → –');
+      else out.push(k + ': ' + shortValue(b[k]) + ' → ' + shortValue(a[k]));
+    }
+    return out;
+  }
+
+  function auditRow(e) {
+    const tr = document.createElement('tr');
+    tr.dataset.testid = 'audit-row';
+    tr.dataset.action = String(e.action || '');
+    tr.dataset.target = String(e.target || '');
+    const at = new Date(e.at);
+    const when = cell('th', isNaN(at) ? String(e.at) : at.toLocaleString(lang));
+    when.scope = 'row';
+    const diff = auditDiff(e.before, e.after);
+    const change = document.createElement('td');
+    change.className = 'audit-diff';
+    if (!diff.length) change.textContent = '–';
+    const shown = diff.slice(0, 6);
+    for (const line of shown) {
+      const c = cell('code', line);
+      change.append(c, document.createElement('br'));
+    }
+    if (diff.length > shown.length) change.append(cell('span', tx('admin_audit_more', '+{n} more', { n: diff.length - shown.length }), 'muted small'));
+    tr.append(when, cell('td', String(e.actor || '')), cell('td', String(e.action || '')), cell('td', String(e.target || '')), change);
+    labelCells(tr, el.auditRows);
+    return tr;
+  }
+
+  async function loadAudit() {
+    clearTimeout(auditTimer);
+    clearTimeout(auditSoon);
+    const r = await api('GET', '/admin/api/audit?limit=50');
+    if (el.dashboard.hidden) return;
+    if (!r.ok) {
+      el.auditMsg.textContent = tx('admin_audit_unavailable', 'The audit log cannot be read: {msg}', { msg: errorText(r.err) });
+      el.auditMsg.dataset.state = 'error';
+    } else {
+      const list = (r.body && Array.isArray(r.body.entries)) ? r.body.entries : [];
+      el.auditRows.replaceChildren(...list.map(auditRow));
+      el.auditMsg.dataset.state = 'ok';
+      el.auditMsg.textContent = list.length ? tx('admin_audit_count', 'The last {n} changes, newest first.', { n: num.format(list.length) })
+        : tx('admin_audit_empty', 'No change recorded yet.');
+    }
+    auditTimer = setTimeout(loadAudit, AUDIT_POLL_MS);
+  }
+
+  el.auditRefresh.addEventListener('click', loadAudit);
+
+  // ---------- token signing keys ----------
+
+  function renderKeys(body) {
+    const keys = body && Array.isArray(body.keys) ? body.keys : [];
+    el.keysRows.replaceChildren(...keys.map((k) => {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'key-row';
+      const id = cell('th', k.kid);
+      id.scope = 'row';
+      const fmt = (v) => (Number.isFinite(Date.parse(v)) ? new Date(v).toLocaleString(lang) : '–');
+      const state = k.retired_at ? tx('admin_key_retired', 'retired {time}', { time: fmt(k.retired_at) })
+        : k.kid === body.signing ? tx('admin_key_signing', 'signing') : tx('admin_key_verifying', 'verifies only');
+      tr.append(id, cell('td', fmt(k.created_at)), cell('td', fmt(k.signs_from)), cell('td', state));
+      labelCells(tr, el.keysRows);
+      return tr;
+    }));
+  }
+
+  async function loadKeys() {
+    const r = await api('GET', '/admin/api/keys');
+    if (!r.ok) {
+      el.keysMsg.textContent = errorText(r.err);
+      el.keysRotate.disabled = true;
+      return;
+    }
+    el.keysMsg.textContent = '';
+    el.keysRotate.disabled = role === 'viewer';
+    renderKeys(r.body);
+  }
+
+  el.keysRotate.addEventListener('click', async () => {
+    if (!await confirmAction(tx('admin_confirm_rotate', 'Rotate the token signing key? New tokens are signed with a new key; tokens already out stay valid until they expire.'),
+      tx('admin_keys_rotate', 'Rotate the key'))) return;
+    el.keysRotate.disabled = true;
+    el.keysMsg.textContent = t('admin_saving');
+    const r = await api('POST', '/admin/api/keys/rotate');
+    el.keysRotate.disabled = role === 'viewer';
+    if (!r.ok) { el.keysMsg.textContent = errorText(r.err); return; }
+    el.keysMsg.textContent = tx('admin_keys_rotated', 'Key rotated.');
+    renderKeys(r.body);
+  });
+
+  // ---------- queue history charts ----------
+
+  const RANGE_DEFAULT = 3600;
+  const HISTORY_POINTS = 360;
+  const num2 = new Intl.NumberFormat(lang, { maximumFractionDigits: 2 });
+  const HISTORY_CHARTS = [
+    { key: 'waiting', title: tx('admin_h_waiting', 'Waiting and pre-queue'), series: [
+      { label: tx('admin_h_waiting_s', 'Waiting'), cls: 's0', value: (p) => p.waiting },
+      { label: tx('admin_h_prequeue_s', 'Pre-queue'), cls: 's1', value: (p) => p.prequeue }] },
+    { key: 'admit', title: tx('admin_h_admit', 'Admitted per second'), series: [
+      { label: tx('admin_h_admit_s', 'Admitted/s'), cls: 's0', value: (p) => p.admit_rate }] },
+    { key: 'sse', title: tx('admin_h_sse', 'SSE connections'), series: [
+      { label: tx('admin_h_sse_s', 'Connections'), cls: 's0', value: (p) => p.sse_connections }] },
+    { key: 'wait', title: tx('admin_h_wait', 'Wait before admission (s)'), series: [
+      { label: 'p50', cls: 's0', value: (p) => p.wait_p50_seconds },
+      { label: 'p95', cls: 's1', value: (p) => p.wait_p95_seconds }], format: (v) => num2.format(v) + ' s' },
+    { key: 'orders', title: tx('admin_h_orders', 'Orders per step'), series: [
+      { label: tx('admin_h_orders_s', 'Orders'), cls: 's0', value: (p) => p.orders }] },
+    { key: 'rate', title: tx('admin_h_rate', 'Rate setting (/s)'), series: [
+      { label: tx('admin_h_rate_s', 'Rate'), cls: 's2', value: (p) => p.rate_per_second }],
+      extra: (p) => (p.rate_reason ? tx('admin_h_reason', 'why: {reason}', { reason: p.rate_reason }) : '') },
+  ];
+
+  /** The step (s) for a range: a multiple of 10 s keeping the range within HISTORY_POINTS points. */
+  function historyStep(range) {
+    return Math.max(10, Math.ceil(range / HISTORY_POINTS / 10) * 10);
+  }
+
+  function rfc3339(ms) { return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'); }
+
+  function rangeText(range) {
+    return range < 3600 ? (range / 60) + ' min' : range < 86400 * 2 ? (range / 3600) + ' h' : (range / 86400) + ' d';
+  }
+
+  function setupHistory(entry) {
+    const c = entry.card;
+    const name = c.dataset.queue;
+    const box = c.querySelector('[data-testid="history-charts"]');
+    const h = { range: RANGE_DEFAULT, points: [], from: 0, to: 0, step: 10000, timer: null, seq: 0, charts: [],
+      msg: c.querySelector('[data-testid="history-msg"]') };
+    entry.hist = h;
+    const group = c.querySelector('[data-testid="history-range"]');
+    group.setAttribute('aria-label', tx('admin_h_range', 'History range of queue {name}', { name }));
+    for (const b of group.querySelectorAll('[data-range]')) {
+      b.dataset.baseName = tx('admin_h_show', 'Show the last {range}', { range: b.textContent.trim() });
+      b.addEventListener('click', () => {
+        h.range = Number(b.dataset.range);
+        loadHistory(entry);
+      });
+    }
+    for (const spec of HISTORY_CHARTS) {
+      const fig = document.createElement('figure');
+      fig.className = 'hchart';
+      fig.dataset.chart = spec.key;
+      const cap = document.createElement('figcaption');
+      cap.id = 'q-' + name + '-h-' + spec.key;
+      cap.append(spec.title);
+      if (spec.series.length > 1) {
+        for (const s of spec.series) {
+          const k = cell('span', s.label, 'legend ' + s.cls);
+          cap.append(' ', k);
+        }
+      }
+      const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+      svg.setAttribute('class', 'hchart-svg');
+      svg.setAttribute('role', 'img');
+      svg.setAttribute('tabindex', '0');
+      svg.dataset.testid = 'chart-' + spec.key;
+      const readout = cell('p', '', 'chart-readout small');
+      readout.dataset.testid = 'readout-' + spec.key;
+      readout.setAttribute('aria-live', 'polite');
+      fig.append(cap, svg, readout);
+      box.append(fig);
+      h.charts.push({ spec, svg, readout });
+    }
+    loadHistory(entry);
+  }
+
+  function stopHistory(entry) {
+    if (entry.hist) { clearTimeout(entry.hist.timer); entry.hist.seq++; }
+  }
+
+  /**
+   * Reads the queue's history for the chosen range (aligned to its step, so a reload asks
+   * for the same steps) and draws it; then again in 10 s (ranges up to 1 h) or a minute.
+   */
+  async function loadHistory(entry) {
+    const h = entry.hist;
+    const c = entry.card;
+    const name = c.dataset.queue;
+    clearTimeout(h.timer);
+    const seq = ++h.seq;
+    const step = historyStep(h.range);
+    const now = Date.now() + serverSkew;
+    const to = Math.ceil(now / (step * 1000)) * step * 1000;
+    const from = to - h.range * 1000;
+    for (const b of c.querySelectorAll('[data-range]')) {
+      b.setAttribute('aria-pressed', Number(b.dataset.range) === h.range ? 'true' : 'false');
+      nameControl(b, name);
+    }
+    const q = '?from=' + encodeURIComponent(rfc3339(from)) + '&to=' + encodeURIComponent(rfc3339(to)) + '&step=' + step;
+    const r = await api('GET', '/admin/api/queues/' + encodeURIComponent(name) + '/history' + q);
+    if (seq !== h.seq || el.dashboard.hidden) return;
+    const again = h.range <= 3600 ? 10000 : 60000;
+    if (!r.ok) {
+      h.msg.dataset.state = 'error';
+      h.msg.textContent = tx('admin_h_unavailable', 'History unavailable: {msg} Trying again in {n} s.', { msg: errorText(r.err), n: again / 1000 });
+    } else {
+      const b = r.body || {};
+      h.step = (Number(b.step_seconds) || step) * 1000;
+      h.from = Number.isFinite(Date.parse(b.from)) ? Date.parse(b.from) : from;
+      h.to = Number.isFinite(Date.parse(b.to)) ? Date.parse(b.to) : to;
+      h.points = (Array.isArray(b.points) ? b.points : []).map((p) => Object.assign({}, p, { t: Date.parse(p.t) }))
+        .filter((p) => Number.isFinite(p.t));
+      h.msg.dataset.state = 'ok';
+      h.msg.textContent = h.points.length
+        ? tx('admin_h_summary', 'Last {range}, one point per {step} s; gaps are steps with nothing recorded.', { range: rangeText(h.range), step: h.step / 1000 })
+        : tx('admin_h_empty', 'Nothing recorded in the last {range} (an idle queue records nothing).', { range: rangeText(h.range) });
+      c.querySelector('[data-testid="history"]').dataset.query = q;
+      drawHistory(entry);
+    }
+    h.timer = setTimeout(() => loadHistory(entry), again);
+  }
+
+  function drawHistory(entry) {
+    const h = entry.hist;
+    if (!h || !h.to || !window.WaitRoomCharts) return;
+    const name = entry.card.dataset.queue;
+    for (const ch of h.charts) {
+      ch.svg.setAttribute('aria-label', tx('admin_h_label', '{title} of queue {name}, last {range}: {n} points. Focus and use the arrow keys for values.',
+        { title: ch.spec.title, name, range: rangeText(h.range), n: h.points.length }));
+      window.WaitRoomCharts.lineChart(ch.svg, {
+        from: h.from, to: h.to, step: h.step, points: h.points, series: ch.spec.series,
+        format: ch.spec.format, extra: ch.spec.extra, readout: ch.readout,
+      });
+    }
+  }
+
   // ---------- charts ----------
 
   function cssVar(name, fallback) {
@@ -1253,7 +1693,10 @@
     ], now);
   }
 
-  window.addEventListener('resize', () => drawAll());
+  window.addEventListener('resize', () => {
+    drawAll();
+    for (const entry of queueCards.values()) drawHistory(entry);
+  });
   if (window.matchMedia) {
     const mq = window.matchMedia('(prefers-color-scheme: dark)');
     if (mq.addEventListener) mq.addEventListener('change', () => drawAll());
