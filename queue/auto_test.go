@@ -1,0 +1,180 @@
+package queue_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// autoQueue makes queue name in auto mode: rate 20/s between 2 and 100, p95 target 500 ms.
+func (f *fixture) autoQueue(t *testing.T, name string, rate float64) {
+	t.Helper()
+	mode := queue.RateAuto
+	if _, _, err := f.q.Put(context.Background(), name, queue.SettingsPatch{RatePerSecond: f64(rate), RateMode: &mode,
+		AutoMin: f64(2), AutoMax: f64(100), AutoTargetP95: dur(500 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backend writes one instance's window of n requests of queue name, each taking lat, fails
+// of them failing, ending at end.
+func (f *fixture) backend(t *testing.T, name string, end time.Time, n int, lat time.Duration, fails int) {
+	t.Helper()
+	w := queue.HealthWindow{End: end}
+	for i := range n {
+		w.Observe(lat, i < fails)
+	}
+	if err := f.q.ReportHealth(context.Background(), name, "i1", w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The AIMD rules, one control step each, against a real Redis: the decision, the rate
+// and the reason written to the queue's settings (what the next tick and the admin see).
+func TestAutoRateRules(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// busy: the line is long and the rate was admitted in full; idle: nobody waits.
+	busy := queue.TickResult{Admitted: 20, Waiting: 300, Rate: 20}
+	idle := queue.TickResult{Admitted: 3, Waiting: 0, Rate: 20}
+	for _, c := range []struct {
+		name     string
+		rate     float64
+		tick     *queue.TickResult
+		n, fails int
+		lat      time.Duration
+		kind     string
+		want     float64
+		reason   string
+	}{
+		{"slow backend: cut by a quarter", 20, &busy, 40, 0, 800 * time.Millisecond, "cut", 15, "cut to 15/s: p95 "},
+		{"failing backend: cut", 20, &busy, 100, 5, 50 * time.Millisecond, "cut", 15, "cut to 15/s: 5 failures in 100 requests (5.0 %)"},
+		{"two failures are noise", 20, &busy, 100, 2, 50 * time.Millisecond, "raise", 21, "raised to 21/s: p95 "},
+		{"healthy and used: one step up", 20, &busy, 40, 0, 100 * time.Millisecond, "raise", 21, "raised to 21/s: p95 "},
+		{"healthy, nobody waiting: hold", 20, &idle, 40, 0, 100 * time.Millisecond, "hold", 20, "held: nobody waiting"},
+		{"healthy, rate not used: hold", 20, &queue.TickResult{Admitted: 5, Waiting: 300, Rate: 20}, 40, 0, 100 * time.Millisecond, "hold", 20, "held: 5/s admitted of 20/s"},
+		{"no requests: hold", 20, &busy, 0, 0, 0, "hold", 20, "held: no backend requests"},
+		{"too few requests: hold", 20, &busy, 3, 0, 900 * time.Millisecond, "hold", 20, "held: only 3 backend requests"},
+		{"near the target: hold", 20, &busy, 40, 0, 450 * time.Millisecond, "hold", 20, "held: p95 "},
+		{"cut stops at auto_min", 2.5, &busy, 40, 0, 800 * time.Millisecond, "cut", 2, "cut to 2/s"},
+		{"at auto_min: held there", 2, &busy, 40, 0, 800 * time.Millisecond, "hold", 2, "held at the minimum 2/s: p95 "},
+		{"raise stops at auto_max", 99.5, &queue.TickResult{Admitted: 100, Waiting: 300, Rate: 99.5}, 40, 0, 100 * time.Millisecond, "raise", 100, "raised to 100/s"},
+		{"at auto_max: held there", 100, &queue.TickResult{Admitted: 100, Waiting: 300, Rate: 100}, 40, 0, 100 * time.Millisecond, "hold", 100, "held at the maximum 100/s"},
+		{"not led here (no tick seen): no raise", 20, nil, 40, 0, 100 * time.Millisecond, "hold", 20, "held: nobody waiting"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "a" + strings.NewReplacer(" ", "-", ":", "", "(", "", ")", "", ",", "").Replace(c.name)
+			if len(name) > 64 {
+				name = name[:64]
+			}
+			f.autoQueue(t, name, c.rate)
+			ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+			now := time.Now()
+			if c.n > 0 {
+				f.backend(t, name, now.Add(-300*time.Millisecond), c.n, c.lat, c.fails)
+			}
+			if c.tick != nil {
+				ctrl.ObserveTick(name, now.Add(-100*time.Millisecond), *c.tick)
+			}
+			d, err := ctrl.Step(ctx, name, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Kind != c.kind || d.Rate != c.want || !strings.HasPrefix(d.Reason, c.reason) {
+				t.Fatalf("step: %s to %v (%q); want %s to %v (%q…)", d.Kind, d.Rate, d.Reason, c.kind, c.want, c.reason)
+			}
+			s, err := f.q.Settings(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.RatePerSecond != c.want || s.RateReason != d.Reason {
+				t.Fatalf("stored rate %v reason %q; want %v %q", s.RatePerSecond, s.RateReason, c.want, d.Reason)
+			}
+		})
+	}
+}
+
+// After a cut the controller waits: no second cut within CutHold (the window still holds
+// the old rate's requests), no raise within RaiseHold; then it acts again.
+func TestAutoRateCoolDowns(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.autoQueue(t, "cool", 40)
+	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	t0 := time.Now()
+	step := func(at time.Duration, lat time.Duration, kind string, rate float64) {
+		t.Helper()
+		now := t0.Add(at)
+		f.backend(t, "cool", now.Add(-200*time.Millisecond), 50, lat, 0)
+		ctrl.ObserveTick("cool", now.Add(-100*time.Millisecond), queue.TickResult{Admitted: 60, Waiting: 500, Rate: 40})
+		d, err := ctrl.Step(ctx, "cool", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != kind || d.Rate != rate {
+			t.Fatalf("at +%v: %s to %v (%q); want %s to %v", at, d.Kind, d.Rate, d.Reason, kind, rate)
+		}
+	}
+	slow, fast := 900*time.Millisecond, 80*time.Millisecond
+	step(0, slow, "cut", 30)
+	step(time.Second, slow, "hold", 30)   // within CutHold: the window still holds requests admitted at 40/s
+	step(2*time.Second, slow, "hold", 30) // still
+	step(3*time.Second, slow, "cut", 22.5)
+	step(4*time.Second, fast, "hold", 22.5) // healthy, but within RaiseHold of the cut
+	step(7*time.Second, fast, "hold", 22.5)
+	step(8*time.Second, fast, "raise", 23.5)
+	step(9*time.Second, fast, "raise", 24.5)
+	if s, _ := f.q.Settings(ctx, "cool"); s.RatePerSecond != 24.5 || !strings.HasPrefix(s.RateReason, "raised to 24.5/s") {
+		t.Fatalf("stored %v %q", s.RatePerSecond, s.RateReason)
+	}
+}
+
+// A queue in fixed mode is never touched; switching auto off keeps the controller's
+// rate; a stale window (an instance that stopped) is no signal.
+func TestAutoRateModes(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "fixed", 20, 0)
+	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	now := time.Now()
+	f.backend(t, "fixed", now, 50, 2*time.Second, 10)
+	ctrl.ObserveTick("fixed", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
+	if d, err := ctrl.Step(ctx, "fixed", now); err != nil || d.Kind != "" || d.Rate != 20 {
+		t.Fatalf("fixed queue: %+v %v", d, err)
+	}
+	if s, _ := f.q.Settings(ctx, "fixed"); s.RatePerSecond != 20 || s.RateReason != "" {
+		t.Fatalf("fixed queue changed: %v %q", s.RatePerSecond, s.RateReason)
+	}
+
+	f.autoQueue(t, "sw", 20)
+	f.backend(t, "sw", now, 50, 2*time.Second, 0)
+	ctrl.ObserveTick("sw", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
+	if d, err := ctrl.Step(ctx, "sw", now); err != nil || d.Kind != "cut" || d.Rate != 15 {
+		t.Fatalf("auto queue: %+v %v", d, err)
+	}
+	fixed := queue.RateFixed
+	if _, _, err := f.q.Put(ctx, "sw", queue.SettingsPatch{RateMode: &fixed}); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(5 * time.Second)
+	f.backend(t, "sw", later, 50, 2*time.Second, 0)
+	if d, err := ctrl.Step(ctx, "sw", later); err != nil || d.Kind != "" {
+		t.Fatalf("switched to fixed: %+v %v", d, err)
+	}
+	if s, _ := f.q.Settings(ctx, "sw"); s.RatePerSecond != 15 || s.RateMode != queue.RateFixed {
+		t.Fatalf("switched to fixed: rate %v mode %q, want the controller's 15 kept", s.RatePerSecond, s.RateMode)
+	}
+
+	f.autoQueue(t, "stale", 20)
+	f.backend(t, "stale", now.Add(-4*time.Second), 50, 2*time.Second, 50)
+	ctrl.ObserveTick("stale", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
+	if d, err := ctrl.Step(ctx, "stale", now); err != nil || d.Kind != "hold" || d.Reason != "held: no backend requests" {
+		t.Fatalf("stale window: %+v %v", d, err)
+	}
+	if _, err := ctrl.Step(ctx, "nosuch", now); err == nil {
+		t.Fatal("a step of a missing queue did not fail")
+	}
+}
