@@ -71,6 +71,7 @@ type Deps struct {
 	Orders           OrderStore
 	Limiter          *queue.Limiter
 	Limits           *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
+	Analytics        HistoryStore      // the queues' history and reports (history.go; nil: answered 503)
 	Gatherer         prometheus.Gatherer
 	Registry         prometheus.Registerer
 	Log              zerolog.Logger

@@ -1,0 +1,185 @@
+package analytics
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+)
+
+// Report is GET /admin/api/queues/{queue}/report's answer: a queue's whole recorded
+// history (the minute rows' 90 days) in totals, peaks and its wait distribution.
+type Report struct {
+	Queue       string     `json:"queue"`
+	GeneratedAt time.Time  `json:"generated_at"`
+	From        *time.Time `json:"from"` // the first recorded step (nil: none)
+	To          *time.Time `json:"to"`   // the last recorded step
+	Joined      int64      `json:"joined"`
+	Drawn       int64      `json:"drawn"` // the draw's participants (0 without a draw)
+	Admitted    int64      `json:"admitted"`
+	Bought      int64      `json:"bought"` // orders
+	Units       int64      `json:"units"`  // quantity bought
+	Abandoned   int64      `json:"abandoned"`
+	Left        int64      `json:"left"`
+	Expired     int64      `json:"expired"`
+	// SoldOutAt is the latest order's time once every product of the queue has no stock.
+	SoldOutAt          *time.Time    `json:"sold_out_at"`
+	PeakWaiting        int64         `json:"peak_waiting"`
+	PeakWaitingAt      *time.Time    `json:"peak_waiting_at"`
+	PeakSSEConnections int64         `json:"peak_sse_connections"`
+	PeakSSEAt          *time.Time    `json:"peak_sse_at"`
+	WaitSeconds        WaitSummary   `json:"wait_seconds"`
+	OrdersPerMinute    []MinuteCount `json:"orders_per_minute"`
+
+	minutes []Point // for the CSV
+}
+
+// WaitSummary is the wait-time distribution of the users admitted.
+type WaitSummary struct {
+	Count   int64        `json:"count"`
+	P50     *float64     `json:"p50"`
+	P95     *float64     `json:"p95"`
+	P99     *float64     `json:"p99"`
+	Buckets []WaitBucket `json:"buckets"`
+}
+
+// WaitBucket is one histogram bucket: waits ≤ LeSeconds (nil: +Inf).
+type WaitBucket struct {
+	LeSeconds *float64 `json:"le_seconds"`
+	Count     int64    `json:"count"`
+}
+
+// MinuteCount is the orders of one minute.
+type MinuteCount struct {
+	T      time.Time `json:"t"`
+	Orders int64     `json:"orders"`
+}
+
+// Report builds the report of queue name (which the caller has checked exists).
+func (s *Store) Report(ctx context.Context, name string) (Report, error) {
+	now := s.now().UTC()
+	rp := Report{Queue: name, GeneratedAt: now, OrdersPerMinute: []MinuteCount{}, minutes: []Point{}}
+	bs, err := s.buckets(ctx, name, now.Add(-MaxRange).Truncate(time.Minute), now.Add(time.Minute), time.Minute)
+	if err != nil {
+		return Report{}, err
+	}
+	var hist histogram
+	for _, b := range bs {
+		if b.rows > 0 {
+			if rp.From == nil || b.first.Before(*rp.From) {
+				f := b.first
+				rp.From = &f
+			}
+			if rp.To == nil || b.last.After(*rp.To) {
+				l := b.last
+				rp.To = &l
+			}
+			if rp.PeakWaitingAt == nil || b.waiting > rp.PeakWaiting {
+				at := b.waitingAt
+				rp.PeakWaiting, rp.PeakWaitingAt = b.waiting, &at
+			}
+			if rp.PeakSSEAt == nil || b.sse > rp.PeakSSEConnections {
+				at := b.sseAt
+				rp.PeakSSEConnections, rp.PeakSSEAt = b.sse, &at
+			}
+		}
+		rp.Joined += b.joined
+		rp.Admitted += b.admitted
+		rp.Abandoned += b.abandoned
+		rp.Left += b.left
+		rp.Expired += b.expired
+		hist.merge(b.hist)
+		rp.OrdersPerMinute = append(rp.OrdersPerMinute, MinuteCount{T: b.t, Orders: b.orders})
+		rp.minutes = append(rp.minutes, b.point(time.Minute, false))
+	}
+	rp.WaitSeconds = waitSummary(hist)
+	if err := s.sales(ctx, name, &rp); err != nil {
+		return Report{}, err
+	}
+	d, err := s.src.Draw(ctx, name)
+	switch {
+	case err == nil:
+		rp.Drawn = d.Participants
+	case errors.Is(err, queue.ErrNoDraw):
+	default:
+		return Report{}, err
+	}
+	return rp, nil
+}
+
+func waitSummary(h histogram) WaitSummary {
+	w := WaitSummary{Count: h.count(), Buckets: make([]WaitBucket, nBuckets)}
+	for i := range h {
+		w.Buckets[i].Count = h[i]
+		if i < len(WaitBounds) {
+			le := WaitBounds[i]
+			w.Buckets[i].LeSeconds = &le
+		}
+	}
+	for _, q := range []struct {
+		q   float64
+		dst **float64
+	}{{0.5, &w.P50}, {0.95, &w.P95}, {0.99, &w.P99}} {
+		if v, ok := h.quantile(q.q); ok {
+			v = round3(v)
+			*q.dst = &v
+		}
+	}
+	return w
+}
+
+// sales reads what the queue's products sold (every order, not only the last 90 days) and
+// when they sold out.
+func (s *Store) sales(ctx context.Context, name string, rp *Report) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	var soldOut bool
+	var last *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) > 0 AND bool_and(stock = 0) FROM products WHERE queue = $1),
+			count(o.id), coalesce(sum(o.quantity), 0), max(o.created_at)
+		FROM orders o JOIN products p ON p.id = o.product_id WHERE p.queue = $1`, name).
+		Scan(&soldOut, &rp.Bought, &rp.Units, &last)
+	if err != nil {
+		return fmt.Errorf("analytics: report %s: %w", name, classify(err))
+	}
+	if soldOut && last != nil {
+		t := last.UTC()
+		rp.SoldOutAt = &t
+	}
+	return nil
+}
+
+// CSVHeader is the report CSV's header row.
+var CSVHeader = []string{"minute", "joined", "admitted", "abandoned", "expired", "orders", "peak_waiting",
+	"peak_sse_connections", "wait_p50_seconds", "wait_p95_seconds"}
+
+// WriteCSV writes the report's minutes as CSV: the header, then one row per minute with
+// data (empty p50/p95 cells when nobody was admitted).
+func (rp Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	i := strconv.FormatInt
+	f := func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*v, 'f', -1, 64)
+	}
+	for _, p := range rp.minutes {
+		if err := cw.Write([]string{p.T.Format(time.RFC3339), i(p.Joined, 10), i(p.Admitted, 10),
+			i(p.Abandoned, 10), i(p.Expired, 10), i(p.Orders, 10), i(p.Waiting, 10), i(p.SSEConnections, 10),
+			f(p.WaitP50), f(p.WaitP95)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
