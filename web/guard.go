@@ -34,6 +34,10 @@ type GuardConfig struct {
 	// the request through unchecked; the protected handler must then still enforce its
 	// own limits (stock, a local rate limit). Off unless set.
 	FailOpen func(c *fiber.Ctx, err error) bool
+	// Health, when set, measures the protected handler for the auto rate controller: its
+	// latency and whether it failed (5xx), per admitting queue. The guard's own refusals
+	// are not measured.
+	Health *Health
 }
 
 // Locals set by Guard for the protected handler.
@@ -99,13 +103,13 @@ func Guard(cfg GuardConfig) fiber.Handler {
 				c.Locals(LocalTicket, pass.Ticket.ID)
 				c.Locals(LocalQueue, pass.Ticket.Queue)
 				c.Locals(LocalFailOpen, true)
-				return c.Next()
+				return measure(c, cfg.Health, pass.Ticket.Queue)
 			}
 			return err
 		}
 		c.Locals(LocalTicket, pass.Ticket.ID)
 		c.Locals(LocalQueue, pass.Ticket.Queue)
-		herr := c.Next()
+		herr := measure(c, cfg.Health, pass.Ticket.Queue)
 		ok := herr == nil && c.Response().StatusCode() < 400
 		// Outlive the request: a client that hangs up must not leave the claim behind. A
 		// failed consume leaves the token to lapse at its TTL; a repeat with the same key is
@@ -115,6 +119,23 @@ func Guard(cfg GuardConfig) fiber.Handler {
 		_ = gate.Settle(bctx, pass, ok)
 		return herr
 	}
+}
+
+// measure runs the protected handler and counts it in h (when set): its latency and
+// whether it failed — a 5xx answer, or an error the error handler will answer with 5xx
+// (the database pool busy, a timeout, anything unexpected). 4xx answers are the caller's.
+func measure(c *fiber.Ctx, h *Health, queueName string) error {
+	if h == nil {
+		return c.Next()
+	}
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	if err != nil {
+		status = mapError(err).Status
+	}
+	h.Observe(queueName, time.Since(start), status >= 500)
+	return err
 }
 
 // gateRequest is what a Fiber request presents to the gate.
