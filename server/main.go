@@ -81,6 +81,8 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 // app is one wired instance: what serve starts and stops.
 type app struct {
 	admitter *queue.Admitter
+	autoRate *queue.AutoRate // the auto rate controller, fed by the admitter's ticks
+	health   *web.Health     // the guarded handlers' latency and failures, per queue
 	hub      *stream.Hub
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
@@ -171,8 +173,11 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
+	a.autoRate = queue.NewAutoRate(q, queue.AutoConfig{Log: log})
+	a.health = web.NewHealth(q, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
+		Observers: []queue.TickObserver{a.autoRate},
 	})
 	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
@@ -186,6 +191,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
+		Health: a.health,
 	})
 	a.srv = srv
 	if err == nil {
@@ -233,13 +239,20 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 	admitCtx, stopAdmitting := context.WithCancel(context.WithoutCancel(ctx))
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	admitDone, bgDone, serveDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { defer close(admitDone); _ = a.admitter.Run(admitCtx) }()
+	go func() {
+		defer close(admitDone)
+		var g errgroup.Group
+		g.Go(func() error { return a.admitter.Run(admitCtx) })
+		g.Go(func() error { return a.autoRate.Run(admitCtx) })
+		_ = g.Wait()
+	}()
 	go func() {
 		defer close(bgDone)
 		var g errgroup.Group
 		g.Go(func() error { return a.hub.Run(bgCtx) })
 		g.Go(func() error { return a.limits.Run(bgCtx) })
 		g.Go(func() error { return a.keys.Run(bgCtx) })
+		g.Go(func() error { return a.health.Run(bgCtx) })
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()

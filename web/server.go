@@ -71,6 +71,7 @@ type Deps struct {
 	Orders           OrderStore
 	Limiter          *queue.Limiter
 	Limits           *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
+	Health           *Health           // measures the order route for the auto rate controller (nil: off)
 	Analytics        HistoryStore      // the queues' history and reports (history.go; nil: answered 503)
 	Gatherer         prometheus.Gatherer
 	Registry         prometheus.Registerer
@@ -206,7 +207,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/draw/order", s.drawOrder)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
-	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen}), s.placeOrder)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen, Health: s.d.Health}), s.placeOrder)
 	api.Get("/verify", s.verify)
 	api.Post("/redeem", s.redeem)
 	api.Get("/openapi.json", s.openAPI)
