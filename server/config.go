@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/web"
 )
 
 // config is every setting of the server, parsed and validated once from the environment.
@@ -27,6 +28,8 @@ type config struct {
 	Secret           string
 	SecretGenerated  bool
 	AdminToken       string
+	AdminViewerToken string
+	AdminTokens      []web.AdminToken // WR_ADMIN_TOKENS: named tokens with roles
 	InstanceID       string
 	LogLevel         zerolog.Level
 	LogPretty        bool
@@ -154,6 +157,17 @@ var settings = []setting{
 		c.AdminToken = v
 		return nil
 	}},
+	{"WR_ADMIN_VIEWER_TOKEN", "", "bearer token of the admin API with role viewer (actor \"viewer\"): every GET, no change (403 forbidden); at least 16 characters", func(c *config, v string) error {
+		if len(v) < web.MinAdminTokenLen {
+			return fmt.Errorf("must be at least %d characters", web.MinAdminTokenLen)
+		}
+		c.AdminViewerToken = v
+		return nil
+	}},
+	{"WR_ADMIN_TOKENS", "", "named admin tokens, comma-separated name:role:token (name 1-32 of A-Z a-z 0-9 _ -, the audit log's actor; role operator or viewer; token at least 16 characters)", func(c *config, v string) (err error) {
+		c.AdminTokens, err = web.ParseAdminTokens(v)
+		return err
+	}},
 	{"WR_INSTANCE_ID", "", "name of this instance in the admin view (default: hostname-pid)", func(c *config, v string) error {
 		if len(v) > 64 || strings.ContainsAny(v, " :\t\n") {
 			return fmt.Errorf("must be at most 64 characters without spaces or colons")
@@ -272,11 +286,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 			if !set {
 				panic("default of " + s.name + " is invalid: " + err.Error())
 			}
+			if secretSettings[s.name] { // the value is a secret: never printed
+				return config{}, fmt.Errorf("invalid %s: %v", s.name, err)
+			}
 			return config{}, fmt.Errorf("invalid %s=%q: %v", s.name, v, err)
 		}
 	}
 	if c.Tick > c.LeaseTTL/4 {
 		return config{}, fmt.Errorf("invalid WR_TICK=%v: must be at most a quarter of WR_LEASE_TTL (%v), or the lease lapses between renewals", c.Tick, c.LeaseTTL)
+	}
+	if err := web.CheckAdminTokens(c.AdminToken, c.AdminViewerToken, c.AdminTokens); err != nil {
+		return config{}, fmt.Errorf("invalid admin tokens: %v", err)
 	}
 	if c.Secret == "" {
 		c.Secret, c.SecretGenerated = randomHex(32), true
@@ -306,11 +326,15 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 		return "***"
 	}
 	return e.Str("addr", c.Addr).Str("redis_url", maskURL(c.RedisURL)).Str("database_url", maskURL(c.DatabaseURL)).
-		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).
+		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).Str("admin_viewer_token", mask(c.AdminViewerToken)).
+		Strs("admin_tokens", adminTokenNames(c.AdminTokens)).
 		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
 		Dur("update_interval", c.UpdateInterval).Int("update_front", c.UpdateFront).Int("update_back_every", c.BackEvery).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
 		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
 }
+
+// secretSettings are the settings whose value an error never shows.
+var secretSettings = map[string]bool{"WR_SECRET": true, "WR_ADMIN_TOKEN": true, "WR_ADMIN_VIEWER_TOKEN": true, "WR_ADMIN_TOKENS": true}
 
 var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 
@@ -328,4 +352,22 @@ func maskURL(s string) string {
 		user = user[:i] + ":***"
 	}
 	return s[:scheme+3] + user + s[at:]
+}
+
+// adminTokenNames shows the named admin tokens in the start log as name:role:*** .
+func adminTokenNames(ts []web.AdminToken) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name + ":" + t.Role + ":***"
+	}
+	return out
+}
+
+// webAdminTokens are the admin tokens besides WR_ADMIN_TOKEN, as web takes them.
+func (c config) webAdminTokens() []web.AdminToken {
+	var out []web.AdminToken
+	if c.AdminViewerToken != "" {
+		out = append(out, web.AdminToken{Name: web.ActorViewer, Role: web.RoleViewer, Token: c.AdminViewerToken})
+	}
+	return append(out, c.AdminTokens...)
 }

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/analytics"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -81,8 +82,9 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 // app is one wired instance: what serve starts and stops.
 type app struct {
 	admitter *queue.Admitter
-	autoRate *queue.AutoRate // the auto rate controller, fed by the admitter's ticks
-	health   *web.Health     // the guarded handlers' latency and failures, per queue
+	autoRate *queue.AutoRate     // the auto rate controller, fed by the admitter's ticks
+	history  *analytics.Recorder // records the led queues' history, fed by the admitter's ticks
+	health   *web.Health         // the guarded handlers' latency and failures, per queue
 	hub      *stream.Hub
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
@@ -142,11 +144,24 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		return a, closeAll, fmt.Errorf("open PostgreSQL: %w", err)
 	}
 	closers = append(closers, store.Close)
+	// The history has a small pool of its own: a long report never takes an order's connection.
+	histPool, err := analytics.OpenPool(ctx, dbURL, 4)
+	if err != nil {
+		return a, closeAll, fmt.Errorf("open PostgreSQL for the history: %w", err)
+	}
+	closers = append(closers, histPool.Close)
+	history := analytics.New(histPool, q, analytics.Config{Log: log})
+	a.history = analytics.NewRecorder(history)
 	if cfg.Demo {
 		if err := seedDemo(ctx, cfg, q, store); err != nil {
 			return a, closeAll, fmt.Errorf("demo data: %w", err)
 		}
 	}
+	auditLog, closeAudit, err := openAudit(ctx, dbURL, log)
+	if err != nil {
+		return a, closeAll, err
+	}
+	closers = append(closers, closeAudit)
 	if cfg.AdminToken == "" {
 		if cfg.AdminToken, err = generatedAdminToken(cfg); err != nil {
 			return a, closeAll, err
@@ -177,21 +192,21 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	a.health = web.NewHealth(q, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
-		Observers: []queue.TickObserver{a.autoRate},
+		Observers: []queue.TickObserver{a.autoRate, a.history},
 	})
 	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
 	a.limits = q.LiveLimits(lim)
 	srv, err = web.New(web.Config{
 		MaxConns: maxConns, MaxStreams: maxStreams,
-		AdminToken: cfg.AdminToken, ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
+		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue,
 		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
-		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log,
-		Health: a.health,
+		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
+		Health: a.health, Analytics: history,
 	})
 	a.srv = srv
 	if err == nil {
@@ -205,6 +220,26 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	return a, closeAll, err
 }
+
+// openAudit starts the audit log of admin changes on a small pool of its own (table
+// audit_log, migrated by orders.Open). Its closer, run after the HTTP server has stopped,
+// writes the entries still waiting (auditCloseTimeout) and closes the pool.
+func openAudit(ctx context.Context, dbURL string, log zerolog.Logger) (*analytics.AuditLog, func(), error) {
+	pool, err := analytics.OpenPool(ctx, dbURL, 2)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open PostgreSQL for the audit log: %w", err)
+	}
+	audit := analytics.NewAuditLog(pool, log)
+	return audit, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), auditCloseTimeout)
+		audit.Close(cctx)
+		cancel()
+		pool.Close()
+	}, nil
+}
+
+// auditCloseTimeout bounds writing the audit entries still waiting at shutdown.
+const auditCloseTimeout = 5 * time.Second
 
 // soldOutSyncTimeout bounds the sold-out check of every queue at start.
 const soldOutSyncTimeout = 10 * time.Second
@@ -253,6 +288,7 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		g.Go(func() error { return a.limits.Run(bgCtx) })
 		g.Go(func() error { return a.keys.Run(bgCtx) })
 		g.Go(func() error { return a.health.Run(bgCtx) })
+		g.Go(func() error { return a.history.Run(bgCtx) })
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()

@@ -54,6 +54,9 @@ type Config struct {
 	// MaxStreams is the most streams open at once; past it a stream answers 200 with a
 	// jittered retry and ends, joins answer 503, /readyz says "full". 0 = no budget.
 	MaxStreams int64
+	// AdminTokens are the admin tokens besides AdminToken (role operator, actor "admin"):
+	// WR_ADMIN_VIEWER_TOKEN and WR_ADMIN_TOKENS, each with its name and role (roles.go).
+	AdminTokens []AdminToken
 }
 
 // Deps are the parts the server is wired to.
@@ -71,6 +74,7 @@ type Deps struct {
 	Orders           OrderStore
 	Limiter          *queue.Limiter
 	Limits           *queue.LiveLimits // the live rate limits (the owner runs its refresh loop)
+	Audit            AuditLog          // the audit log of admin changes (audit.go; nil: not recorded)
 	Health           *Health           // measures the order route for the auto rate controller (nil: off)
 	Analytics        HistoryStore      // the queues' history and reports (history.go; nil: answered 503)
 	Gatherer         prometheus.Gatherer
@@ -216,20 +220,22 @@ func (s *Server) routes() {
 	admin := app.Group("/admin/api", s.adminAuth)
 	admin.Get("/stats", s.stats)
 	admin.Get("/stream", s.adminStream)
-	admin.Put("/queues/:queue", s.putQueue)
-	admin.Put("/queues/:queue/logo", s.putLogo)
-	admin.Delete("/queues/:queue/logo", s.deleteLogo)
-	admin.Put("/products/:id", s.putProduct)
-	admin.Post("/queues/:queue/invites", s.createInvites)
+	// Every changing route goes through s.audit (audit.go); adminAuth has refused viewers.
+	admin.Put("/queues/:queue", s.audit(auditQueue), s.putQueue)
+	admin.Put("/queues/:queue/logo", s.audit(auditLogo), s.putLogo)
+	admin.Delete("/queues/:queue/logo", s.audit(auditLogo), s.deleteLogo)
+	admin.Put("/products/:id", s.audit(auditProduct), s.putProduct)
+	admin.Post("/queues/:queue/invites", s.audit(auditInvites), s.createInvites)
 	admin.Get("/queues/:queue/invites", s.listInvites)
-	admin.Delete("/queues/:queue/invites/:code", s.revokeInvite)
+	admin.Delete("/queues/:queue/invites/:code", s.audit(auditInviteCode), s.revokeInvite)
 	admin.Get("/keys", s.listKeys)
-	admin.Post("/keys/rotate", s.rotateKeys)
+	admin.Post("/keys/rotate", s.audit(auditKeys), s.rotateKeys)
 	admin.Get("/limits", s.getLimits)
-	admin.Put("/limits", s.putLimits)
+	admin.Put("/limits", s.audit(auditLimits), s.putLimits)
 	admin.Get("/queues/:queue/history", s.history)
 	admin.Get("/queues/:queue/report", s.report)
 	admin.Get("/audit", s.auditList)
+	admin.Get("/whoami", s.whoami)
 	admin.Use(notFound)
 
 	s.pageRoutes()
