@@ -108,7 +108,7 @@ func (r *Recorder) ObserveTick(name string, at time.Time, res queue.TickResult) 
 	acc := tr.cur
 	acc.waiting = max(acc.waiting, res.Waiting+res.WaitingPriority+res.WaitingBypass)
 	acc.rate = res.Rate
-	if res.Tail <= 0 {
+	if res.Tail <= 0 && res.Head > 0 {
 		return // a script of the release before: no tail, no waits
 	}
 	tr.observeLine(at, res.Head, res.Tail, acc)
