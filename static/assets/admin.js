@@ -562,6 +562,7 @@
         tx('admin_close', 'Close to new joiners'))) return;
       putQueue(entry, { closed: !entry.q.closed });
     });
+    relabel(form.querySelector('[data-testid="save-queue"]'), tx('admin_save_settings', 'Save settings'), name);
     const modeSel = form.elements.rate_mode;
     modeSel.addEventListener('change', () => showRateMode(entry));
     const report = card.querySelector('[data-testid="report-link"]');
@@ -622,7 +623,10 @@
   function nameControl(ctl, name) {
     let base = ctl.dataset.baseName;
     if (!base) {
-      base = (ctl.labels && ctl.labels.length ? ctl.labels[0].textContent : '') || ctl.getAttribute('aria-label') || ctl.textContent;
+      // The label by hand: a card is named before it joins the document, where .labels finds nothing.
+      let label = ctl.closest('label');
+      if (!label && ctl.id) label = (ctl.closest('[data-testid="queue-card"]') || document).querySelector('label[for="' + CSS.escape(ctl.id) + '"]');
+      base = (label ? label.textContent : '') || ctl.getAttribute('aria-label') || ctl.textContent;
       base = base.replace(/\s+/g, ' ').trim();
       if (!base) return;
       ctl.dataset.baseName = base;
@@ -1375,7 +1379,7 @@
 
   function shortValue(v) {
     if (v === undefined) return '–';
-    const s = typeof v === 'string' ? v : JSON.stringify(v);
+    const s = typeof v === 'string' && v !== '' ? v : JSON.stringify(v);
     return s.length > 40 ? s.slice(0, 39) + '…' : s;
   }
 

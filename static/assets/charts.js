@@ -90,6 +90,7 @@
    */
   function lineChart(svg, opts) {
     const { w, h } = svgSize(svg, 140);
+    const keep = svg.dataset.selected || '';
     const m = { l: 46, r: 10, t: 8, b: 22 };
     const pw = w - m.l - m.r;
     const ph = h - m.t - m.b;
@@ -156,9 +157,14 @@
     const hit = make('rect', { x: m.l, y: m.t, width: pw, height: ph, fill: 'transparent', class: 'chart-hit' });
     nodes.push(hit);
     svg.replaceChildren(...nodes);
+    // What was drawn, for whoever checks the chart against its data (the browser tests):
+    // the plot's geometry, each point's time and its first series' value.
     svg.dataset.points = String(pts.length);
     svg.dataset.segments = String(segments);
     svg.dataset.ymax = String(ymax);
+    svg.dataset.plot = [from, to, m.l, pw, w].join(',');
+    svg.dataset.times = pts.map((p) => new Date(p.t).toISOString()).join(',');
+    svg.dataset.values = pts.map((p) => { const v = opts.series[0].value(p); return v == null ? '' : String(v); }).join(',');
 
     let sel = -1;
     function show(i) {
@@ -211,7 +217,9 @@
       show(i);
     };
     if (!svg.hasAttribute('tabindex')) svg.setAttribute('tabindex', '0');
-    show(document.activeElement === svg ? (sel >= 0 ? sel : pts.length - 1) : -1);
+    // A redraw (new data every few seconds) keeps the point being looked at.
+    const kept = keep ? pts.findIndex((p) => new Date(p.t).toISOString() === keep) : -1;
+    show(kept >= 0 ? kept : document.activeElement === svg ? pts.length - 1 : -1);
     return { show, count: pts.length };
   }
 
