@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -452,4 +453,49 @@ func TestAdminTokensConfig(t *testing.T) {
 			t.Fatalf("error %v", err)
 		}
 	})
+}
+
+// With PostgreSQL down an admin change still goes through (the audit log never holds it
+// up), the entry is written to the server log at error level once the retries are spent,
+// and the audit list answers 503 database_unavailable until PostgreSQL is back.
+func TestAuditWithPostgresDown(t *testing.T) {
+	rs := redistest.Start(t)
+	pg := pgtest.MustPrivate(t)
+	in := startInProcess(t, "auditdown", rolesEnv(rs.URL(), pg.URL()))
+	if res := call(t, "PUT", in.url+"/admin/api/queues/dq", rolesAliceToken, map[string]any{"rate_per_second": 2}, nil); res.StatusCode != 201 {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	if got := auditEntries(t, in, rolesAliceToken, ""); len(got) != 1 || got[0].Action != "queue.create" {
+		t.Fatalf("entries: %+v", got)
+	}
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, "PUT", in.url+"/admin/api/queues/dq", rolesAliceToken, map[string]any{"rate_per_second": 4}, nil); res.StatusCode != 200 {
+		t.Fatalf("a change with PostgreSQL down: %d", res.StatusCode)
+	}
+	var e errResp
+	res := call(t, "GET", in.url+"/admin/api/audit", rolesAliceToken, nil, &e)
+	if res.StatusCode != 503 || e.Error.Code != "database_unavailable" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("audit with PostgreSQL down: %d %+v", res.StatusCode, e)
+	}
+	testwait.For(t, 30*time.Second, "the lost entry in the server log", func() bool {
+		return strings.Contains(in.logs.String(), "audit entry lost")
+	})
+	for _, l := range strings.Split(in.logs.String(), "\n") {
+		if strings.Contains(l, "audit entry lost") && (!strings.Contains(l, `"level":"error"`) ||
+			!strings.Contains(l, `"actor":"alice"`) || !strings.Contains(l, `"action":"queue.update"`) ||
+			!strings.Contains(l, `"rate_per_second":4`) || strings.Contains(l, rolesAliceToken)) {
+			t.Errorf("lost entry line: %s", l)
+		}
+	}
+	if err := pg.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, "the audit list back", func() bool {
+		return call(t, "GET", in.url+"/admin/api/audit", rolesAliceToken, nil, nil).StatusCode == 200
+	})
+	if got := auditEntries(t, in, rolesAliceToken, ""); len(got) != 1 || got[0].Action != "queue.create" {
+		t.Fatalf("entries after PostgreSQL returned: %+v", got)
+	}
 }
