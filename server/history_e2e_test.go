@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/csv"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// histCounts are the history's totals and the matching /metrics counters.
+type histCounts struct{ joined, admitted, abandoned, expired, orders int64 }
+
+// metricSum sums one counter's sample over the instances' /metrics pages.
+func metricSum(t *testing.T, ins []*instance, series string) int64 {
+	t.Helper()
+	var n float64
+	for _, in := range ins {
+		for _, l := range strings.Split(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metric %s: %q", series, l)
+				}
+				n += f
+			}
+		}
+	}
+	return int64(n)
+}
+
+func metricCounts(t *testing.T, ins []*instance, q string) histCounts {
+	lbl := `{queue="` + q + `"}`
+	return histCounts{joined: metricSum(t, ins, "queue_enter_total"+lbl), admitted: metricSum(t, ins, "queue_token_issued_total"+lbl),
+		abandoned: metricSum(t, ins, "queue_abandoned_total"+lbl), expired: metricSum(t, ins, "queue_token_expired_total"+lbl),
+		orders: metricSum(t, ins, `order_outcomes_total{result="created"}`)}
+}
+
+type historyJSON struct {
+	Queue       string           `json:"queue"`
+	StepSeconds int64            `json:"step_seconds"`
+	Points      []map[string]any `json:"points"`
+}
+
+func historyCounts(t *testing.T, in *instance, q, query string) histCounts {
+	t.Helper()
+	var h historyJSON
+	if res := call(t, "GET", in.url+"/admin/api/queues/"+q+"/history?"+query, adminToken, nil, &h); res.StatusCode != 200 {
+		t.Fatalf("history: %d %s", res.StatusCode, readAll(res))
+	}
+	var c histCounts
+	for _, p := range h.Points {
+		c.joined += num(p["joined"])
+		c.admitted += num(p["admitted"])
+		c.abandoned += num(p["abandoned"])
+		c.expired += num(p["expired"])
+		c.orders += num(p["orders"])
+	}
+	return c
+}
+
+func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
+	rs := redistest.Start(t)
+	db := pgtest.MustDB(t)
+	env := baseEnv(rs.URL(), db, map[string]string{"WR_GRACE": "5s"})
+	a := startInProcess(t, "ha", env)
+	b := startInProcess(t, "hb", env)
+	ins := []*instance{a, b}
+	const q = "hist"
+	start := time.Now().UTC()
+	mustAdmin(t, a, "PUT", "/admin/api/products/histp", map[string]any{"name": "Hist", "price": 100, "stock": 100, "queue": q})
+	mustAdmin(t, a, "PUT", "/admin/api/queues/"+q, map[string]any{"token_ttl_seconds": 10})
+
+	// Admissions through both instances, three of them buy.
+	ticketsA, tokensA := admittedUsers(t, a, q, 6)
+	ticketsB, tokensB := admittedUsers(t, b, q, 4)
+	for i, in := range []*instance{a, a, b} {
+		tk, tok := ticketsA[i], tokensA[i]
+		if in == b {
+			tk, tok = ticketsB[0], tokensB[0]
+		}
+		if res, e, _ := order(t, in, tk, tok, "", map[string]any{"product_id": "histp", "quantity": 2}); res.StatusCode != 201 {
+			t.Fatalf("order: %d %s", res.StatusCode, e.Error.Code)
+		}
+	}
+	// A paused line: two give up their place, three walk away (abandoned after the grace).
+	mustAdmin(t, a, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
+	var waiting []string
+	for i := range 5 {
+		var j joinResp
+		call(t, "POST", ins[i%2].url+"/api/queues/"+q+"/join", "", nil, &j)
+		if j.State != "waiting" {
+			t.Fatalf("join while paused: %+v", j)
+		}
+		waiting = append(waiting, j.Ticket)
+	}
+	for _, tk := range waiting[:2] {
+		if res := call(t, "DELETE", b.url+"/api/queues/"+q+"/ticket", tk, nil, nil); res.StatusCode >= 300 {
+			t.Fatalf("leave: %d", res.StatusCode)
+		}
+	}
+	testwait.For(t, 30*time.Second, "3 places abandoned", func() bool {
+		return metricCounts(t, ins, q).abandoned == 3
+	})
+	mustAdmin(t, a, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": false})
+
+	// Every unused token lapses, the queue rests; the last step is recorded within one step.
+	window := "from=" + url.QueryEscape(start.Add(-time.Minute).Format(time.RFC3339)) + "&step=10"
+	var m, h histCounts
+	testwait.For(t, 45*time.Second, "the history's totals to equal the metrics", func() bool {
+		m = metricCounts(t, ins, q)
+		h = historyCounts(t, a, q, window)
+		return m.expired >= 7 && h == m
+	})
+	want := histCounts{joined: 15, admitted: 10, abandoned: 3, expired: 7, orders: 3}
+	if m != want {
+		t.Errorf("metrics %+v, want %+v", m, want)
+	}
+	// The other instance answers the same; longer steps sum to the same totals.
+	if hb := historyCounts(t, b, q, window+"0"); hb != h {
+		t.Errorf("100-s steps on the other instance: %+v, want %+v", hb, h)
+	}
+
+	t.Run("the report agrees", func(t *testing.T) {
+		var rp map[string]any
+		if res := call(t, "GET", a.url+"/admin/api/queues/"+q+"/report", adminToken, nil, &rp); res.StatusCode != 200 {
+			t.Fatalf("report: %d", res.StatusCode)
+		}
+		got := histCounts{joined: num(rp["joined"]), admitted: num(rp["admitted"]), abandoned: num(rp["abandoned"]),
+			expired: num(rp["expired"]), orders: num(rp["bought"])}
+		if got != h || num(rp["left"]) != 2 || num(rp["units"]) != 6 || rp["from"] == nil || num(rp["peak_waiting"]) < 3 {
+			t.Errorf("report %v, want totals %+v, left 2, units 6, peak waiting ≥ 3 (the paused line after the leaves)", rp, h)
+		}
+		w, _ := rp["wait_seconds"].(map[string]any)
+		if num(w["count"]) > 10 || w["p50"] == nil && num(w["count"]) > 0 {
+			t.Errorf("wait_seconds %v", w)
+		}
+	})
+
+	t.Run("the CSV parses, one row per minute", func(t *testing.T) {
+		res := call(t, "GET", a.url+"/admin/api/queues/"+q+"/report?format=csv", adminToken, nil, nil)
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/csv; charset=utf-8" ||
+			res.Header.Get("Content-Disposition") != `attachment; filename="hist-report.csv"` {
+			t.Fatalf("csv: %d %q %q", res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Content-Disposition"))
+		}
+		recs, err := csv.NewReader(strings.NewReader(readAll(res))).ReadAll() // ReadAll refuses a row of another width
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) < 2 || strings.Join(recs[0], ",") != "minute,joined,admitted,abandoned,expired,orders,peak_waiting,peak_sse_connections,wait_p50_seconds,wait_p95_seconds" {
+			t.Fatalf("csv %q", recs)
+		}
+		var joined int64
+		for _, r := range recs[1:] {
+			n, _ := strconv.ParseInt(r[1], 10, 64)
+			joined += n
+		}
+		if joined != h.joined {
+			t.Errorf("csv joined %d, want %d", joined, h.joined)
+		}
+	})
+
+	t.Run("bad input is refused with its field, unknown queues are 404", func(t *testing.T) {
+		now := time.Now().UTC()
+		ts := func(d time.Duration) string { return url.QueryEscape(now.Add(d).Format(time.RFC3339)) }
+		cases := []struct{ name, query, field string }{
+			{"reversed range", "from=" + ts(0) + "&to=" + ts(-time.Hour), "from"},
+			{"over 90 days", "from=" + ts(-91*24*time.Hour), "from"},
+			{"step 5", "step=5", "step"},
+			{"step 15", "step=15", "step"},
+			{"too many points", "from=" + ts(-40*time.Hour) + "&step=10", "step"},
+			{"10-s steps past 48 h", "from=" + ts(-50*time.Hour) + "&to=" + ts(-49*time.Hour) + "&step=10", "step"},
+			{"a bad time", "from=yesterday", "from"},
+			{"a bad to", "to=2026-13-01T00:00:00Z", "to"},
+		}
+		for _, c := range cases {
+			var e struct {
+				Error struct{ Code, Field string } `json:"error"`
+			}
+			res := call(t, "GET", a.url+"/admin/api/queues/"+q+"/history?"+c.query, adminToken, nil, &e)
+			if res.StatusCode != 422 || e.Error.Code != "invalid_range" || e.Error.Field != c.field {
+				t.Errorf("%s: %d %+v, want 422 invalid_range on %s", c.name, res.StatusCode, e.Error, c.field)
+			}
+		}
+		var e errResp
+		if res := call(t, "GET", a.url+"/admin/api/queues/"+q+"/report?format=xml", adminToken, nil, &e); res.StatusCode != 422 || e.Error.Code != "invalid_format" {
+			t.Errorf("format xml: %d %+v", res.StatusCode, e.Error)
+		}
+		for _, path := range []string{"/queues/nosuch/history", "/queues/nosuch/report", "/queues/nosuch/report?format=csv", "/queues/Bad%20Name/history"} {
+			var e errResp
+			if res := call(t, "GET", a.url+"/admin/api"+path, adminToken, nil, &e); res.StatusCode != 404 || e.Error.Code != "queue_not_found" {
+				t.Errorf("%s: %d %+v, want 404 queue_not_found", path, res.StatusCode, e.Error)
+			}
+		}
+	})
+}
