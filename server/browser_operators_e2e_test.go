@@ -414,9 +414,25 @@ func TestBrowserOperatorsHistory(t *testing.T) {
 	adm.do("press ←", 5*time.Second, chromedp.KeyEvent(kb.ArrowLeft))
 	adm.waitJS("the previous point by keyboard", 5*time.Second, drawn+`.dataset.selected === `+strconv.Quote(times[last-1]))
 	t.Logf("← : %q", adm.eval(dropCard("drop")+`.querySelector('[data-testid=readout-waiting]').textContent`))
+
+	// The range buttons: 7 days asks for 1,680-s steps (≤ 360 points), 15 min for 10-s steps;
+	// each time the chart holds the API's answer to the page's query.
+	rangeBtn := func(secs string) string {
+		return `[data-testid=queue-card][data-queue=drop] [data-testid=history-range] [data-range="` + secs + `"]`
+	}
+	query := dropCard("drop") + `.querySelector('[data-testid=history]').dataset.query`
+	opsClick(adm, rangeBtn("604800"))
+	adm.waitJS("the 7-day query", 10*time.Second, query+`.endsWith('&step=1680') && `+
+		`document.querySelector('`+rangeBtn("604800")+`').getAttribute('aria-pressed') === 'true'`)
+	week, _ := same(adm)
+	t.Logf("7 d: query %s, %d points", adm.eval(query), len(strings.Split(week, ",")))
+	opsClick(adm, rangeBtn("900"))
+	adm.waitJS("the 15-minute query", 10*time.Second, query+`.endsWith('&step=10')`)
+	same(adm)
 	adm.screenshot(screenshotDir(t), "admin-history")
 
-	// 2. After a reload the same recorded steps are drawn with the same values.
+	// 2. After a reload the same recorded steps are drawn with the same values (the default
+	// range again: the last hour).
 	adm.navigate(in.url + "/admin")
 	adm.waitJS("drop's charts after the reload", 15*time.Second, drawn+` !== null && Number(`+drawn+`.dataset.points) >= 2`)
 	times2, values2 := same(adm)

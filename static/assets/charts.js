@@ -112,11 +112,13 @@
       grid.append(make('line', { x1: m.l, x2: w - m.r, y1: yy, y2: yy, class: 'grid-line' }));
       grid.append(make('text', { x: m.l - 6, y: yy + 4, 'text-anchor': 'end', class: 'tick tick-y' }, compact.format(v)));
     }
-    const tt = timeTicks(from, to, Math.max(2, Math.floor(pw / 90)));
+    const tt = timeTicks(from, to, Math.max(2, Math.floor(pw / 70)));
     for (const t of tt.ticks) {
       const xx = Math.round(x(t)) + 0.5;
       grid.append(make('line', { x1: xx, x2: xx, y1: m.t + ph, y2: m.t + ph + 4, class: 'axis-line' }));
-      grid.append(make('text', { x: xx, y: h - 6, 'text-anchor': 'middle', class: 'tick tick-x', 'data-t': new Date(t).toISOString() },
+      // Labels at the ends are anchored inwards so they stay inside the chart.
+      const anchor = xx > w - m.r - 28 ? 'end' : xx < m.l + 28 ? 'start' : 'middle';
+      grid.append(make('text', { x: xx, y: h - 6, 'text-anchor': anchor, class: 'tick tick-x', 'data-t': new Date(t).toISOString() },
         timeLabel(t, tt.step, to - from)));
     }
     grid.append(make('line', { x1: m.l, x2: w - m.r, y1: m.t + ph + 0.5, y2: m.t + ph + 0.5, class: 'axis-line' }));
@@ -129,8 +131,10 @@
     opts.series.forEach((s, si) => {
       let d = '';
       let run = [];
+      // A run of one point has no line to draw: it is a dot.
       const flush = () => {
         if (run.length === 1) nodes.push(make('circle', { cx: run[0][0], cy: run[0][1], r: 2.5, class: 'series-dot ' + (s.cls || 's' + si) }));
+        else if (run.length) d += run.map((xy, i) => (i ? 'L' : 'M') + xy[0] + ' ' + xy[1]).join('');
         if (run.length) segments += si === 0 ? 1 : 0;
         run = [];
       };
@@ -140,9 +144,7 @@
         if (v == null || (prevT != null && p.t - prevT > gap)) flush();
         prevT = p.t;
         if (v == null) { prevT = null; continue; }
-        const xy = [x(p.t).toFixed(1), y(v).toFixed(1)];
-        d += (run.length ? 'L' : 'M') + xy[0] + ' ' + xy[1];
-        run.push(xy);
+        run.push([x(p.t).toFixed(1), y(v).toFixed(1)]);
       }
       flush();
       if (d) nodes.push(make('path', { d, class: 'series ' + (s.cls || 's' + si), fill: 'none' }));

@@ -122,8 +122,9 @@
 
     const opm = Array.isArray(report.orders_per_minute) ? report.orders_per_minute : [];
     const points = opm.map((p) => ({ t: Date.parse(p.t), orders: Number(p.orders) || 0 })).filter((p) => Number.isFinite(p.t));
-    const from = points.length ? points[0].t : Date.parse(report.generated_at) - 3600000;
-    const to = points.length ? Math.max(points[points.length - 1].t + 60000, from + 600000) : Date.parse(report.generated_at);
+    // A minute of room on the left, two on the right, ten minutes at least.
+    const from = points.length ? points[0].t - 60000 : Date.parse(report.generated_at) - 3600000;
+    const to = points.length ? Math.max(points[points.length - 1].t + 120000, from + 600000) : Date.parse(report.generated_at);
     C.lineChart(el.ordersChart, {
       from, to, step: 60000, points,
       series: [{ label: 'Orders', cls: 's0', value: (p) => p.orders }],
