@@ -284,14 +284,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(queueSettingsJSON{
-		Name: st.Name, RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive,
-		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
-		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
-		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
-		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
-		brandJSON: s.brand(c.UserContext(), st.Settings),
-	})
+	return c.Status(status).JSON(s.queueSnapshot(c.UserContext(), st))
 }
 
 // parseQueueBody reads a partial queue settings body (the queue validates the values).
