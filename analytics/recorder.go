@@ -111,7 +111,7 @@ func (r *Recorder) ObserveTick(name string, at time.Time, res queue.TickResult) 
 	if res.Tail <= 0 && res.Head > 0 {
 		return // a script of the release before: no tail, no waits
 	}
-	tr.observeLine(at, res.Head, res.Tail, acc)
+	tr.observeLine(at, res.Head, res.Tail, res.Admitted-res.AdmittedPriority-res.AdmittedBypass, acc)
 }
 
 // takeCur keeps a dropped tracker's step (its ticks happened; only the line is forgotten).
@@ -130,8 +130,11 @@ func (r *Recorder) finish(acc *stepAcc) {
 	r.pending = append(r.pending, acc)
 }
 
-// observeLine records the tail and measures the sequences admitted by this tick.
-func (tr *tracker) observeLine(at time.Time, head, tail int64, acc *stepAcc) {
+// observeLine records the tail and measures the sequences admitted by this tick: the head
+// moved over admitted (normal) sequences and over places that left or were abandoned,
+// and which are which is not in the tick's result, so the waits of admitted sequences
+// spread evenly over the range are taken.
+func (tr *tracker) observeLine(at time.Time, head, tail, admitted int64, acc *stepAcc) {
 	n := len(tr.marks)
 	switch {
 	case n > 0 && tail < tr.marks[n-1].tail, tr.haveHead && head < tr.head:
@@ -150,14 +153,17 @@ func (tr *tracker) observeLine(at time.Time, head, tail int64, acc *stepAcc) {
 	if len(tr.marks) > maxMarks {
 		tr.marks = slices.Delete(tr.marks, 0, maxMarks/8)
 	}
-	if tr.haveHead && head > tr.head && head-tr.head <= 100_000 {
-		first := tr.head + 1
+	if tr.haveHead && head > tr.head && admitted > 0 {
+		lo, k := tr.head+1, head-tr.head
+		admitted = min(admitted, k)
 		// Only sequences after the first mark's tail have a known join time.
-		if base := tr.marks[0].tail; first <= base {
-			first = base + 1
-		}
-		j := sort.Search(len(tr.marks), func(i int) bool { return tr.marks[i].tail >= first })
-		for s := first; s <= head && j < len(tr.marks); s++ {
+		base := tr.marks[0].tail
+		j := 0
+		for i := range admitted {
+			s := lo + (2*i+1)*k/(2*admitted)
+			if s <= base {
+				continue
+			}
 			for j < len(tr.marks) && tr.marks[j].tail < s {
 				j++
 			}

@@ -243,8 +243,10 @@ func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
 	// Pure memory: marks and measurement without Redis.
 	r := &Recorder{queues: map[string]*tracker{}}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	prev := int64(0)
 	obs := func(at time.Duration, head, tail int64) {
-		r.ObserveTick("m", t0.Add(at), queue.TickResult{Head: head, Tail: tail})
+		r.ObserveTick("m", t0.Add(at), queue.TickResult{Head: head, Tail: tail, Admitted: head - prev})
+		prev = head
 	}
 	obs(0, 0, 10)                       // 10 waiting before this instance led
 	obs(time.Second, 0, 12)             // 2 join
@@ -266,5 +268,19 @@ func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
 	}
 	if cur := r.queues["m"].cur; cur.hist.count() != 1 || cur.samples[0] != 3 {
 		t.Errorf("second step: %v %v, want one wait of 3 s", cur.hist, cur.samples)
+	}
+}
+
+func TestWaitsCountOnlyTheAdmitted(t *testing.T) {
+	// The head passes places that left: 10 sequences, 4 of them admitted, 2 by an invite lane.
+	r := &Recorder{queues: map[string]*tracker{}}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r.ObserveTick("l", t0, queue.TickResult{})
+	r.ObserveTick("l", t0.Add(time.Second), queue.TickResult{Tail: 10})
+	r.ObserveTick("l", t0.Add(2*time.Second), queue.TickResult{Tail: 10, Head: 10, Admitted: 6, AdmittedPriority: 2})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.queues["l"].cur.hist; h.count() != 4 || h[bucketOf(1)] != 4 {
+		t.Errorf("waits %v, want 4 of 1 s", h)
 	}
 }
