@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"net/url"
 	"strconv"
@@ -197,5 +198,32 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 				t.Errorf("%s: %d %+v, want 404 queue_not_found", path, res.StatusCode, e.Error)
 			}
 		}
+	})
+}
+
+// TestHistoryWhilePostgresIsDown: history and report answer 503 database_unavailable with
+// Retry-After (never a hang or a 500), admission goes on, and both answer again once
+// PostgreSQL is back.
+func TestHistoryWhilePostgresIsDown(t *testing.T) {
+	rs := redistest.Start(t)
+	pg := pgtest.MustPrivate(t)
+	in := startInProcess(t, "hpg", baseEnv(rs.URL(), pg.URL(), nil))
+	mustAdmin(t, in, "PUT", "/admin/api/queues/hpg", map[string]any{"rate_per_second": 10})
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/history", "/report", "/report?format=csv"} {
+		var e errResp
+		res := call(t, "GET", in.url+"/admin/api/queues/hpg"+path, adminToken, nil, &e)
+		if res.StatusCode != 503 || e.Error.Code != "database_unavailable" || res.Header.Get("Retry-After") == "" {
+			t.Errorf("%s with PostgreSQL down: %d %+v", path, res.StatusCode, e.Error)
+		}
+	}
+	admittedUsers(t, in, "hpg", 3) // the recorder's failed writes do not hold admission up
+	if err := pg.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 15*time.Second, "history to answer again", func() bool {
+		return call(t, "GET", in.url+"/admin/api/queues/hpg/history", adminToken, nil, nil).StatusCode == 200
 	})
 }
