@@ -12,7 +12,7 @@
   const root = document.getElementById('report');
   const W = window.WaitRoom;
   if (!root || !W) return;
-  const { readError } = W.util;
+  const { readError, t } = W.util;
   const C = window.WaitRoomCharts;
 
   const TOKEN_KEY = 'wr_admin_token';
@@ -66,19 +66,19 @@
   }
 
   async function load() {
-    if (root.dataset.exists !== 'true') return; // the server said: no such queue
+    if (root.dataset.exists !== 'true') { fail(t('report_no_queue', { name })); return; } // the server said: no such queue
     if (!token()) { askToken(''); return; }
-    el.status.textContent = 'Loading the report…';
+    el.status.textContent = t('report_loading');
     let res;
     try {
       res = await get(base);
     } catch (e) {
-      fail('Network problem: ' + String((e && e.message) || e));
+      fail(t('report_network', { msg: String((e && e.message) || e) }));
       return;
     }
-    if (res.status === 401) { askToken('The admin token was refused. Sign in again.'); return; }
-    if (res.status === 404) { fail('No queue named ' + name + '.'); return; }
-    if (!res.ok) { const err = await readError(res); fail('The report cannot be read: ' + err.message); return; }
+    if (res.status === 401) { askToken(t('report_refused')); return; }
+    if (res.status === 404) { fail(t('report_no_queue', { name })); return; }
+    if (!res.ok) { const err = await readError(res); fail(t('report_failed', { msg: err.message })); return; }
     report = await res.json();
     el.error.hidden = true;
     el.login.hidden = true;
@@ -88,11 +88,12 @@
   function render(r) {
     el.body.hidden = false;
     el.status.textContent = '';
-    el.span.textContent = 'Generated ' + when(r.generated_at) + (r.from ? '; recorded from ' + when(r.from) + ' to ' + when(r.to) + '.' : '; nothing recorded yet.');
+    el.span.textContent = r.from ? t('report_span', { generated: when(r.generated_at), from: when(r.from), to: when(r.to) })
+      : t('report_span_none', { generated: when(r.generated_at) });
     for (const k of ['joined', 'drawn', 'admitted', 'bought', 'units', 'abandoned', 'left', 'expired', 'peak_waiting', 'peak_sse_connections']) {
       set(k, typeof r[k] === 'number' ? num.format(r[k]) : '–', r[k]);
     }
-    set('sold_out_at', r.sold_out_at ? when(r.sold_out_at) : 'not sold out', r.sold_out_at);
+    set('sold_out_at', r.sold_out_at ? when(r.sold_out_at) : t('report_not_sold_out'), r.sold_out_at);
     set('peak_waiting_at', when(r.peak_waiting_at), r.peak_waiting_at);
     set('peak_sse_at', when(r.peak_sse_at), r.peak_sse_at);
     const w = r.wait_seconds || {};
@@ -118,7 +119,7 @@
       return bar;
     });
     C.barChart(el.waitChart, bars, (v) => num.format(v));
-    el.waitChart.setAttribute('aria-label', 'Wait distribution: ' + bars.map((b) => b.label + ' ' + num.format(b.value)).join(', '));
+    el.waitChart.setAttribute('aria-label', t('report_wait_label', { bars: bars.map((b) => b.label + ' ' + num.format(b.value)).join(', ') }));
 
     const opm = Array.isArray(report.orders_per_minute) ? report.orders_per_minute : [];
     const points = opm.map((p) => ({ t: Date.parse(p.t), orders: Number(p.orders) || 0 })).filter((p) => Number.isFinite(p.t));
@@ -127,12 +128,11 @@
     const to = points.length ? Math.max(points[points.length - 1].t + 120000, from + 600000) : Date.parse(report.generated_at);
     C.lineChart(el.ordersChart, {
       from, to, step: 60000, points,
-      series: [{ label: 'Orders', cls: 's0', value: (p) => p.orders }],
+      series: [{ label: t('report_bought'), cls: 's0', value: (p) => p.orders }],
       format: (v) => num.format(v), readout: el.ordersReadout,
     });
     const total = points.reduce((a, p) => a + p.orders, 0);
-    el.ordersChart.setAttribute('aria-label', 'Orders per minute: ' + num.format(total) + ' orders over ' + num.format(points.length) +
-      ' minutes with orders. Focus and use the arrow keys for each minute.');
+    el.ordersChart.setAttribute('aria-label', t('report_orders_label', { n: num.format(total), m: num.format(points.length) }));
   }
 
   el.csv.addEventListener('click', async (e) => {
@@ -143,13 +143,13 @@
       res = await fetch(base + '?format=csv', { headers: { Authorization: 'Bearer ' + token(), Accept: 'text/csv' }, cache: 'no-store', credentials: 'same-origin' });
     } catch (err) {
       el.csv.dataset.state = 'error';
-      fail('Network problem: ' + String((err && err.message) || err));
+      fail(t('report_network', { msg: String((err && err.message) || err) }));
       return;
     }
     if (!res.ok) {
       el.csv.dataset.state = 'error';
       const err = await readError(res);
-      fail('The CSV cannot be read: ' + err.message);
+      fail(t('report_csv_failed', { msg: err.message }));
       return;
     }
     const text = await res.text();
