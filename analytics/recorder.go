@@ -58,7 +58,6 @@ type stepAcc struct {
 	waiting int64 // peak over the step's ticks, every lane
 	hist    histogram
 	samples []float64 // the first exactSamples waits, for exact p50/p95
-	rate    float64
 }
 
 // Recorder records the history of the queues this instance leads: a queue.TickObserver
@@ -107,7 +106,6 @@ func (r *Recorder) ObserveTick(name string, at time.Time, res queue.TickResult) 
 	}
 	acc := tr.cur
 	acc.waiting = max(acc.waiting, res.Waiting+res.WaitingPriority+res.WaitingBypass)
-	acc.rate = res.Rate
 	if res.Tail <= 0 && res.Head > 0 {
 		return // a script of the release before: no tail, no waits
 	}
@@ -185,7 +183,9 @@ func (tr *tracker) observeLine(at time.Time, head, tail, admitted int64, acc *st
 	}
 }
 
-// Run writes each step's rows after it ends, until ctx ends.
+// Run writes each step's rows after it ends, until ctx ends; then it writes the steps
+// recorded so far (the current one too: a leader that takes over in the same step adds to
+// its row).
 func (r *Recorder) Run(ctx context.Context) error {
 	for {
 		now := r.st.now()
@@ -194,6 +194,9 @@ func (r *Recorder) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.st.cfg.QueryTimeout)
+			r.flush(fctx, boundary)
+			cancel()
 			return nil
 		case <-t.C:
 		}
