@@ -83,8 +83,8 @@
   }
 
   /**
-   * Draws a line chart into svg.
-   * opts: {from, to, step (ms), points: [{t (ms), …}], series: [{label, cls, value(p) → number|null}],
+   * Draws a line chart into svg (or, with opts.bars, one series as a bar per step).
+   * opts: {from, to, step (ms), points: [{t (ms), …}], series: [{label, cls, value(p) → number|null}], bars,
    *        format(v) → text, extra(p) → text or '' (added to the readout), readout: element}
    * Sets data-points (points drawn), data-segments (unbroken runs) on the svg.
    */
@@ -128,7 +128,19 @@
     // are not joined.
     const gap = (opts.step || 10000) * 1.5;
     let segments = 0;
+    if (opts.bars) {
+      // Counts per step as bars (the report's orders per minute): each bar spans its step.
+      const bw = Math.max(2, ((opts.step || 60000) / (to - from)) * pw * 0.8);
+      const s0 = opts.series[0];
+      for (const p of pts) {
+        const v = s0.value(p);
+        if (v == null) continue;
+        nodes.push(make('rect', { x: x(p.t).toFixed(1), y: y(v).toFixed(1), width: bw.toFixed(1),
+          height: Math.max(0, y(0) - y(v)).toFixed(1), class: 'bar ' + (s0.cls || 's0') }));
+      }
+    }
     opts.series.forEach((s, si) => {
+      if (opts.bars) return;
       let d = '';
       let run = [];
       // A run of one point has no line to draw: it is a dot.

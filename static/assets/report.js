@@ -127,7 +127,7 @@
     const from = points.length ? points[0].t - 60000 : Date.parse(report.generated_at) - 3600000;
     const to = points.length ? Math.max(points[points.length - 1].t + 120000, from + 600000) : Date.parse(report.generated_at);
     C.lineChart(el.ordersChart, {
-      from, to, step: 60000, points,
+      from, to, step: 60000, points, bars: true,
       series: [{ label: t('report_bought'), cls: 's0', value: (p) => p.orders }],
       format: (v) => num.format(v), readout: el.ordersReadout,
     });
