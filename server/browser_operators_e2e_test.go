@@ -57,6 +57,32 @@ func opsQueueState(t *testing.T, in *instance, name string) (paused, closed bool
 	return false, false
 }
 
+// opsRateStats is a queue's rate mode and adaptive TTL in GET /admin/api/stats.
+type opsRateStats struct {
+	Name         string  `json:"name"`
+	RateMode     string  `json:"rate_mode"`
+	AutoMin      float64 `json:"auto_min"`
+	AutoMax      float64 `json:"auto_max"`
+	TokenTTLMin  int64   `json:"token_ttl_min_seconds"`
+	HalveAt      int64   `json:"token_ttl_halve_at"`
+	TTLEffective int64   `json:"token_ttl_effective_seconds"`
+}
+
+func opsRate(t *testing.T, in *instance, name string) opsRateStats {
+	t.Helper()
+	var st struct {
+		Queues []opsRateStats `json:"queues"`
+	}
+	call(t, "GET", in.url+"/admin/api/stats", adminToken, nil, &st)
+	for _, q := range st.Queues {
+		if q.Name == name {
+			return q
+		}
+	}
+	t.Fatalf("GET /admin/api/stats: no queue %s", name)
+	return opsRateStats{}
+}
+
 // opsDialog waits for the confirmation dialog, checks that it names what it asks about and
 // answers it (Cancel or Confirm); the dialog must close.
 func opsDialog(p *browserPage, mentions string, ok bool) string {
@@ -81,7 +107,9 @@ func opsDialog(p *browserPage, mentions string, ok bool) string {
 //   - revoking an invite code and rotating the signing key ask too; Cancel keeps the code and
 //     the keys, Confirm revokes / rotates;
 //   - a refused setting (auto_max below auto_min) shows the server's message next to the
-//     field, marked invalid, and the stored value stays;
+//     field, marked invalid, and the stored value stays; saved right (auto between 50 and
+//     80, adaptive TTL from 30 s, halving at 500), the stats say so and the card shows the
+//     mode, the rate's reason and the TTL in force;
 //   - every control in a queue card has an accessible name, unique on the page, naming its
 //     queue ("Pause admission of queue drop"); axe-core finds no serious violation;
 //   - at 375 px the page does not scroll sideways (tables stack).
@@ -207,6 +235,30 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 		t.Errorf("a raw error code is shown: %q", msg)
 	}
 	t.Logf("refused auto_max 10 < auto_min 50: %q next to the field, %q in the card", adm.eval(`document.getElementById('q-drop-auto_max-error').textContent`), msg)
+	var st opsRateStats
+	if st = opsRate(t, in, "drop"); st.RateMode != "fixed" || st.AutoMin == 50 {
+		t.Fatalf("after the refused save: rate_mode %q auto_min %v, want fixed and unchanged", st.RateMode, st.AutoMin)
+	}
+
+	// The same form saved right: auto mode between 50 and 80, an adaptive TTL; the card
+	// shows the mode and the TTL in force from the stats.
+	adminUIRetype(adm, "q-drop-auto_max", "80")
+	adminUIRetype(adm, "q-drop-token_ttl_min_seconds", "30")
+	adminUIRetype(adm, "q-drop-token_ttl_halve_at", "500")
+	adm.click("q-drop-save")
+	adm.waitJS("drop saved in auto mode", 10*time.Second, dropCard("drop")+`.querySelector('[data-testid=queue-msg]').dataset.state === 'ok'`)
+	st = opsRate(t, in, "drop")
+	if st.RateMode != "auto" || st.AutoMin != 50 || st.AutoMax != 80 || st.TokenTTLMin != 30 || st.HalveAt != 500 {
+		t.Fatalf("GET /admin/api/stats after the save: %+v", st)
+	}
+	adm.waitJS("the card's rate line and TTL", 10*time.Second, fmt.Sprintf(`(() => {
+		const c = %s;
+		return c.querySelector('[data-testid=rate-mode]').dataset.value === 'auto' &&
+			c.querySelector('[data-testid=ttl-effective]').dataset.value === '%d' &&
+			c.querySelector('[data-testid=ttl-effective]').textContent.includes('adaptive');
+	})()`, dropCard("drop"), st.TTLEffective))
+	t.Logf("auto mode saved: card says %q, TTL now %q", adm.eval(dropCard("drop")+`.querySelector('[data-testid=rate-mode]').textContent`),
+		adm.eval(dropCard("drop")+`.querySelector('[data-testid=ttl-effective]').textContent`))
 
 	// 6. Accessible names: present, unique, naming the queue.
 	names := adm.eval(`(() => {
