@@ -303,7 +303,7 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 // header says who and in which role, a sentence says the token can only read, and every
 // control that would change something is disabled (the range buttons, refresh and sign-out
 // stay usable); a change through the API with that token is refused (403 forbidden) and
-// changes nothing.
+// changes nothing. Signing out and in with the operator's token unlocks the controls.
 func TestBrowserOperatorsViewer(t *testing.T) {
 	const viewer = "viewer-token-0123456789"
 	ctx, in := browserInstance(t, "ops-viewer", 60*time.Second, map[string]string{"WR_ADMIN_VIEWER_TOKEN": viewer})
@@ -346,6 +346,15 @@ func TestBrowserOperatorsViewer(t *testing.T) {
 	if paused, _ := opsQueueState(t, in, "drop"); paused {
 		t.Fatal("the viewer's refused PUT paused the queue")
 	}
+
+	// Signing out and in with the operator's token in the same tab unlocks the controls.
+	p.click("admin-logout")
+	p.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	p.sendKeys("admin-token", adminToken)
+	p.click("admin-login-submit")
+	p.waitJS("the operator's dashboard", 10*time.Second, `document.getElementById('admin-who').dataset.role === 'operator' &&
+		document.getElementById('viewer-note').hidden && document.querySelectorAll('[data-viewer-off]').length === 0 &&
+		!`+dropCard("drop")+`.querySelector('[data-testid=toggle-pause]').disabled && !document.getElementById('q-drop-save').disabled`)
 	for _, pg := range b.pages {
 		pg.checkConsole()
 	}

@@ -98,6 +98,7 @@
 
   function showLogin(message) {
     stopAll();
+    clearRole();
     token = '';
     saveToken('');
     el.dashboard.hidden = true;
@@ -1332,10 +1333,26 @@
   function applyRole(root) {
     if (role !== 'viewer') return;
     for (const ctl of root.querySelectorAll('input, select, textarea, button')) {
-      if (readOnlyControl(ctl)) continue;
+      if (readOnlyControl(ctl) || ctl.dataset.viewerOff) continue;
+      ctl.dataset.viewerOff = ctl.disabled ? 'was' : '1';
       ctl.disabled = true;
       ctl.setAttribute('aria-describedby', 'viewer-note');
       ctl.title = el.viewerNote.textContent;
+    }
+  }
+
+  /** Signing out undoes a viewer's locks, so the next token starts from its own role. */
+  function clearRole() {
+    role = '';
+    document.body.classList.remove('is-viewer');
+    el.viewerNote.hidden = true;
+    el.who.textContent = '';
+    el.who.dataset.role = '';
+    for (const ctl of document.querySelectorAll('[data-viewer-off]')) {
+      if (ctl.dataset.viewerOff === '1') ctl.disabled = false;
+      delete ctl.dataset.viewerOff;
+      ctl.removeAttribute('aria-describedby');
+      ctl.removeAttribute('title');
     }
   }
 
