@@ -118,6 +118,8 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 	for _, q := range []string{"drop", "later"} {
 		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"rate_per_second": 5})
 	}
+	// A product, so the products table is on the page at 375 px too.
+	mustAdmin(t, in, "PUT", "/admin/api/products/trail-shoe-limited-edition", map[string]any{"name": "Trail shoe, limited edition", "price": 12900, "stock": 5, "queue": "drop"})
 	var inv struct {
 		Invites []struct {
 			Code string `json:"code"`
@@ -291,7 +293,9 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 
 	// 7. 375 px wide: nothing scrolls sideways.
 	adm.do("375 px viewport", 5*time.Second, chromedp.EmulateViewport(375, 800))
-	adm.waitJS("no horizontal scroll at 375 px", 5*time.Second, `window.innerWidth === 375 && document.documentElement.scrollWidth <= 375`)
+	adm.waitJS("no horizontal scroll at 375 px", 5*time.Second, `window.innerWidth === 375 && document.documentElement.scrollWidth <= 375 &&
+		document.querySelector('tr[data-product="trail-shoe-limited-edition"]') !== null &&
+		document.querySelectorAll('#audit-rows tr').length > 0 && `+dropCard("drop")+`.querySelector('details.invites').open`)
 	adm.screenshot(screenshotDir(t), "admin-375")
 	for _, p := range b.pages {
 		p.checkConsole()
@@ -529,7 +533,7 @@ func TestBrowserOperatorsHistory(t *testing.T) {
 // TestBrowserOperatorsReport: after a short sale on queue drop (20 joiners admitted, 3
 // orders) the report page linked from drop's card shows the report JSON's numbers, and
 // its Download CSV fetches the CSV with the token (the same header and rows as the API);
-// the print stylesheet hides the buttons (screenshot in print media); an unknown queue's
+// the print stylesheet hides the buttons and fits an A4 width (screenshot in print media); an unknown queue's
 // report page answers 404 and says "No queue named nope.".
 func TestBrowserOperatorsReport(t *testing.T) {
 	ctx, in := browserInstance(t, "ops-report", 90*time.Second, nil)
@@ -598,7 +602,11 @@ func TestBrowserOperatorsReport(t *testing.T) {
 	if v := adm.eval(`[getComputedStyle(document.getElementById('report-print')).display, getComputedStyle(document.body).backgroundColor].join()`); v != "none,rgb(255, 255, 255)" {
 		t.Errorf("print media: button display and page background %q, want none and white", v)
 	}
+	// An A4 page at 96 dpi is 794 px wide: the printed report fits it.
+	adm.do("A4 width", 5*time.Second, chromedp.EmulateViewport(794, 1123))
+	adm.waitJS("the report within an A4 width", 5*time.Second, `window.innerWidth === 794 && document.documentElement.scrollWidth <= 794`)
 	adm.screenshot(screenshotDir(t), "report-print")
+	adm.do("back to 1280 px", 5*time.Second, chromedp.EmulateViewport(1280, 900))
 	cdpDo(adm, "screen media", emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: ""})
 
 	// An unknown queue.
