@@ -531,7 +531,8 @@ func TestBrowserOperatorsHistory(t *testing.T) {
 }
 
 // TestBrowserOperatorsReport: after a short sale on queue drop (20 joiners admitted, 3
-// orders) the report page linked from drop's card shows the report JSON's numbers, and
+// orders) the report page linked from drop's card shows the report JSON's numbers (axe-core
+// finds no serious violation on it), and
 // its Download CSV fetches the CSV with the token (the same header and rows as the API);
 // the print stylesheet hides the buttons and fits an A4 width (screenshot in print media); an unknown queue's
 // report page answers 404 and says "No queue named nope.".
@@ -580,6 +581,13 @@ func TestBrowserOperatorsReport(t *testing.T) {
 		adm.eval(`document.querySelector('[data-field=joined]').textContent`), adm.eval(`document.querySelector('[data-field=admitted]').textContent`),
 		adm.eval(`document.querySelector('[data-field=bought]').textContent`), adm.eval(`document.querySelector('[data-field=wait_count]').textContent`), len(buckets), len(opm))
 	adm.screenshot(screenshotDir(t), "report")
+	axe, err := os.ReadFile(axePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := axeCheck(t, adm, string(axe), "report page"); len(bad) > 0 {
+		t.Errorf("axe-core: %d serious or critical violations:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
 
 	// Download CSV: fetched with the token, the API's header and row count.
 	adm.click("report-csv")
