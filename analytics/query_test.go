@@ -233,6 +233,21 @@ func TestReport(t *testing.T) {
 		}
 	})
 
+	t.Run("a peak in a rolled-up minute has its 10-s step's time", func(t *testing.T) {
+		e.mkQueue(t, "rp2", 1)
+		mm := m.Add(-10 * time.Minute)
+		e.put(t, "rp2", 60, mm, 90, 3, 3)
+		e.put(t, "rp2", 10, mm.Add(10*time.Second), 80, 1, 1)
+		e.put(t, "rp2", 10, mm.Add(30*time.Second), 90, 1, 1)
+		e.put(t, "rp2", 10, mm.Add(40*time.Second), 90, 1, 1)
+		rp, err := e.st.Report(ctx, "rp2")
+		if err != nil || rp.PeakWaiting != 90 || rp.PeakWaitingAt == nil || !rp.PeakWaitingAt.Equal(mm.Add(30*time.Second)) ||
+			rp.PeakSSEAt == nil || !rp.PeakSSEAt.Equal(mm.Add(30*time.Second)) || rp.Joined != 3 {
+			t.Errorf("peak %d at %v, sse at %v, joined %d (%v); want 90 at %v, joined 3 (the minute row)", rp.PeakWaiting,
+				rp.PeakWaitingAt, rp.PeakSSEAt, rp.Joined, err, mm.Add(30*time.Second))
+		}
+	})
+
 	t.Run("the database away is ErrUnavailable", func(t *testing.T) {
 		e.st.pool.Close()
 		if _, err := e.st.Report(ctx, "rp"); !errors.Is(err, ErrUnavailable) {

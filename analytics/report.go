@@ -98,6 +98,9 @@ func (s *Store) Report(ctx context.Context, name string) (Report, error) {
 		rp.minutes = append(rp.minutes, b.point(time.Minute, false))
 	}
 	rp.WaitSeconds = waitSummary(hist)
+	if err := s.refinePeaks(ctx, name, &rp); err != nil {
+		return Report{}, err
+	}
 	if err := s.sales(ctx, name, &rp); err != nil {
 		return Report{}, err
 	}
@@ -110,6 +113,34 @@ func (s *Store) Report(ctx context.Context, name string) (Report, error) {
 		return Report{}, err
 	}
 	return rp, nil
+}
+
+// refinePeaks moves a peak found in a minute row to the 10-s step it happened in, while
+// the minute's 10-s rows are kept (48 h).
+func (s *Store) refinePeaks(ctx context.Context, name string, rp *Report) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	for _, pk := range []struct {
+		at    *time.Time
+		value int64
+		of    func(histRow) int64
+	}{{rp.PeakWaitingAt, rp.PeakWaiting, func(r histRow) int64 { return r.waiting }},
+		{rp.PeakSSEAt, rp.PeakSSEConnections, func(r histRow) int64 { return r.sse }}} {
+		if pk.at == nil || pk.at.Truncate(time.Minute) != *pk.at {
+			continue // none, or already a 10-s step
+		}
+		rows, err := s.readRows(ctx, name, 10, *pk.at, pk.at.Add(time.Minute))
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if pk.of(r) == pk.value {
+				*pk.at = r.t
+				break
+			}
+		}
+	}
+	return nil
 }
 
 func waitSummary(h histogram) WaitSummary {
