@@ -132,6 +132,10 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 	b := startBrowser(t, ctx)
 	adm := opsSignIn(t, b, in, "admin", adminToken)
 	adm.waitJS("both cards", 10*time.Second, dropCard("drop")+` !== null && `+dropCard("later")+` !== null`)
+	// Every chart is named as soon as it is on the page, before its history arrives.
+	if unnamed := adm.eval(`String([...document.querySelectorAll('svg[role=img]')].filter((s) => !s.getAttribute('aria-label')).length)`); unnamed != "0" {
+		t.Fatalf("%s charts without a name right after the cards appeared", unnamed)
+	}
 	card := `[data-testid=queue-card][data-queue=drop] `
 
 	// 1. Pause: Cancel changes nothing, Confirm pauses, Resume asks nothing.

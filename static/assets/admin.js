@@ -1567,6 +1567,8 @@
       svg.setAttribute('class', 'hchart-svg');
       svg.setAttribute('role', 'img');
       svg.setAttribute('tabindex', '0');
+      // Named from the start: the history may take a while to come (or not come at all).
+      svg.setAttribute('aria-label', tx('admin_of_queue', '{what} of queue {name}', { what: spec.title, name }));
       svg.dataset.testid = 'chart-' + spec.key;
       const readout = cell('p', '', 'chart-readout small');
       readout.dataset.testid = 'readout-' + spec.key;
