@@ -22,10 +22,14 @@ type AutoConfig struct {
 	// Window is how far back the backend's health windows are merged (2 s: each instance
 	// writes one window per second, so two of them per instance).
 	Window time.Duration
-	// Cut is the multiplicative decrease on a breach (0.75: a quarter off).
-	Cut float64
-	// CutHold is the time after a cut without another cut (3 s): the window still holds
-	// requests of the rate before, and the backend's backlog needs a moment to drain.
+	// Cut is the multiplicative decrease on a breach (0.75: a quarter off). A p95 far over
+	// the target cuts deeper, by target/p95, down to MaxCut (0.5: half off): a backend whose
+	// capacity halved is left in seconds.
+	Cut    float64
+	MaxCut float64
+	// CutHold is the time after a cut without another cut (5 s): the window still holds
+	// requests of the rate before, and the backlog the rate before left in the backend
+	// drains for a few seconds (cutting again meanwhile would overshoot downwards).
 	CutHold time.Duration
 	// RaiseHold is the time after a cut without an increase (5 s): the users admitted at
 	// the new rate reach the backend a little later.
@@ -34,6 +38,14 @@ type AutoConfig struct {
 	// that and the target the rate holds, so the controller settles just under the knee
 	// instead of running into it every few seconds.
 	Headroom float64
+	// Plateau: increases stop at Plateau (0.85) × the rate the last overshoot was cut from
+	// — a backend's latency is flat below its knee and climbs fast past it, and the window's
+	// lag lets the rate climb a step or three past the knee before the cut, so the knee
+	// lies a little under the rate cut from. After PlateauFor (10 s) healthy there, the rate
+	// probes upwards again in ProbeStep (a quarter) steps, in case the backend grew.
+	Plateau    float64
+	PlateauFor time.Duration
+	ProbeStep  float64
 	// MinRequests is the fewest requests in the window for a latency decision (5); with
 	// fewer the rate holds.
 	MinRequests int64
@@ -55,7 +67,7 @@ func (c AutoConfig) withDefaults() AutoConfig {
 	}
 	def(&c.Period, time.Second)
 	def(&c.Window, 2*time.Second)
-	def(&c.CutHold, 3*time.Second)
+	def(&c.CutHold, 5*time.Second)
 	def(&c.RaiseHold, 5*time.Second)
 	deff := func(f *float64, v float64) {
 		if *f <= 0 {
@@ -63,6 +75,10 @@ func (c AutoConfig) withDefaults() AutoConfig {
 		}
 	}
 	deff(&c.Cut, 0.75)
+	deff(&c.MaxCut, 0.5)
+	deff(&c.Plateau, 0.85)
+	deff(&c.ProbeStep, 0.25)
+	def(&c.PlateauFor, 10*time.Second)
 	deff(&c.Headroom, 0.8)
 	deff(&c.FailureRatio, 0.01)
 	deff(&c.Used, 0.8)
@@ -79,10 +95,19 @@ func (c AutoConfig) withDefaults() AutoConfig {
 // each queue this instance leads with rate_mode "auto", once per Period merges the
 // backend's health windows of every instance (health.go) and moves the queue's rate by
 // AIMD — a multiplicative cut when the p95 latency is over auto_target_p95_ms or more than
-// 1 % of requests fail, an additive step up (max(1, auto_max/100) users/s) while the
-// backend is healthy and the rate is really used (people wait and the rate is admitted),
-// a hold without signal. The rate and a sentence saying why go to the queue's settings
-// ("rate", "rate_reason"), which the next tick reads: the change takes effect at once.
+// 1 % of requests fail (deeper when the p95 is far over: by target/p95, at most half), an
+// additive step up (max(1, auto_max/100) users/s) while the backend is healthy and the
+// rate is really used (people wait and the rate is admitted), a hold without signal. The
+// rate and a sentence saying why go to the queue's settings ("rate", "rate_reason"; written
+// when either changes), which the next tick reads: the change takes effect at once.
+//
+// Redis cost, only for a queue this instance leads while it ticks: per Period one WATCH,
+// two HGETALLs (settings, health) and, when the rate or reason changed, one MULTI/HSET/EXEC.
+// A queue in fixed mode costs the WATCH and one HGETALL per Period; a resting queue nothing.
+//
+// The defaults assume buyers order within a second or two of admission (as the e2e test's
+// do). When the backend hears of admitted users later, CutHold and RaiseHold should be at
+// least that delay, or the controller reacts to the rate before the last one.
 //
 // The state that matters lives in Redis (the rate); a new leader starts from the stored
 // rate (its cool-downs start empty). A queue switched back to fixed keeps its rate.
@@ -105,7 +130,11 @@ type autoQueue struct {
 	// The controller's own (only its goroutine touches them).
 	lastStep time.Time
 	lastCut  time.Time
-	lastTag  string // rule of the last reason written ("" = none yet)
+	cutFrom  float64       // the rate the last cut series came from (0: none yet)
+	cutP95   time.Duration // the p95 that made the last cut
+	raised   bool          // raised since the last cut
+	plateau  time.Time     // when the rate reached the plateau (zero: not there)
+	lastTag  string        // rule of the last decision ("" = none yet)
 }
 
 // AutoDecision is one control step's outcome.
@@ -118,7 +147,8 @@ type AutoDecision struct {
 	Failures int64
 	Requests int64
 
-	tag string // which rule decided: a new tag is written even when the rate stays
+	tag  string  // which rule decided (a new one is logged)
+	from float64 // the rate before the step
 }
 
 // NewAutoRate returns a controller for the queues of q.
@@ -221,12 +251,15 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 		w, stale := mergeHealth(hm, now.Add(-c.cfg.Window))
 		in := autoInput{rate: set.RatePerSecond, min: set.AutoMin, max: set.AutoMax, target: set.AutoTargetP95,
 			w: w, seen: seen, waiting: waiting, admittedPerSec: float64(admitted) / elapsed.Seconds(),
-			sinceCut: -1}
+			sinceCut: -1, cutFrom: s.cutFrom, cutP95: s.cutP95, atPlateau: -1}
+		if !s.plateau.IsZero() {
+			in.atPlateau = now.Sub(s.plateau)
+		}
 		if !s.lastCut.IsZero() {
 			in.sinceCut = now.Sub(s.lastCut)
 		}
 		d = c.decide(in)
-		write := d.Rate != set.RatePerSecond || d.tag != s.lastTag || set.RateReason == ""
+		write := d.Rate != set.RatePerSecond || d.Reason != set.RateReason
 		if !write && len(stale) == 0 {
 			return nil
 		}
@@ -250,8 +283,19 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	if d.Kind == "" {
 		return d, nil
 	}
-	if d.Kind == "cut" {
-		s.lastCut = now
+	switch d.Kind {
+	case "cut":
+		// A second cut with no raise between belongs to the same overshoot: the knee is
+		// where the first one came from.
+		if s.cutFrom == 0 || s.raised {
+			s.cutFrom = d.from
+		}
+		s.lastCut, s.cutP95, s.raised, s.plateau = now, d.P95, false, time.Time{}
+	case "raise":
+		s.raised = true
+	}
+	if d.tag == "plateau" && s.plateau.IsZero() {
+		s.plateau = now
 	}
 	if d.tag != s.lastTag || d.Kind != "hold" {
 		c.cfg.Log.Debug().Str("queue", name).Float64("rate", d.Rate).Msg("auto rate: " + d.Reason)
@@ -269,17 +313,24 @@ type autoInput struct {
 	waiting        int64   // users waiting after the last tick
 	admittedPerSec float64 // users admitted per second since the last step
 	sinceCut       time.Duration
+	cutFrom        float64       // the rate the last cut came from (0: none)
+	cutP95         time.Duration // the p95 that made the last cut
+	atPlateau      time.Duration // how long the rate has been at the plateau (-1: not there)
 }
 
 // decide is the AIMD rule (pure: the tests' table runs it through Step).
 func (c *AutoRate) decide(in autoInput) AutoDecision {
 	p95 := in.w.Quantile(0.95)
-	d := AutoDecision{Kind: "hold", Rate: in.rate, P95: p95, Failures: in.w.Failures, Requests: in.w.Count}
+	d := AutoDecision{Kind: "hold", Rate: in.rate, P95: p95, Failures: in.w.Failures, Requests: in.w.Count, from: in.rate}
 	ms := func(t time.Duration) string { return strconv.FormatInt(int64(math.Round(float64(t)/1e6)), 10) + " ms" }
 	target := ms(in.target)
 	failBreach := in.w.Failures >= c.cfg.MinFailures && in.w.FailureRatio() > c.cfg.FailureRatio
 	slowBreach := in.w.Count >= c.cfg.MinRequests && p95 > in.target
-	coolingCut := in.sinceCut >= 0 && in.sinceCut < c.cfg.CutHold
+	// Within CutHold of a cut the window still shows the rate before; but failing requests
+	// with a p95 still rising say the backlog outgrows the pool's wait: the cut was not
+	// enough (a backend whose capacity fell), and the next comes at once.
+	worse := failBreach && p95 > in.cutP95
+	coolingCut := in.sinceCut >= 0 && in.sinceCut < c.cfg.CutHold && !worse
 	coolingRaise := in.sinceCut >= 0 && in.sinceCut < c.cfg.RaiseHold
 	why := ""
 	switch {
@@ -296,7 +347,11 @@ func (c *AutoRate) decide(in autoInput) AutoDecision {
 		d.tag, d.Reason = "min", "held at the minimum "+rateStr(in.min)+"/s: "+why
 	case slowBreach || failBreach:
 		d.Kind = "cut"
-		d.Rate = math.Max(in.min, roundRate(in.rate*c.cfg.Cut))
+		f := c.cfg.Cut
+		if slowBreach {
+			f = math.Max(c.cfg.MaxCut, math.Min(c.cfg.Cut, float64(in.target)/float64(p95)))
+		}
+		d.Rate = math.Max(in.min, roundRate(in.rate*f))
 		d.tag, d.Reason = "cut", "cut to "+rateStr(d.Rate)+"/s: "+why
 	case in.w.Count == 0:
 		d.tag, d.Reason = "none", "held: no backend requests"
@@ -314,9 +369,23 @@ func (c *AutoRate) decide(in autoInput) AutoDecision {
 	case in.admittedPerSec < c.cfg.Used*in.rate-1:
 		d.tag, d.Reason = "unused", "held: "+rateStr(in.admittedPerSec)+"/s admitted of "+rateStr(in.rate)+"/s (the rate is not used)"
 	default:
+		step, probing := AutoStep(in.max), ""
+		plateau := roundRate(c.cfg.Plateau * in.cutFrom)
+		switch {
+		case in.cutFrom > 0 && in.rate >= plateau && (in.atPlateau < 0 || in.atPlateau < c.cfg.PlateauFor):
+			d.tag, d.Reason = "plateau", fmt.Sprintf("held: %s/s is %.0f %% under the %s/s the last overshoot was cut from; p95 %s",
+				rateStr(in.rate), 100*(1-c.cfg.Plateau), rateStr(in.cutFrom), ms(p95))
+			return d
+		case in.cutFrom > 0 && in.rate >= plateau:
+			step *= c.cfg.ProbeStep
+			probing = " (probing past the plateau)"
+		case in.cutFrom > 0 && in.rate+step > plateau:
+			step = plateau - in.rate
+			probing = " (the plateau: " + strconv.FormatFloat(100*(1-c.cfg.Plateau), 'f', 0, 64) + " % under the last overshoot)"
+		}
 		d.Kind = "raise"
-		d.Rate = math.Min(in.max, roundRate(in.rate+AutoStep(in.max)))
-		d.tag, d.Reason = "raise", fmt.Sprintf("raised to %s/s: p95 %s, %d failures in %d requests", rateStr(d.Rate), ms(p95), in.w.Failures, in.w.Count)
+		d.Rate = math.Min(in.max, roundRate(in.rate+step))
+		d.tag, d.Reason = "raise", fmt.Sprintf("raised to %s/s%s: p95 %s, %d failures in %d requests", rateStr(d.Rate), probing, ms(p95), in.w.Failures, in.w.Count)
 	}
 	return d
 }

@@ -50,7 +50,8 @@ func TestAutoRateRules(t *testing.T) {
 		want     float64
 		reason   string
 	}{
-		{"slow backend: cut by a quarter", 20, &busy, 40, 0, 800 * time.Millisecond, "cut", 15, "cut to 15/s: p95 "},
+		{"slow backend: cut by a quarter", 20, &busy, 40, 0, 600 * time.Millisecond, "cut", 15, "cut to 15/s: p95 "},
+		{"far over the target: cut by half at most", 20, &busy, 40, 0, 3 * time.Second, "cut", 10, "cut to 10/s: p95 "},
 		{"failing backend: cut", 20, &busy, 100, 5, 50 * time.Millisecond, "cut", 15, "cut to 15/s: 5 failures in 100 requests (5.0 %)"},
 		{"two failures are noise", 20, &busy, 100, 2, 50 * time.Millisecond, "raise", 21, "raised to 21/s: p95 "},
 		{"healthy and used: one step up", 20, &busy, 40, 0, 100 * time.Millisecond, "raise", 21, "raised to 21/s: p95 "},
@@ -118,17 +119,87 @@ func TestAutoRateCoolDowns(t *testing.T) {
 			t.Fatalf("at +%v: %s to %v (%q); want %s to %v", at, d.Kind, d.Rate, d.Reason, kind, rate)
 		}
 	}
-	slow, fast := 900*time.Millisecond, 80*time.Millisecond
+	slow, fast := 600*time.Millisecond, 80*time.Millisecond
 	step(0, slow, "cut", 30)
 	step(time.Second, slow, "hold", 30)   // within CutHold: the window still holds requests admitted at 40/s
-	step(2*time.Second, slow, "hold", 30) // still
-	step(3*time.Second, slow, "cut", 22.5)
-	step(4*time.Second, fast, "hold", 22.5) // healthy, but within RaiseHold of the cut
-	step(7*time.Second, fast, "hold", 22.5)
-	step(8*time.Second, fast, "raise", 23.5)
-	step(9*time.Second, fast, "raise", 24.5)
-	if s, _ := f.q.Settings(ctx, "cool"); s.RatePerSecond != 24.5 || !strings.HasPrefix(s.RateReason, "raised to 24.5/s") {
+	step(4*time.Second, slow, "hold", 30) // still: the backlog of 40/s drains
+	step(5*time.Second, slow, "cut", 22.5)
+	step(6*time.Second, fast, "hold", 22.5) // healthy, but within RaiseHold of the cut
+	step(9*time.Second, fast, "hold", 22.5)
+	step(10*time.Second, fast, "raise", 23.5)
+	step(11*time.Second, fast, "raise", 24.5)
+	if s, _ := f.q.Settings(ctx, "cool"); s.RatePerSecond != 24.5 || !strings.HasPrefix(s.RateReason, "raised to 24.5/s: p95 ") {
 		t.Fatalf("stored %v %q", s.RatePerSecond, s.RateReason)
+	}
+}
+
+// After an overshoot the rate climbs back to 85 % of the rate it was cut from and stays
+// there; after 10 s healthy there it probes upwards in quarter steps.
+func TestAutoRatePlateau(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.autoQueue(t, "plat", 20)
+	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	t0 := time.Now()
+	last := t0
+	step := func(at time.Duration, lat time.Duration, kind string, rate float64, reason string) {
+		t.Helper()
+		now := t0.Add(at)
+		f.backend(t, "plat", now.Add(-200*time.Millisecond), 50, lat, 0)
+		// The line is long and the whole rate was admitted since the last step.
+		ctrl.ObserveTick("plat", now.Add(-100*time.Millisecond), queue.TickResult{Admitted: int64(25 * now.Sub(last).Seconds()), Waiting: 500, Rate: rate})
+		last = now
+		d, err := ctrl.Step(ctx, "plat", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != kind || d.Rate != rate || !strings.HasPrefix(d.Reason, reason) {
+			t.Fatalf("at +%v: %s to %v (%q); want %s to %v (%q…)", at, d.Kind, d.Rate, d.Reason, kind, rate, reason)
+		}
+	}
+	slow, fast := 600*time.Millisecond, 80*time.Millisecond
+	step(0, slow, "cut", 15, "cut to 15/s")
+	step(5*time.Second, fast, "raise", 16, "raised to 16/s: p95 ")
+	step(6*time.Second, fast, "raise", 17, "raised to 17/s: p95 ")
+	step(7*time.Second, fast, "hold", 17, "held: 17/s is 15 % under the 20/s the last overshoot was cut from")
+	step(16*time.Second, fast, "hold", 17, "held: 17/s is 15 % under")
+	step(17*time.Second, fast, "raise", 17.25, "raised to 17.25/s (probing past the plateau)")
+	step(18*time.Second, fast, "raise", 17.5, "raised to 17.5/s (probing past the plateau)")
+	// The next overshoot sets the plateau anew: 85 % of 17.5/s.
+	step(19*time.Second, slow, "cut", 13.13, "cut to 13.13/s")
+	step(24*time.Second, fast, "raise", 14.13, "raised to 14.13/s: p95 ")
+	step(25*time.Second, fast, "raise", 14.88, "raised to 14.88/s (the plateau: 15 % under the last overshoot)")
+}
+
+// A backend whose capacity fell: within CutHold of a cut, failing requests and a p95 still
+// rising bring the next cut at once.
+func TestAutoRateCutsAgainWhenWorse(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.autoQueue(t, "worse", 40)
+	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	t0 := time.Now()
+	for i, c := range []struct {
+		lat   time.Duration
+		fails int
+		kind  string
+		rate  float64
+	}{
+		{300 * time.Millisecond, 5, "cut", 30},
+		{350 * time.Millisecond, 2, "hold", 30}, // two failures: noise, the backlog drains
+		{450 * time.Millisecond, 5, "cut", 22.5},
+		{400 * time.Millisecond, 5, "hold", 22.5}, // failing, but better than at the cut
+	} {
+		now := t0.Add(time.Duration(2*i) * time.Second) // windows 2 s apart: each step sees its own
+		f.backend(t, "worse", now.Add(-200*time.Millisecond), 100, c.lat, c.fails)
+		ctrl.ObserveTick("worse", now.Add(-100*time.Millisecond), queue.TickResult{Admitted: 40, Waiting: 500, Rate: 40})
+		d, err := ctrl.Step(ctx, "worse", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != c.kind || d.Rate != c.rate {
+			t.Fatalf("step %d: %s to %v (%q); want %s to %v", i, d.Kind, d.Rate, d.Reason, c.kind, c.rate)
+		}
 	}
 }
 
@@ -152,7 +223,7 @@ func TestAutoRateModes(t *testing.T) {
 	f.autoQueue(t, "sw", 20)
 	f.backend(t, "sw", now, 50, 2*time.Second, 0)
 	ctrl.ObserveTick("sw", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
-	if d, err := ctrl.Step(ctx, "sw", now); err != nil || d.Kind != "cut" || d.Rate != 15 {
+	if d, err := ctrl.Step(ctx, "sw", now); err != nil || d.Kind != "cut" || d.Rate != 10 {
 		t.Fatalf("auto queue: %+v %v", d, err)
 	}
 	fixed := queue.RateFixed
@@ -164,8 +235,8 @@ func TestAutoRateModes(t *testing.T) {
 	if d, err := ctrl.Step(ctx, "sw", later); err != nil || d.Kind != "" {
 		t.Fatalf("switched to fixed: %+v %v", d, err)
 	}
-	if s, _ := f.q.Settings(ctx, "sw"); s.RatePerSecond != 15 || s.RateMode != queue.RateFixed {
-		t.Fatalf("switched to fixed: rate %v mode %q, want the controller's 15 kept", s.RatePerSecond, s.RateMode)
+	if s, _ := f.q.Settings(ctx, "sw"); s.RatePerSecond != 10 || s.RateMode != queue.RateFixed {
+		t.Fatalf("switched to fixed: rate %v mode %q, want the controller's 10 kept", s.RatePerSecond, s.RateMode)
 	}
 
 	f.autoQueue(t, "stale", 20)
