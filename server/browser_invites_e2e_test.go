@@ -126,6 +126,8 @@ func TestBrowserInvites(t *testing.T) {
 
 	// 5. Revoke it.
 	adm.do("click Revoke", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] tr[data-code="`+first+`"] [data-testid=invite-revoke]`)))
+	adm.waitJS("the confirmation", 5*time.Second, `document.getElementById('confirm-dialog').open`)
+	adm.click("confirm-ok")
 	adm.waitJS("the code gone from the list", 10*time.Second, card+`.querySelectorAll('[data-testid=invite-row]').length === 2 &&
 		`+card+`.querySelector('tr[data-code="`+first+`"]') === null`)
 	call(t, "GET", in.url+"/admin/api/queues/vip/invites", adminToken, nil, &list)

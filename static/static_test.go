@@ -160,6 +160,7 @@ func pages(lang string) map[string]any {
 		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true},
 		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
 		"admin":   static.AdminPage{Lang: lang, T: T},
+		"report":  static.ReportPage{Lang: lang, T: T, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
 		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},
 	}
@@ -211,6 +212,7 @@ var requiredIDs = map[string][]string{
 		"chart-sse", "chart-waiting", "chart-admitted", "chart-active", "chart-lag", "chart-rejected",
 		"instances", "queues", "products", "new-queue", "new-product", "tpl-queue", "tpl-product",
 		"new-product-queue", "new-product-max-order", "new-product-max-ticket"},
+	"report":  {"report", "report-error", "report-body", "report-csv", "report-print", "report-wait-chart", "report-orders-chart"},
 	"nothing": {"unavailable"},
 	"closed":  {"unavailable"},
 }
@@ -333,7 +335,7 @@ func TestScriptsFindTheirElements(t *testing.T) {
 	}
 	js := readAll(t, "assets/*.js")
 	lookup := regexp.MustCompile(`(?:\$|getElementById)\('([\w-]+)'\)`)
-	for script, page := range map[string]string{"queue.js": "queue", "order.js": "order", "admin.js": "admin", "waitroom.js": "queue"} {
+	for script, page := range map[string]string{"queue.js": "queue", "order.js": "order", "admin.js": "admin", "waitroom.js": "queue", "report.js": "report"} {
 		out := render(t, tmpl, page, pages("en")[page])
 		have := map[string]bool{}
 		for _, id := range ids(out) {
