@@ -147,7 +147,8 @@ func TestAutoRateFindsTheKnee(t *testing.T) {
 		sw.Quantile(0.95).Milliseconds(), sw.Count, sw.Failures, b.clientP95(settleAt, halveAt).Milliseconds())
 	t.Logf("service time doubled: new knee %.0f/s; rate below %.1f/s after %v; rate at the end %.1f/s (%s)",
 		newKnee, newKnee*1.2, backedOff.Round(100*time.Millisecond), rec.last().rate, rec.last().reason)
-	rec.writeCSV(t)
+	rec.writeCSV(t, fmt.Sprintf("knee %g\ntarget %d\nhalve %.1f\nsettled_median %.2f\nsettled_p95_ms %d\nbackoff_seconds %.1f\n",
+		knee, targetMs, halveAt.Sub(start).Seconds(), median, sw.Quantile(0.95).Milliseconds(), backedOff.Seconds()))
 	if median < 0.8*knee || median > 1.2*knee {
 		t.Errorf("settled median rate %.1f/s is not within ±20 %% of the knee %.0f/s", median, knee)
 	}
@@ -476,8 +477,9 @@ func (r *aimdRecorder) between(from, to time.Time) []aimdSample {
 	return out
 }
 
-// writeCSV logs the series and, with WR_AIMD_CSV set, writes it there.
-func (r *aimdRecorder) writeCSV(t *testing.T) {
+// writeCSV logs the series and, with WR_AIMD_CSV set, writes it there (and the run's
+// numbers, "name value" lines, next to it in <file>.meta for k6/aimdchart).
+func (r *aimdRecorder) writeCSV(t *testing.T, meta string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var sb strings.Builder
@@ -489,6 +491,9 @@ func (r *aimdRecorder) writeCSV(t *testing.T) {
 	t.Logf("rate-vs-time series:\n%s", sb.String())
 	if path := os.Getenv("WR_AIMD_CSV"); path != "" {
 		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(path+".meta", []byte(meta), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
