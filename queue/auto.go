@@ -103,7 +103,7 @@ func (c AutoConfig) withDefaults() AutoConfig {
 //
 // Redis cost, only for a queue this instance leads while it ticks: per Period one WATCH,
 // two HGETALLs (settings, health) and, when the rate or reason changed, one MULTI/HSET/EXEC.
-// A queue in fixed mode costs the WATCH and one HGETALL per Period; a resting queue nothing.
+// A busy queue in fixed mode costs the WATCH and one HGETALL per 5 s; a resting queue nothing.
 //
 // The defaults assume buyers order within a second or two of admission (as the e2e test's
 // do). When the backend hears of admitted users later, CutHold and RaiseHold should be at
@@ -135,6 +135,8 @@ type autoQueue struct {
 	raised   bool          // raised since the last cut
 	plateau  time.Time     // when the rate reached the plateau (zero: not there)
 	lastTag  string        // rule of the last decision ("" = none yet)
+	// fixedUntil: the queue was in fixed mode at the last look; no look before this.
+	fixedUntil time.Time
 }
 
 // AutoDecision is one control step's outcome.
@@ -219,6 +221,9 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	admitted, waiting, seen := s.admitted, s.waiting, !s.seen.IsZero()
 	s.admitted = 0
 	c.mu.Unlock()
+	if now.Before(s.fixedUntil) {
+		return AutoDecision{}, nil
+	}
 
 	elapsed := c.cfg.Period
 	if !s.lastStep.IsZero() && now.After(s.lastStep) {
@@ -241,7 +246,7 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 		set := parseSettings(name, m)
 		if set.RateMode != RateAuto {
 			d = AutoDecision{Rate: set.RatePerSecond}
-			s.lastTag, s.lastCut = "", time.Time{}
+			s.lastTag, s.lastCut, s.fixedUntil = "", time.Time{}, now.Add(fixedLook)
 			return nil
 		}
 		hm, err := tx.HGetAll(ctx, k.health()).Result()
@@ -303,6 +308,10 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	s.lastTag = d.tag
 	return d, nil
 }
+
+// fixedLook is how often a led queue in fixed mode is looked at again (a switch to auto
+// takes effect within it): one WATCH/HGETALL per 5 s instead of per Period.
+const fixedLook = 5 * time.Second
 
 // autoInput is what one decision looks at.
 type autoInput struct {

@@ -219,6 +219,19 @@ func TestAutoRateModes(t *testing.T) {
 	if s, _ := f.q.Settings(ctx, "fixed"); s.RatePerSecond != 20 || s.RateReason != "" {
 		t.Fatalf("fixed queue changed: %v %q", s.RatePerSecond, s.RateReason)
 	}
+	// A queue seen in fixed mode is looked at again after 5 s (no Redis command before).
+	auto := queue.RateAuto
+	if _, _, err := f.q.Put(ctx, "fixed", queue.SettingsPatch{RateMode: &auto}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ctrl.Step(ctx, "fixed", now.Add(time.Second)); err != nil || d.Kind != "" {
+		t.Fatalf("1 s after a look in fixed mode: %+v %v", d, err)
+	}
+	f.backend(t, "fixed", now.Add(5*time.Second), 50, 2*time.Second, 10)
+	ctrl.ObserveTick("fixed", now.Add(5*time.Second), queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
+	if d, err := ctrl.Step(ctx, "fixed", now.Add(5*time.Second)); err != nil || d.Kind != "cut" {
+		t.Fatalf("5 s after, in auto mode: %+v %v", d, err)
+	}
 
 	f.autoQueue(t, "sw", 20)
 	f.backend(t, "sw", now, 50, 2*time.Second, 0)
