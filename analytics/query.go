@@ -164,8 +164,12 @@ func (s *Store) buckets(ctx context.Context, name string, from, to time.Time, st
 		return nil, err
 	}
 	byT := map[time.Time]*bucket{}
+	// Steps are aligned to the Unix epoch (time.Truncate counts from year 1, which for a
+	// step that does not divide a day would shift them off the grid clients ask on).
+	secs := int64(step / time.Second)
 	get := func(t time.Time) *bucket {
-		t = t.Truncate(step).UTC()
+		u := t.Unix()
+		t = time.Unix(u-((u%secs)+secs)%secs, 0).UTC()
 		b := byT[t]
 		if b == nil {
 			b = &bucket{t: t}

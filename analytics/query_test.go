@@ -255,3 +255,35 @@ func TestReport(t *testing.T) {
 		}
 	})
 }
+
+// TestHistoryStepsOnTheUnixGrid: a step that does not divide a day (28 min, the dashboard's
+// 7-day step) is counted from the Unix epoch, so every point's time is a multiple of it and
+// each minute row lands in exactly one step.
+func TestHistoryStepsOnTheUnixGrid(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	now := time.Now().UTC()
+	e.st.now = func() time.Time { return now }
+	step := 1680 * time.Second
+	from := time.Unix(now.Add(-3*time.Hour).Unix()/1680*1680, 0).UTC()
+	for i := range 120 { // two hours of minute rows, 3 admitted each
+		e.put(t, "grid", 60, from.Add(time.Duration(i)*time.Minute), 1, 3, 3)
+	}
+	a, err := e.st.History(ctx, "grid", from, from.Add(2*time.Hour), step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for i, p := range a.Points {
+		if p.T.Unix()%1680 != 0 {
+			t.Fatalf("point %d at %v: not on the 1680-s grid", i, p.T)
+		}
+		if i < len(a.Points)-1 && p.Admitted != 28*3 {
+			t.Errorf("point %d admitted %d, want 84 (28 minutes of 3)", i, p.Admitted)
+		}
+		total += p.Admitted
+	}
+	if total != 360 {
+		t.Fatalf("admitted %d in all, want 360", total)
+	}
+}

@@ -25,9 +25,11 @@ func (e *RangeError) Error() string { return e.Field + ": " + e.Message }
 
 // ParseRange validates a history request's from, to and step (each "" when not given) at
 // now: to defaults to now, from to to − 1 h, step to the smallest multiple of 10 s that
-// gives at most 720 steps (at least a minute when the range reaches back past the 10-s
-// rows' 48 h). Refused: an unparsable time (RFC 3339), from ≥ to, a range over 90 days, a
-// step not a whole multiple of 10 s, more than 10,000 steps, a step under a minute for a
+// gives at most 720 steps, a multiple of 60 s from a minute up (at least a minute when the
+// range reaches back past the 10-s rows' 48 h). Refused: an unparsable time (RFC 3339),
+// from ≥ to, a range over 90 days, a step not a whole multiple of 10 s, a step of a minute
+// or more that is not a whole number of minutes (steps of a minute and up are made of
+// minute rows, which cannot be split), more than 10,000 steps, a step under a minute for a
 // range reaching back more than 48 h.
 func ParseRange(fromS, toS, stepS string, now time.Time) (from, to time.Time, step time.Duration, err error) {
 	to = now
@@ -53,6 +55,9 @@ func ParseRange(fromS, toS, stepS string, now time.Time) (from, to time.Time, st
 	span := to.Sub(from)
 	if stepS == "" {
 		secs := (int64((span+defaultPoints*time.Second-1)/(defaultPoints*time.Second)) + 9) / 10 * 10
+		if secs > 60 {
+			secs = (secs + 59) / 60 * 60
+		}
 		step = time.Duration(max(secs, 10)) * time.Second
 		if old && step < time.Minute {
 			step = time.Minute
@@ -63,6 +68,8 @@ func ParseRange(fromS, toS, stepS string, now time.Time) (from, to time.Time, st
 	switch {
 	case perr != nil || secs < 10 || secs%10 != 0:
 		return from, to, 0, &RangeError{"step", "step must be a whole number of seconds, a multiple of 10 and at least 10."}
+	case secs > 60 && secs%60 != 0:
+		return from, to, 0, &RangeError{"step", "A step of a minute or more must be a whole number of minutes (a multiple of 60)."}
 	case secs > int64(MaxRange/time.Second):
 		return from, to, 0, &RangeError{"step", "step may be at most 90 days."}
 	}

@@ -17,6 +17,7 @@ func TestParseRange(t *testing.T) {
 		{"a day: 720 points of 120 s", "2026-11-30T12:00:00Z", "", "", now.Add(-24 * time.Hour), now, 120 * time.Second},
 		{"a week back: minutes at least", "2026-11-24T12:00:00Z", "2026-11-24T13:00:00Z", "", now.Add(-7 * 24 * time.Hour), now.Add(-7*24*time.Hour + time.Hour), time.Minute},
 		{"an explicit step", "2026-12-01T11:00:00+01:00", "", "30", now.Add(-2 * time.Hour), now, 30 * time.Second},
+		{"13 hours: 65 s rounded up to whole minutes", "2026-11-30T23:00:00Z", "", "", now.Add(-13 * time.Hour), now, 120 * time.Second},
 		{"90 days in minutes", "2026-09-02T12:00:00Z", "", "900", now.Add(-90 * 24 * time.Hour), now, 900 * time.Second},
 	}
 	for _, c := range ok {
@@ -35,6 +36,7 @@ func TestParseRange(t *testing.T) {
 		{"a bad to", "", "2026-12-01 10:00", "", "to"},
 		{"step 5", "", "", "5", "step"},
 		{"step 15", "", "", "15", "step"},
+		{"step 90: not whole minutes", "", "", "90", "step"},
 		{"step not a number", "", "", "1m", "step"},
 		{"too many points", "2026-11-29T12:00:00Z", "", "10", "step"},
 		{"10-s steps past 48 h", "2026-11-28T12:00:00Z", "2026-11-28T13:00:00Z", "10", "step"},

@@ -1523,9 +1523,11 @@
       extra: (p) => (p.rate_reason ? tx('admin_h_reason', 'why: {reason}', { reason: p.rate_reason }) : '') },
   ];
 
-  /** The step (s) for a range: a multiple of 10 s keeping the range within HISTORY_POINTS points. */
+  /** The step (s) for a range: a multiple of 10 s (of 60 s from a minute up, as the server
+   *  wants) keeping the range within HISTORY_POINTS points. */
   function historyStep(range) {
-    return Math.max(10, Math.ceil(range / HISTORY_POINTS / 10) * 10);
+    const s = Math.max(10, Math.ceil(range / HISTORY_POINTS / 10) * 10);
+    return s > 60 ? Math.ceil(s / 60) * 60 : s;
   }
 
   function rfc3339(ms) { return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'); }
