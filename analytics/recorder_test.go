@@ -284,3 +284,23 @@ func TestWaitsCountOnlyTheAdmitted(t *testing.T) {
 		t.Errorf("waits %v, want 4 of 1 s", h)
 	}
 }
+
+// TestWaitsOfTheLotteryAreItsPicks: under method random the tick names the sequences it
+// admitted (anywhere in the line) while the head stays below the lowest one still waiting;
+// each pick's wait is from its own join, and a later jump of the head measures nothing more.
+func TestWaitsOfTheLotteryAreItsPicks(t *testing.T) {
+	r := &Recorder{queues: map[string]*tracker{}}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r.ObserveTick("lot", t0, queue.TickResult{})
+	r.ObserveTick("lot", t0.Add(time.Second), queue.TickResult{Tail: 10})   // 1-10 joined by 1 s
+	r.ObserveTick("lot", t0.Add(3*time.Second), queue.TickResult{Tail: 20}) // 11-20 by 3 s
+	r.ObserveTick("lot", t0.Add(5*time.Second), queue.TickResult{Tail: 20, Admitted: 2, Seqs: []int64{17, 3}})
+	r.ObserveTick("lot", t0.Add(6*time.Second), queue.TickResult{Tail: 20, Head: 20, Admitted: 1, Seqs: []int64{1}})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.queues["lot"].cur.hist
+	// 17 waited 2 s, 3 waited 4 s, 1 waited 5 s: three waits, not the head's jump over 20.
+	if h.count() != 3 || h[bucketOf(2)] != 1 || h[bucketOf(5)] != 2 || len(r.queues["lot"].cur.samples) != 3 {
+		t.Errorf("waits %v %v, want 2 s, 4 s and 5 s", h, r.queues["lot"].cur.samples)
+	}
+}

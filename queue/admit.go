@@ -577,6 +577,9 @@ type TickResult struct {
 	// sequences admitted by a tick are (the previous tick's Head, Head].
 	Rate float64
 	Tail int64
+	// Seqs are the normal line's sequences this tick admitted (nil from a script of the
+	// release before): in FIFO order, or the lottery's picks under method random.
+	Seqs []int64
 
 	rate   float64
 	fenced bool
@@ -668,6 +671,14 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		}
 		if len(res) >= 22 {
 			r.Tail = toInt(res[21])
+		}
+		if len(res) >= 23 {
+			if l, ok := res[22].([]any); ok && len(l) > 0 {
+				r.Seqs = make([]int64, len(l))
+				for i, v := range l {
+					r.Seqs[i] = toInt(v)
+				}
+			}
 		}
 		if msg := toString(res[20]); msg != "" {
 			if err := a.q.publishTick(ctx, name, msg); err != nil {

@@ -45,7 +45,8 @@
 -- ARGV[9…] token values (UUID v4 made by the caller)
 -- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
 --          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
---          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message, tail}
+--          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message, tail,
+--          seqs} (seqs: the normal line's sequences this tick admitted, for the waits' history)
 --          or {-1} when fenced off (waiting and head: the
 --          normal line; phase 0 none, 1 scheduled, 2 frozen (the draw is due), 3 drawn;
 --          end_due 1 when ends_at has passed and the line is not yet ended; rested 1 when the
@@ -410,6 +411,10 @@ if string.sub(ARGV[8], 2, 2) == 'i' and waiting == 0 and B.waiting == 0 and P.wa
   rested = 1
 end
 local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
+local seqs = {}
+for _, a in ipairs(adm) do
+  if not a.l then seqs[#seqs + 1] = a.s end
+end
 return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
   math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due,
-  rested, starts, ends, out, tail}
+  rested, starts, ends, out, tail, seqs}

@@ -97,12 +97,24 @@ func TestRunningTotalsAndAdaptiveTTL(t *testing.T) {
 	defer log.mu.Unlock()
 	var admitted int64
 	var sawRate bool
+	seqs := map[int64]bool{}
 	for _, r := range log.ticks {
 		admitted += r.Admitted
+		for _, s := range r.Seqs {
+			seqs[s] = true
+		}
 		if r.Tail != 30 {
 			t.Fatalf("tick tail %d, want 30 (the last sequence handed out)", r.Tail)
 		}
 		sawRate = sawRate || r.Rate == 5000
+	}
+	for s := int64(3); s <= 30; s++ { // 1 and 2 left
+		if !seqs[s] {
+			t.Fatalf("sequence %d admitted but not in any tick's Seqs (%v)", s, seqs)
+		}
+	}
+	if len(seqs) != 28 {
+		t.Fatalf("ticks named %d admitted sequences, want 28", len(seqs))
 	}
 	if admitted != 28 || !sawRate {
 		t.Fatalf("observers saw %d admitted (want 28), rate 5000 seen: %v", admitted, sawRate)
