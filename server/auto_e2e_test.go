@@ -44,7 +44,7 @@ func TestAutoRateFindsTheKnee(t *testing.T) {
 		targetMs = 1000
 		line     = 150 // buyers kept waiting
 	)
-	autoFor := envSeconds("WR_AIMD_AUTO_SECONDS", 35)
+	autoFor := envSeconds("WR_AIMD_AUTO_SECONDS", 40)
 	afterFor := envSeconds("WR_AIMD_AFTER_SECONDS", 10)
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
@@ -101,8 +101,8 @@ func TestAutoRateFindsTheKnee(t *testing.T) {
 		return err == nil && w.Count > 0 && w.Quantile(0.95) < 2*time.Duration(serviceMs)*time.Millisecond
 	})
 
-	// 2. Auto mode from 10/s. It has settled once it first reached the knee (its first cut).
-	mustAdmin(t, in, "PUT", "/admin/api/queues/aimd", map[string]any{"rate_mode": "auto", "rate_per_second": 10,
+	// 2. Auto mode from 14/s.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/aimd", map[string]any{"rate_mode": "auto", "rate_per_second": 14,
 		"auto_min": 4, "auto_max": 60, "auto_target_p95_ms": targetMs})
 	start := time.Now()
 	rec := newAimdRecorder(t, in, q, b, start)
