@@ -208,6 +208,27 @@ func TestAdminViewerRefusedEveryChange(t *testing.T) {
 		}
 	})
 
+	t.Run("a viewer sees no usable invite code", func(t *testing.T) {
+		type list struct {
+			Invites []struct {
+				Code, URL string
+				Redacted  bool
+			} `json:"invites"`
+		}
+		var asViewer, asOperator list
+		call(t, "GET", in.url+"/admin/api/queues/rq/invites", rolesViewerToken, nil, &asViewer)
+		call(t, "GET", in.url+"/admin/api/queues/rq/invites", adminToken, nil, &asOperator)
+		if len(asViewer.Invites) == 0 || len(asViewer.Invites) != len(asOperator.Invites) {
+			t.Fatalf("viewer sees %d invites, operator %d", len(asViewer.Invites), len(asOperator.Invites))
+		}
+		for i, v := range asViewer.Invites {
+			full := asOperator.Invites[i]
+			if !v.Redacted || v.URL != "" || v.Code != full.Code[:6]+"…" || strings.Contains(v.Code, full.Code) || full.Redacted {
+				t.Errorf("viewer's invite %+v (operator's %+v): want the code's 6-character prefix, no url", v, full)
+			}
+		}
+	})
+
 	t.Run("whoami", func(t *testing.T) {
 		for _, c := range []struct{ token, actor, role string }{
 			{adminToken, "admin", "operator"}, {rolesViewerToken, "viewer", "viewer"},

@@ -83,10 +83,7 @@ func (s *Server) audit(t auditTarget) fiber.Handler {
 			e.Action, e.Target, e.Queue = "invites.create", "queue:"+name, name
 			e.After = invitesSummary(c.Response().Body())
 		case auditInviteCode:
-			code := c.Params("code")
-			if len(code) > auditCodePrefix {
-				code = code[:auditCodePrefix]
-			}
+			code := codePrefix(c.Params("code"))
 			e.Action, e.Target, e.Queue = "invite.revoke", "invite:"+name+"/"+code, name
 		case auditKeys:
 			e.Action, e.Target, e.After = "keys.rotate", "keys", responseJSON(c)

@@ -28,6 +28,9 @@ type inviteJSON struct {
 	Lane      queue.Lane `json:"lane"`
 	UsesLeft  int64      `json:"uses_left"`
 	ExpiresAt string     `json:"expires_at"`
+	// Redacted: the list was read with a viewer's token, which sees no usable code (an
+	// invite skips the line): code is its first 6 characters and "…", url is "".
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 type inviteListJSON struct {
@@ -129,7 +132,14 @@ func (s *Server) listInvites(c *fiber.Ctx) error {
 	if err != nil {
 		return inviteError(err)
 	}
-	return c.JSON(inviteList(name, ins))
+	out := inviteList(name, ins)
+	if adminRole(c) == RoleViewer {
+		for i := range out.Invites {
+			in := &out.Invites[i]
+			in.Code, in.URL, in.Redacted = codePrefix(in.Code)+"…", "", true
+		}
+	}
+	return c.JSON(out)
 }
 
 func (s *Server) revokeInvite(c *fiber.Ctx) error {
@@ -143,4 +153,13 @@ func (s *Server) revokeInvite(c *fiber.Ctx) error {
 		return inviteError(err)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// codePrefix is the part of an invite code that may be shown where the code itself must not
+// be (a viewer's list, the audit log): too short to guess the rest from.
+func codePrefix(code string) string {
+	if len(code) > auditCodePrefix {
+		return code[:auditCodePrefix]
+	}
+	return code
 }
