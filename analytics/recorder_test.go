@@ -304,3 +304,32 @@ func TestWaitsOfTheLotteryAreItsPicks(t *testing.T) {
 		t.Errorf("waits %v %v, want 2 s, 4 s and 5 s", h, r.queues["lot"].cur.samples)
 	}
 }
+
+// TestFirstRowOfAQueueFromBeforeTheTotals: a queue made under the release before has an
+// admitted total for its whole life but running totals of joins from 0; its first row is a
+// baseline (counts nothing), and the next row counts the step's own activity. A queue made
+// now counts everything in its first row.
+func TestFirstRowOfAQueueFromBeforeTheTotals(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	t0 := time.Now().UTC().Truncate(Step).Add(-time.Minute)
+	rows := []stepRow{
+		{queue: "old", t: t0, joined: 3, admitted: 1_000_000, expired: 7},
+		{queue: "new", t: t0, joined: 30, admitted: 20, expired: 1},
+	}
+	if err := e.st.writeSteps(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.writeSteps(ctx, []stepRow{{queue: "old", t: t0.Add(Step), joined: 10, admitted: 1_000_005, expired: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.row(t, "old", 10, t0); r.joined != 0 || r.admitted != 0 || r.expired != 0 {
+		t.Errorf("old queue's first row counts %d joined, %d admitted, %d expired; want a baseline of 0", r.joined, r.admitted, r.expired)
+	}
+	if r := e.row(t, "old", 10, t0.Add(Step)); r.joined != 7 || r.admitted != 5 || r.expired != 1 {
+		t.Errorf("old queue's second row %d/%d/%d, want 7 joined, 5 admitted, 1 expired", r.joined, r.admitted, r.expired)
+	}
+	if r := e.row(t, "new", 10, t0); r.joined != 30 || r.admitted != 20 || r.expired != 1 {
+		t.Errorf("new queue's first row %d/%d/%d, want 30/20/1", r.joined, r.admitted, r.expired)
+	}
+}

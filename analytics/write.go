@@ -39,7 +39,9 @@ type stepRow struct {
 // insertStep writes one 10-s row. The deltas come from the queue's latest earlier row
 // (10-s, or minute once the 10-s rows have expired): a counter that went down was reset
 // and counts its whole value; a queue's first row counts everything since the queue was
-// made. Two instances that both led the queue in one step (a hand-over) upsert the same
+// made — unless more were admitted than joined, which only a queue made before the running
+// totals existed shows (its admitted total is its life's, its joined total starts at 0):
+// that first row is the baseline and counts nothing. Two instances that both led the queue in one step (a hand-over) upsert the same
 // row: the counts grow by what the second saw beyond the first's totals, the peaks take
 // the larger, the histograms add, p50/p95 are those of the larger sample.
 const insertStep = `
@@ -48,11 +50,11 @@ INSERT INTO queue_history AS h (queue, step_seconds, t, waiting, prequeue, sse_c
 	joined_total, admitted_total, abandoned_total, expired_total, left_total,
 	wait_count, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason)
 SELECT $1, 10, $2, $3, $4, $5,
-	CASE WHEN p.joined_total IS NULL OR $6 < p.joined_total THEN $6 ELSE $6 - p.joined_total END,
-	CASE WHEN p.admitted_total IS NULL OR $7 < p.admitted_total THEN $7 ELSE $7 - p.admitted_total END,
-	CASE WHEN p.abandoned_total IS NULL OR $8 < p.abandoned_total THEN $8 ELSE $8 - p.abandoned_total END,
-	CASE WHEN p.expired_total IS NULL OR $9 < p.expired_total THEN $9 ELSE $9 - p.expired_total END,
-	CASE WHEN p.left_total IS NULL OR $10 < p.left_total THEN $10 ELSE $10 - p.left_total END,
+	CASE WHEN p.joined_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.joined_total IS NULL OR $6 < p.joined_total THEN $6 ELSE $6 - p.joined_total END,
+	CASE WHEN p.admitted_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.admitted_total IS NULL OR $7 < p.admitted_total THEN $7 ELSE $7 - p.admitted_total END,
+	CASE WHEN p.abandoned_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.abandoned_total IS NULL OR $8 < p.abandoned_total THEN $8 ELSE $8 - p.abandoned_total END,
+	CASE WHEN p.expired_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.expired_total IS NULL OR $9 < p.expired_total THEN $9 ELSE $9 - p.expired_total END,
+	CASE WHEN p.left_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.left_total IS NULL OR $10 < p.left_total THEN $10 ELSE $10 - p.left_total END,
 	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
 FROM (SELECT 1) AS one LEFT JOIN LATERAL (
 	SELECT * FROM (
