@@ -38,7 +38,7 @@ type AutoConfig struct {
 	// that and the target the rate holds, so the controller settles just under the knee
 	// instead of running into it every few seconds.
 	Headroom float64
-	// Plateau: increases stop at Plateau (0.85) × the rate the last overshoot was cut from
+	// Plateau: increases stop at Plateau (0.8) × the rate the last overshoot was cut from
 	// — a backend's latency is flat below its knee and climbs fast past it, and the window's
 	// lag lets the rate climb a step or three past the knee before the cut, so the knee
 	// lies a little under the rate cut from. After PlateauFor (10 s) healthy there, the rate
@@ -76,7 +76,7 @@ func (c AutoConfig) withDefaults() AutoConfig {
 	}
 	deff(&c.Cut, 0.75)
 	deff(&c.MaxCut, 0.5)
-	deff(&c.Plateau, 0.85)
+	deff(&c.Plateau, 0.8)
 	deff(&c.ProbeStep, 0.25)
 	def(&c.PlateauFor, 10*time.Second)
 	deff(&c.Headroom, 0.8)

@@ -133,7 +133,7 @@ func TestAutoRateCoolDowns(t *testing.T) {
 	}
 }
 
-// After an overshoot the rate climbs back to 85 % of the rate it was cut from and stays
+// After an overshoot the rate climbs back to 80 % of the rate it was cut from and stays
 // there; after 10 s healthy there it probes upwards in quarter steps.
 func TestAutoRatePlateau(t *testing.T) {
 	f := newFixture(t)
@@ -160,15 +160,13 @@ func TestAutoRatePlateau(t *testing.T) {
 	slow, fast := 600*time.Millisecond, 80*time.Millisecond
 	step(0, slow, "cut", 15, "cut to 15/s")
 	step(5*time.Second, fast, "raise", 16, "raised to 16/s: p95 ")
-	step(6*time.Second, fast, "raise", 17, "raised to 17/s: p95 ")
-	step(7*time.Second, fast, "hold", 17, "held: 17/s is 15 % under the 20/s the last overshoot was cut from")
-	step(16*time.Second, fast, "hold", 17, "held: 17/s is 15 % under")
-	step(17*time.Second, fast, "raise", 17.25, "raised to 17.25/s (probing past the plateau)")
-	step(18*time.Second, fast, "raise", 17.5, "raised to 17.5/s (probing past the plateau)")
-	// The next overshoot sets the plateau anew: 85 % of 17.5/s.
-	step(19*time.Second, slow, "cut", 13.13, "cut to 13.13/s")
-	step(24*time.Second, fast, "raise", 14.13, "raised to 14.13/s: p95 ")
-	step(25*time.Second, fast, "raise", 14.88, "raised to 14.88/s (the plateau: 15 % under the last overshoot)")
+	step(6*time.Second, fast, "hold", 16, "held: 16/s is 20 % under the 20/s the last overshoot was cut from")
+	step(15*time.Second, fast, "hold", 16, "held: 16/s is 20 % under")
+	step(16*time.Second, fast, "raise", 16.25, "raised to 16.25/s (probing past the plateau)")
+	step(17*time.Second, fast, "raise", 16.5, "raised to 16.5/s (probing past the plateau)")
+	// The next overshoot sets the plateau anew: 80 % of 16.5/s.
+	step(18*time.Second, slow, "cut", 12.38, "cut to 12.38/s")
+	step(23*time.Second, fast, "raise", 13.2, "raised to 13.2/s (the plateau: 20 % under the last overshoot)")
 }
 
 // A backend whose capacity fell: within CutHold of a cut, failing requests and a p95 still
