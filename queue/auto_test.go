@@ -202,7 +202,8 @@ func TestAutoRateCutsAgainWhenWorse(t *testing.T) {
 }
 
 // A queue in fixed mode is never touched; switching auto off keeps the controller's
-// rate; a stale window (an instance that stopped) is no signal.
+// rate; a new leader starts from the stored rate; a stale window (an instance that
+// stopped) is no signal.
 func TestAutoRateModes(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -248,6 +249,20 @@ func TestAutoRateModes(t *testing.T) {
 	}
 	if s, _ := f.q.Settings(ctx, "sw"); s.RatePerSecond != 10 || s.RateMode != queue.RateFixed {
 		t.Fatalf("switched to fixed: rate %v mode %q, want the controller's 10 kept", s.RatePerSecond, s.RateMode)
+	}
+
+	// A new leader (a new controller, no memory) starts from the stored rate.
+	f.autoQueue(t, "lead", 20)
+	f.backend(t, "lead", now, 50, 2*time.Second, 0)
+	ctrl.ObserveTick("lead", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
+	if d, err := ctrl.Step(ctx, "lead", now); err != nil || d.Rate != 10 {
+		t.Fatalf("first leader: %+v %v", d, err)
+	}
+	next := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	f.backend(t, "lead", now.Add(3*time.Second), 50, 100*time.Millisecond, 0)
+	next.ObserveTick("lead", now.Add(3*time.Second), queue.TickResult{Admitted: 10, Waiting: 100, Rate: 10})
+	if d, err := next.Step(ctx, "lead", now.Add(3*time.Second)); err != nil || d.Kind != "raise" || d.Rate != 11 {
+		t.Fatalf("next leader: %+v %v; want a raise from the stored 10/s", d, err)
 	}
 
 	f.autoQueue(t, "stale", 20)
