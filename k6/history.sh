@@ -12,7 +12,9 @@
 #   k6/history.sh                      # 10 minutes
 #   HISTORY_SECONDS=60 k6/history.sh   # shorter
 #
-# Env: HISTORY_SECONDS (600), HISTORY_WORKERS (40 concurrent buyers), HISTORY_RATE (admission
+# Env: HISTORY_SECONDS (600), HISTORY_WORKERS (40 concurrent buyers), HISTORY_WATCHERS (20
+# buyers who wait on an SSE stream instead, never buy: their places count in the line, their
+# tokens lapse, their streams in sse_connections), HISTORY_RATE (admission
 # rate, users/s: 2; below what the buyers ask, so a line forms), HISTORY_OUT (results directory: k6/results/<stamp>-history).
 set -euo pipefail
 
@@ -20,6 +22,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 SECONDS_RUN=${HISTORY_SECONDS:-600}
 WORKERS=${HISTORY_WORKERS:-40}
+WATCHERS=${HISTORY_WATCHERS:-20}
 RATE=${HISTORY_RATE:-2}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${HISTORY_OUT:-$ROOT/k6/results/$STAMP-history}
@@ -149,6 +152,32 @@ buyer() {
 	done
 }
 
+# watcher W: joins through instance W mod 2 and waits on the stream (curl, until the end of
+# the run); when the stream ends (its token lapsed) it joins again.
+watcher() {
+	local w=$1 until=$2 base ticket left
+	base=${URLS[$((w % 2))]}
+	while left=$((until - $(date +%s))) && [ "$left" -gt 0 ]; do
+		ticket=$(curl -fsS -X POST "$base/api/queues/$Q/join" | jq -r .ticket) || { sleep 1; continue; }
+		curl -sSN --max-time "$left" -H "Authorization: Bearer $ticket" -H 'Accept: text/event-stream' \
+			"$base/api/queues/$Q/stream" >/dev/null 2>&1 || true
+		sleep 1
+	done
+}
+# The open streams of both instances (/metrics sse_connections), every 2 s: the largest sum.
+sse_sampler() {
+	local until=$1 max=0 n u v
+	while [ "$(date +%s)" -lt "$until" ]; do
+		n=0
+		for u in "${URLS[@]}"; do
+			v=$(curl -fsS "$u/metrics" | awk 'index($0, "sse_connections ") == 1 {print int($2)}')
+			n=$((n + ${v:-0}))
+		done
+		[ "$n" -gt "$max" ] && max=$n && echo "$max" >"$OUT/sse-max.txt"
+		sleep 2
+	done
+}
+
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 END=$(($(date +%s) + SECONDS_RUN))
 log "$WORKERS buyers for $SECONDS_RUN s at $RATE admissions/s"
@@ -156,6 +185,12 @@ for ((w = 0; w < WORKERS; w++)); do
 	buyer "$w" "$END" >/dev/null 2>&1 &
 	WORKER_PIDS+=($!)
 done
+for ((w = 0; w < WATCHERS; w++)); do
+	watcher "$w" "$END" >/dev/null 2>&1 &
+	WORKER_PIDS+=($!)
+done
+sse_sampler "$END" &
+WORKER_PIDS+=($!)
 for pid in "${WORKER_PIDS[@]}"; do wait "$pid" || true; done
 WORKER_PIDS=()
 log "buyers done; waiting for the line to empty, tokens to lapse and the queue to rest"
@@ -213,6 +248,8 @@ adm GET "/admin/api/queues/$Q/history?from=$START&step=10" | jq . >"$OUT/history
 jq -c '{joined, drawn, admitted, bought, units, abandoned, left, expired, sold_out_at, peak_waiting, peak_waiting_at,
 	peak_sse_connections, wait: {count: .wait_seconds.count, p50: .wait_seconds.p50, p95: .wait_seconds.p95, p99: .wait_seconds.p99},
 	minutes: (.orders_per_minute | length)}' "$OUT/report.json" | tee "$OUT/report-summary.json"
+echo "open streams: peak in the history $(jq .peak_sse_connections "$OUT/report.json"), largest /metrics sse_connections sum seen (every 2 s) $(cat "$OUT/sse-max.txt" 2>/dev/null || echo 0)" |
+	tee "$OUT/sse.txt"
 python3 - "$OUT/report.csv" <<'EOF' | tee "$OUT/csv-check.txt"
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
