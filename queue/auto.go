@@ -125,7 +125,6 @@ type autoQueue struct {
 	seen     time.Time // last tick observed
 	admitted int64     // users admitted since the last step
 	waiting  int64     // users waiting after the last tick
-	rate     float64   // the rate the last tick used
 
 	// The controller's own (only its goroutine touches them).
 	lastStep time.Time
@@ -170,7 +169,6 @@ func (c *AutoRate) ObserveTick(name string, at time.Time, r TickResult) {
 	s.seen = at
 	s.admitted += r.Admitted
 	s.waiting = r.Waiting + r.WaitingPriority + r.WaitingBypass
-	s.rate = r.Rate
 }
 
 // Run makes one decision per Period for every queue whose ticks this instance ran lately,
@@ -222,6 +220,9 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	s.admitted = 0
 	c.mu.Unlock()
 	if now.Before(s.fixedUntil) {
+		// A fixed queue's admissions are dropped with the period they fell in, so the first
+		// auto step divides only its own period's admissions by its own length.
+		s.lastStep = now
 		return AutoDecision{}, nil
 	}
 
