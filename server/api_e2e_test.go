@@ -16,16 +16,12 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// admittedUsers joins n users to queue (admitting them quickly) and returns their
-// tickets and tokens.
-func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, tokens []string) {
+// joinUsers joins n users to queue through the API, par at a time, and returns their tickets.
+func joinUsers(t *testing.T, in *instance, queue string, n, par int) []string {
 	t.Helper()
-	// Every test client is 127.0.0.1: the per-address cap on places is off for these queues.
-	admin(t, in, "PUT", "/admin/api/queues/"+queue, map[string]any{"rate_per_second": 50000, "places_per_ip": 0})
-	tickets = make([]string, n)
-	tokens = make([]string, n)
+	tickets := make([]string, n)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, par)
 	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -38,6 +34,17 @@ func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, to
 		}()
 	}
 	wg.Wait()
+	return tickets
+}
+
+// admittedUsers joins n users to queue (admitting them quickly) and returns their
+// tickets and tokens.
+func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, tokens []string) {
+	t.Helper()
+	// Every test client is 127.0.0.1: the per-address cap on places is off for these queues.
+	admin(t, in, "PUT", "/admin/api/queues/"+queue, map[string]any{"rate_per_second": 50000, "places_per_ip": 0})
+	tickets = joinUsers(t, in, queue, n, 32)
+	tokens = make([]string, n)
 	for i := range n {
 		testwait.For(t, 20*time.Second, "admission", func() bool {
 			var st joinResp

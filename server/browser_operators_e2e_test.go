@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -378,27 +377,6 @@ type opsHistory struct {
 	} `json:"points"`
 }
 
-// opsJoin joins n users to queue through the API, 16 at a time.
-func opsJoin(t *testing.T, in *instance, queue string, n int) []string {
-	t.Helper()
-	tickets := make([]string, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			var j joinResp
-			call(t, "POST", in.url+"/api/queues/"+queue+"/join", "", nil, &j)
-			tickets[i] = j.Ticket
-		}()
-	}
-	wg.Wait()
-	return tickets
-}
-
 // opsChart reads what a history chart of queue drop drew: its points' times and the first
 // series' values.
 func opsChart(p *browserPage, key string) (times, values string) {
@@ -417,7 +395,7 @@ func opsChart(p *browserPage, key string) (times, values string) {
 func TestBrowserOperatorsHistory(t *testing.T) {
 	ctx, in := browserInstance(t, "ops-history", 90*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 3, "places_per_ip": 0})
-	opsJoin(t, in, "drop", 60)
+	joinUsers(t, in, "drop", 60, 16)
 	var h opsHistory
 	testwait.For(t, 45*time.Second, "two recorded steps of drop", func() bool {
 		call(t, "GET", in.url+"/admin/api/queues/drop/history", adminToken, nil, &h)
