@@ -1317,7 +1317,21 @@
     $('confirm-ok').textContent = okText || tx('admin_confirm_ok', 'Confirm');
     d.returnValue = '';
     return new Promise((resolve) => {
-      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+      // Answered by the buttons' clicks and Escape's cancel, which belong to this showing —
+      // not by the close event, which is queued: the previous answer's close may arrive after
+      // this showing began (a quick Cancel, then the same button again).
+      const ok = $('confirm-ok'), cancel = $('confirm-cancel');
+      const done = (v) => {
+        ok.removeEventListener('click', onOk);
+        cancel.removeEventListener('click', onCancel);
+        d.removeEventListener('cancel', onCancel);
+        resolve(v);
+      };
+      const onOk = () => done(true);
+      const onCancel = () => done(false);
+      ok.addEventListener('click', onOk);
+      cancel.addEventListener('click', onCancel);
+      d.addEventListener('cancel', onCancel);
       d.showModal();
       $('confirm-cancel').focus(); // the safe answer is the default
     });
