@@ -106,10 +106,7 @@ func (r *Recorder) ObserveTick(name string, at time.Time, res queue.TickResult) 
 	}
 	acc := tr.cur
 	acc.waiting = max(acc.waiting, res.Waiting+res.WaitingPriority+res.WaitingBypass)
-	if res.Tail <= 0 && res.Head > 0 {
-		return // a script of the release before: no tail, no waits
-	}
-	tr.observeLine(at, res.Head, res.Tail, res.Admitted-res.AdmittedPriority-res.AdmittedBypass, res.Seqs, acc)
+	tr.observeLine(at, res.Head, res.Tail, res.Seqs, acc)
 }
 
 // takeCur keeps a dropped tracker's step (its ticks happened; only the line is forgotten).
@@ -129,11 +126,9 @@ func (r *Recorder) finish(acc *stepAcc) {
 }
 
 // observeLine records the tail and measures the sequences admitted by this tick: seqs, the
-// tick's own list of them (exact, in FIFO order or the lottery's picks). A script of the
-// release before sends no list: then the head moved over admitted (normal) sequences and
-// over places that left or were abandoned, which are which is not known, and the waits of
-// admitted sequences spread evenly over the range are taken (FIFO only).
-func (tr *tracker) observeLine(at time.Time, head, tail, admitted int64, seqs []int64, acc *stepAcc) {
+// tick's own list of the normal line's (in FIFO order or the lottery's picks; the admission
+// loop always runs the admit.lua of its own binary, so the list is always there).
+func (tr *tracker) observeLine(at time.Time, head, tail int64, seqs []int64, acc *stepAcc) {
 	n := len(tr.marks)
 	switch {
 	case n > 0 && tail < tr.marks[n-1].tail, tr.haveHead && head < tr.head:
@@ -152,35 +147,20 @@ func (tr *tracker) observeLine(at time.Time, head, tail, admitted int64, seqs []
 	if len(tr.marks) > maxMarks {
 		tr.marks = slices.Delete(tr.marks, 0, maxMarks/8)
 	}
-	measure := func(s int64) bool {
-		// Only sequences after the first mark's tail have a known join time.
-		if s <= tr.marks[0].tail {
-			return true
+	for _, s := range seqs {
+		// Only sequences after the first mark's tail have a known join time (and none on the
+		// first tick this instance sees).
+		if !tr.haveHead || s <= tr.marks[0].tail {
+			continue
 		}
 		j := sort.Search(len(tr.marks), func(i int) bool { return tr.marks[i].tail >= s })
 		if j == len(tr.marks) {
-			return false
+			continue
 		}
 		w := at.Sub(tr.marks[j].at).Seconds()
 		acc.hist.add(w)
 		if len(acc.samples) < exactSamples {
 			acc.samples = append(acc.samples, w)
-		}
-		return true
-	}
-	if seqs != nil {
-		if tr.haveHead {
-			for _, s := range seqs {
-				measure(s)
-			}
-		}
-	} else if tr.haveHead && head > tr.head && admitted > 0 {
-		lo, k := tr.head+1, head-tr.head
-		admitted = min(admitted, k)
-		for i := range admitted {
-			if !measure(lo + (2*i+1)*k/(2*admitted)) {
-				break
-			}
 		}
 	}
 	tr.head, tr.haveHead = head, true

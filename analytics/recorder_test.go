@@ -245,7 +245,11 @@ func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	prev := int64(0)
 	obs := func(at time.Duration, head, tail int64) {
-		r.ObserveTick("m", t0.Add(at), queue.TickResult{Head: head, Tail: tail, Admitted: head - prev})
+		var seqs []int64
+		for s := prev + 1; s <= head; s++ {
+			seqs = append(seqs, s)
+		}
+		r.ObserveTick("m", t0.Add(at), queue.TickResult{Head: head, Tail: tail, Admitted: head - prev, Seqs: seqs})
 		prev = head
 	}
 	obs(0, 0, 10)                       // 10 waiting before this instance led
@@ -272,12 +276,13 @@ func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
 }
 
 func TestWaitsCountOnlyTheAdmitted(t *testing.T) {
-	// The head passes places that left: 10 sequences, 4 of them admitted, 2 by an invite lane.
+	// The head passes places that left: 10 sequences, 4 of them admitted (the tick names
+	// them), 2 more by an invite lane.
 	r := &Recorder{queues: map[string]*tracker{}}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	r.ObserveTick("l", t0, queue.TickResult{})
 	r.ObserveTick("l", t0.Add(time.Second), queue.TickResult{Tail: 10})
-	r.ObserveTick("l", t0.Add(2*time.Second), queue.TickResult{Tail: 10, Head: 10, Admitted: 6, AdmittedPriority: 2})
+	r.ObserveTick("l", t0.Add(2*time.Second), queue.TickResult{Tail: 10, Head: 10, Admitted: 6, AdmittedPriority: 2, Seqs: []int64{2, 4, 7, 9}})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h := r.queues["l"].cur.hist; h.count() != 4 || h[bucketOf(1)] != 4 {

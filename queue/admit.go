@@ -573,12 +573,10 @@ type TickResult struct {
 	// asked, ReplicaAcks 0).
 	Acks int64
 	// Rate is the admission rate the tick used (users/s); Tail the last sequence handed out
-	// in the normal line (0 from a script of the release before): the normal line's
-	// sequences admitted by a tick are (the previous tick's Head, Head].
+	// in the normal line; Seqs the normal line's sequences this tick admitted (nil for none),
+	// in FIFO order or the lottery's picks under method random.
 	Rate float64
 	Tail int64
-	// Seqs are the normal line's sequences this tick admitted (nil from a script of the
-	// release before): in FIFO order, or the lottery's picks under method random.
 	Seqs []int64
 
 	rate   float64
