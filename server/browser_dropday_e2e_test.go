@@ -107,9 +107,7 @@ func dropAdminPage(t *testing.T, b *browser, in *instance, tz string) *browserPa
 		cdpDo(adm, "time zone "+tz, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: tz})
 	}
 	adm.navigate(in.url + "/admin")
-	adm.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
-	adm.sendKeys("admin-token", adminToken)
-	adm.click("admin-login-submit")
+	signInDashboard(adm, adminToken)
 	adm.waitJS("the live dashboard", 10*time.Second, `!document.getElementById('dashboard').hidden &&
 		document.getElementById('admin-conn').dataset.state === 'live'`)
 	return adm

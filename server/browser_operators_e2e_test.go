@@ -22,12 +22,18 @@ func opsSignIn(t *testing.T, b *browser, in *instance, name, tok string) *browse
 	t.Helper()
 	p := b.open(t, name)
 	p.navigate(in.url + "/admin")
-	p.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
-	p.sendKeys("admin-token", tok)
-	p.click("admin-login-submit")
+	signInDashboard(p, tok)
 	p.waitJS("the live dashboard", 10*time.Second, `!document.getElementById('dashboard').hidden &&
 		document.getElementById('admin-conn').dataset.state === 'live'`)
 	return p
+}
+
+// signInDashboard types tok into the dashboard's token form (shown) and submits it.
+func signInDashboard(p *browserPage, tok string) {
+	p.t.Helper()
+	p.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
+	p.sendKeys("admin-token", tok)
+	p.click("admin-login-submit")
 }
 
 // opsClick clicks the element the CSS selector finds.
@@ -372,9 +378,7 @@ func TestBrowserOperatorsViewer(t *testing.T) {
 
 	// Signing out and in with the operator's token in the same tab unlocks the controls.
 	p.click("admin-logout")
-	p.waitJS("the token form", 5*time.Second, `!document.getElementById('login').hidden`)
-	p.sendKeys("admin-token", adminToken)
-	p.click("admin-login-submit")
+	signInDashboard(p, adminToken)
 	p.waitJS("the operator's dashboard", 10*time.Second, `document.getElementById('admin-who').dataset.role === 'operator' &&
 		document.getElementById('viewer-note').hidden && document.querySelectorAll('[data-viewer-off]').length === 0 &&
 		!`+dropCard("drop")+`.querySelector('[data-testid=toggle-pause]').disabled && !document.getElementById('q-drop-save').disabled`)
