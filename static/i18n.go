@@ -43,8 +43,17 @@ func builtinTables() map[string]map[string]string {
 	for k, v := range messagesJA {
 		ja[k] = v
 	}
+	for _, area := range messageAreas {
+		for k, v := range area {
+			en[k], ko[k], ja[k] = v[0], v[1], v[2]
+		}
+	}
 	return map[string]map[string]string{LangEnglish: en, LangKorean: ko, LangJapanese: ja}
 }
+
+// messageAreas are the tables of the third wave, one per area of the pages, each
+// {English, Korean, Japanese} per key (messages_<area>.go).
+var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform}
 
 func newCatalog(tables map[string]map[string]string) *catalog {
 	c := &catalog{tables: tables, order: []string{LangEnglish, LangKorean, LangJapanese}}

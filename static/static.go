@@ -36,14 +36,15 @@ func Assets() fs.FS {
 
 // Templates parses every templates/*.html file into one set. Pages are
 // executed by name: "index", "queue", "order" and "admin"; they share the
-// "head", "header" and "footer" parts of layout.html. The set has one helper
-// function, num, which groups the digits of an integer (1234 → "1,234";
-// English and Korean both group by thousands with a comma).
+// "head", "header" and "footer" parts of layout.html. The set has two helper
+// functions: num, which groups the digits of an integer (1234 → "1,234";
+// English and Korean both group by thousands with a comma), and asset, the
+// content-hashed URL of a file of assets/ (AssetURL).
 //
 // Templates parses anew on each call: call it once at start-up and keep the
 // result (a *template.Template is safe for concurrent ExecuteTemplate).
 func Templates() (*template.Template, error) {
-	return template.New("waitroom").Funcs(template.FuncMap{"num": groupDigits}).ParseFS(FS, "templates/*.html")
+	return template.New("waitroom").Funcs(template.FuncMap{"num": groupDigits, "asset": AssetURL}).ParseFS(FS, "templates/*.html")
 }
 
 func groupDigits(n int64) string {

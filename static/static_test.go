@@ -234,7 +234,7 @@ func TestTemplates(t *testing.T) {
 					!strings.Contains(out, `<label for="lang-select">`+static.Messages(lang)["lang_label"]+`</label>`) {
 					t.Error("no language switcher with the page's language selected")
 				}
-				if !strings.Contains(out, `name="viewport"`) || !strings.Contains(out, `href="/static/style.css"`) {
+				if !strings.Contains(out, `name="viewport"`) || !strings.Contains(out, `href="`+static.AssetURL("style.css")+`"`) {
 					t.Error("missing viewport or stylesheet")
 				}
 				got := ids(out)
@@ -350,11 +350,12 @@ func TestScriptsFindTheirElements(t *testing.T) {
 }
 
 // The pages run under script-src 'self' and style-src 'self': no inline
-// script, style or event handler, and every referenced asset exists.
+// script, style or event handler, and every referenced asset exists and is named by its
+// content-hashed URL ({{asset "queue.js"}}).
 func TestTemplatesFitTheCSP(t *testing.T) {
 	inlineHandler := regexp.MustCompile(`(?i)\son[a-z]+\s*=`)
 	scriptTag := regexp.MustCompile(`(?i)<script\b([^>]*)>`)
-	assetRef := regexp.MustCompile(`/static/([\w.-]+)`)
+	assetRef := regexp.MustCompile(`/static/([\w.-]+)|\{\{asset "([\w.-]+)"\}\}`)
 	for name, src := range readAll(t, "templates/*.html") {
 		if inlineHandler.MatchString(src) {
 			t.Errorf("%s: inline event handler", name)
@@ -367,13 +368,16 @@ func TestTemplatesFitTheCSP(t *testing.T) {
 		}
 		for _, m := range scriptTag.FindAllStringSubmatch(src, -1) {
 			attrs := m[1]
-			if !strings.Contains(attrs, `src="/static/`) && !strings.Contains(attrs, `type="application/json"`) {
+			if !strings.Contains(attrs, `src="{{asset "`) && !strings.Contains(attrs, `type="application/json"`) {
 				t.Errorf("%s: inline script <script%s>", name, attrs)
 			}
 		}
 		for _, m := range assetRef.FindAllStringSubmatch(src, -1) {
-			if _, err := fs.Stat(static.Assets(), m[1]); err != nil {
-				t.Errorf("%s refers to /static/%s, which is not in assets/", name, m[1])
+			if m[1] != "" {
+				t.Errorf("%s refers to /static/%s by its plain name: use {{asset %q}} (content-hashed)", name, m[1], m[1])
+			}
+			if _, err := fs.Stat(static.Assets(), m[2]); m[2] != "" && err != nil {
+				t.Errorf("%s refers to asset %s, which is not in assets/", name, m[2])
 			}
 		}
 	}
@@ -569,5 +573,30 @@ func TestLoadMessagesDir(t *testing.T) {
 	}
 	if _, err := static.LoadMessagesDir(""); err != nil || len(static.Languages()) != 3 || static.Lang("fr") != "en" {
 		t.Errorf("reset: %v %v", err, static.Languages())
+	}
+}
+
+// Every asset has a content-hashed URL that resolves back to it; another release's hash does
+// not resolve, and plain names are not taken for hashed ones.
+func TestAssetURLsCarryTheContentHash(t *testing.T) {
+	entries, err := fs.ReadDir(static.Assets(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		u := static.AssetURL(e.Name())
+		hashed := strings.TrimPrefix(u, "/static/")
+		if hashed == e.Name() || !static.LooksHashed(hashed) {
+			t.Errorf("%s: URL %s carries no hash", e.Name(), u)
+		}
+		if plain, ok := static.HashedAsset(hashed); !ok || plain != e.Name() {
+			t.Errorf("%s: %s resolves to %q %v", e.Name(), hashed, plain, ok)
+		}
+		if static.LooksHashed(e.Name()) {
+			t.Errorf("%s: a plain name looks hashed", e.Name())
+		}
+	}
+	if _, ok := static.HashedAsset("queue.0123456789.js"); ok {
+		t.Error("a hash of another release resolved")
 	}
 }

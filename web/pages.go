@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
@@ -26,10 +27,7 @@ func securityHeaders(c *fiber.Ctx) error {
 }
 
 func (s *Server) pageRoutes() {
-	s.app.Use("/static", securityHeaders, func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
-		return c.Next()
-	}, filesystem.New(filesystem.Config{Root: http.FS(static.Assets())}))
+	s.app.Use("/static", securityHeaders, staticAsset, filesystem.New(filesystem.Config{Root: http.FS(static.Assets())}))
 	pages := s.app.Group("", securityHeaders)
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
@@ -38,6 +36,27 @@ func (s *Server) pageRoutes() {
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/admin", s.adminPage)
 	pages.Get("/admin/queues/:queue/report", s.reportPage)
+}
+
+// staticAsset serves the content-hashed names the pages use (/static/queue.<hash>.js, see
+// static.AssetURL) as the file they name, cached for a year: the name changes with the
+// content. A hashed name of another release answers 404 — a page never runs another
+// release's script (deploy/nginx.conf lets the proxy try the next instance). Plain names
+// (/static/waitroom.js, which shops embed) are cached for five minutes.
+func staticAsset(c *fiber.Ctx) error {
+	name := strings.TrimPrefix(c.Path(), "/static/")
+	if !static.LooksHashed(name) {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+		return c.Next()
+	}
+	plain, ok := static.HashedAsset(name)
+	if !ok {
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Status(fiber.StatusNotFound).SendString("this asset belongs to another release\n")
+	}
+	c.Set(fiber.HeaderCacheControl, "public, max-age=31536000, immutable")
+	c.Path("/static/" + plain)
+	return c.Next()
 }
 
 func (s *Server) render(c *fiber.Ctx, status int, name string, data any) error {
