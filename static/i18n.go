@@ -25,8 +25,9 @@ const (
 // LoadMessagesDir read. It is replaced whole, so readers need no lock.
 type catalog struct {
 	tables map[string]map[string]string
-	order  []string // preference on a tie: en, ko, ja, then the operator's by code
-	codes  string   // the codes in order, space-separated (T.lang_codes)
+	buyer  map[string]map[string]string // each table without the dashboard's and report's keys
+	order  []string                     // preference on a tie: en, ko, ja, then the operator's by code
+	codes  string                       // the codes in order, space-separated (T.lang_codes)
 }
 
 var current atomic.Pointer[catalog]
@@ -56,7 +57,16 @@ func builtinTables() map[string]map[string]string {
 var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform}
 
 func newCatalog(tables map[string]map[string]string) *catalog {
-	c := &catalog{tables: tables, order: []string{LangEnglish, LangKorean, LangJapanese}}
+	c := &catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}
+	for code, table := range tables {
+		b := make(map[string]string, len(table))
+		for k, v := range table {
+			if isBuyerKey(k) {
+				b[k] = v
+			}
+		}
+		c.buyer[code] = b
+	}
 	var extra []string
 	for code := range tables {
 		if !slices.Contains(c.order, code) {
@@ -191,6 +201,52 @@ func Messages(lang string) map[string]string {
 		out[k] = v
 	}
 	out["lang_codes"] = cat.codes
+	return out
+}
+
+// BuyerMessages is Messages without the dashboard's and the report's keys: what the
+// buyer pages (the index, the waiting page, the order page) and their scripts use. The
+// pages embed their table whole (#wr-messages), so a buyer's page does not carry the
+// dashboard's words.
+func BuyerMessages(lang string) map[string]string {
+	cat := current.Load()
+	table, ok := cat.buyer[lang]
+	if !ok {
+		table = cat.buyer[LangEnglish]
+	}
+	out := make(map[string]string, len(table)+1)
+	for k, v := range table {
+		out[k] = v
+	}
+	out["lang_codes"] = cat.codes
+	return out
+}
+
+// isBuyerKey tells the buyer messages from the others by where a key is written, so
+// the split cannot drift: the keys of the dashboard's and the report's area tables
+// (messages_dashboard.go, messages_report.go) and, in the first table, the keys named
+// admin_… and report_… are not buyer messages; every other key is (the layout's, the
+// index's, the waiting and order pages', the order, waiting and platform areas'). The
+// static tests check that every key a buyer template or script uses is a buyer key.
+func isBuyerKey(k string) bool {
+	if _, ok := messagesDashboard[k]; ok {
+		return false
+	}
+	if _, ok := messagesReport[k]; ok {
+		return false
+	}
+	return !strings.HasPrefix(k, "admin_") && !strings.HasPrefix(k, "report_")
+}
+
+// buyerKeyList returns the buyer keys of the built-in English table, sorted.
+func buyerKeyList() []string {
+	var out []string
+	for k := range builtinTables()[LangEnglish] {
+		if isBuyerKey(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 

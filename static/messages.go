@@ -326,6 +326,16 @@ var messages = map[string][2]string{
 	// Branding: the words of a queue's support link (layout_brand.html).
 	"brand_support": {"Need help? Contact support", "도움이 필요하신가요? 고객 지원에 문의하세요"},
 
+	// Branding: the dashboard's branding form of a queue card (admin.html, data-i18n).
+	"admin_branding":      {"Branding of the waiting and order pages", "대기 페이지와 주문 페이지의 브랜딩"},
+	"admin_brand_name":    {"Brand name", "브랜드 이름"},
+	"admin_brand_color":   {"Accent colour (#rrggbb)", "강조 색상 (#rrggbb)"},
+	"admin_brand_message": {"Message to buyers (plain text, up to 280 characters)", "구매자에게 보여 줄 안내 문구 (일반 텍스트, 최대 280자)"},
+	"admin_support_url":   {"Support link (https://… or a path on this site, /help)", "고객 지원 링크 (https://… 또는 이 사이트의 경로, /help)"},
+	"admin_logo":          {"Logo (PNG, JPEG or WebP, up to 100 KiB)", "로고 (PNG, JPEG 또는 WebP, 최대 100KiB)"},
+	"admin_logo_remove":   {"Remove the logo", "로고 삭제"},
+	"admin_save_branding": {"Save the branding", "브랜딩 저장"},
+
 	// Operators: history charts, audit log, roles, confirmation, the report page.
 	"admin_audit":               {"Audit log", "감사 로그"},
 	"admin_audit_action":        {"Action", "작업"},

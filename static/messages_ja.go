@@ -322,6 +322,16 @@ var messagesJA = map[string]string{
 	"lang_apply": "言語を変更",
 	// Branding: the words of a queue's support link.
 	"brand_support": "お困りですか?サポートに問い合わせる",
+
+	// Branding: the dashboard's branding form of a queue card (admin.html, data-i18n).
+	"admin_branding":      "待機ページと注文ページのブランディング",
+	"admin_brand_name":    "ブランド名",
+	"admin_brand_color":   "アクセントカラー(#rrggbb)",
+	"admin_brand_message": "購入者へのメッセージ(プレーンテキスト、280 文字まで)",
+	"admin_support_url":   "サポートへのリンク(https://… またはこのサイトのパス、/help)",
+	"admin_logo":          "ロゴ(PNG、JPEG、WebP、100 KiB まで)",
+	"admin_logo_remove":   "ロゴを削除",
+	"admin_save_branding": "ブランディングを保存",
 	// Operators: history charts, audit log, roles, confirmation, the report page.
 	"admin_audit":               "監査ログ",
 	"admin_audit_action":        "操作",

@@ -107,12 +107,46 @@ func TestMessagesEveryLanguage(t *testing.T) {
 				t.Errorf("%s: %s has a key English lacks", k, lang)
 			}
 		}
-		if lang == "ja" && m["joining"] == en["joining"] {
-			t.Error("ja: not Japanese")
+		for k, e := range en {
+			if v := m[k]; v == e && !sameInEveryLanguage(k, e) {
+				t.Errorf("%s: %s is the English text %q (translate it, or list it in sameEverywhere when it is a name or code)", k, lang, e)
+			}
 		}
 	}
 	if got := static.Messages("en")["lang_codes"]; got != "en ko ja" {
 		t.Errorf("lang_codes = %q", got)
+	}
+}
+
+// sameEverywhere are the keys whose text is the same in every language: names and codes.
+var sameEverywhere = map[string]bool{
+	"brand":            true, // WaitRoom
+	"admin_product_id": true, // ID
+	"admin_scope_ip":   true, // IP
+	"lang_codes":       true, // en ko ja: not a message
+}
+
+var letterRE = regexp.MustCompile(`\pL`)
+
+// sameInEveryLanguage: a listed name or code, or a text without a letter outside its
+// {placeholders} ("{msg} ({code})", "{n}", "–").
+func sameInEveryLanguage(key, english string) bool {
+	return sameEverywhere[key] || !letterRE.MatchString(placeholderRE.ReplaceAllString(english, ""))
+}
+
+// TestTheFirstTablesAreTranslated: the messages tables in static/messages.go and
+// static/messages_ja.go, and each area table (messages_<area>.go), hold every key in
+// English, Korean and Japanese with the same {placeholders} — checked on the tables the
+// pages get, so a key an area adds is checked the moment it lands.
+func TestTheFirstTablesAreTranslated(t *testing.T) {
+	en, ko, ja := static.Messages("en"), static.Messages("ko"), static.Messages("ja")
+	if len(en) != len(ko) || len(en) != len(ja) {
+		t.Errorf("en %d keys, ko %d, ja %d", len(en), len(ko), len(ja))
+	}
+	for _, k := range []string{"admin_branding", "admin_brand_name", "admin_logo", "admin_save_branding"} {
+		if ko[k] == "" || ja[k] == "" || ko[k] == en[k] || ja[k] == en[k] {
+			t.Errorf("%s: en %q ko %q ja %q", k, en[k], ko[k], ja[k])
+		}
 	}
 }
 
@@ -149,8 +183,10 @@ func TestMessages(t *testing.T) {
 }
 
 // pages are the named templates with sample data of the documented types.
+// The buyer pages get the buyer messages only (as web's lang does), so a buyer template
+// that uses another key fails here (missingkey=error).
 func pages(lang string) map[string]any {
-	T := static.Messages(lang)
+	T, all := static.BuyerMessages(lang), static.Messages(lang)
 	return map[string]any{
 		"index": static.IndexPage{Lang: lang, T: T, Queues: []static.QueueInfo{
 			{Name: "demo", Waiting: 1234, RatePerSecond: 5},
@@ -159,8 +195,8 @@ func pages(lang string) map[string]any {
 		}},
 		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true},
 		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
-		"admin":   static.AdminPage{Lang: lang, T: T},
-		"report":  static.ReportPage{Lang: lang, T: T, Queue: "demo", Exists: true},
+		"admin":   static.AdminPage{Lang: lang, T: all},
+		"report":  static.ReportPage{Lang: lang, T: all, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
 		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},
 	}
@@ -308,7 +344,15 @@ func TestEveryKeyUsedExists(t *testing.T) {
 			check(name, m[1])
 		}
 	}
-	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
+	// The dashboard's data-i18n elements (admin.js localizes them) and {{index .T "key"}}.
+	attrKey := regexp.MustCompile(`data-i18n="(\w+)"|index \.T "(\w+)"`)
+	for name, src := range readAll(t, "templates/*.html") {
+		for _, m := range attrKey.FindAllStringSubmatch(src, -1) {
+			check(name, m[1]+m[2])
+		}
+	}
+	// t('key') and the dashboard's tx('key', 'English fallback').
+	jsKey := regexp.MustCompile(`\btx?\(\s*'(\w+)'\s*[,)]`)
 	for name, src := range readAll(t, "assets/*.js") {
 		for _, m := range jsKey.FindAllStringSubmatch(src, -1) {
 			check(name, m[1])
@@ -598,5 +642,121 @@ func TestAssetURLsCarryTheContentHash(t *testing.T) {
 	}
 	if _, ok := static.HashedAsset("queue.0123456789.js"); ok {
 		t.Error("a hash of another release resolved")
+	}
+}
+
+// buyerFiles are the templates and scripts of the buyer pages (the index, the waiting page,
+// the order page): they get static.BuyerMessages only.
+var buyerFiles = []string{"templates/index.html", "templates/queue.html", "templates/order.html",
+	"templates/layout.html", "templates/layout_brand.html",
+	"assets/queue.js", "assets/order.js", "assets/waitroom.js", "assets/lang.js"}
+
+// TestBuyerPagesCarryBuyerMessages: every key a buyer template or script uses — {{.T.key}},
+// {{index .T "key"}}, t('key'), and every key of a prefix built at run time
+// (t('conn_' + state)) — is a buyer message, and a buyer page's #wr-messages block holds
+// no dashboard or report message. The split is by where a key is written
+// (static.BuyerMessages), so a key added for the dashboard never reaches a buyer's page
+// and a buyer page that starts using a dashboard key fails here.
+func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
+	all, buyer := static.Messages("en"), static.BuyerMessages("en")
+	tplKey := regexp.MustCompile(`\.T\.(\w+)|index \.T "(\w+)"`)
+	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
+	jsPrefix := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*\+`)
+	literal := regexp.MustCompile(`'([a-z][a-z0-9_]*)'`)
+	used := 0
+	need := func(file, key string) {
+		used++
+		if _, ok := all[key]; !ok {
+			t.Errorf("%s uses %q, which is no message", file, key)
+		} else if _, ok := buyer[key]; !ok {
+			t.Errorf("%s uses %q, which is not a buyer message (a dashboard or report key: admin_…, report_…, messages_dashboard.go, messages_report.go)", file, key)
+		}
+	}
+	for _, f := range buyerFiles {
+		b, err := fs.ReadFile(static.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		for _, m := range tplKey.FindAllStringSubmatch(src, -1) {
+			need(f, m[1]+m[2])
+		}
+		for _, m := range jsKey.FindAllStringSubmatch(src, -1) {
+			need(f, m[1])
+		}
+		for _, m := range jsPrefix.FindAllStringSubmatch(src, -1) {
+			n := 0
+			for k := range all {
+				if strings.HasPrefix(k, m[1]) {
+					need(f, k)
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s builds keys %s…, and there is none", f, m[1])
+			}
+		}
+		// Any other quoted word that names a message (a key passed around before t()).
+		for _, m := range literal.FindAllStringSubmatch(src, -1) {
+			if _, ok := all[m[1]]; ok {
+				need(f, m[1])
+			}
+		}
+	}
+	if used < 100 {
+		t.Fatalf("found only %d key uses in the buyer files: has the way keys are written changed?", used)
+	}
+	for k := range buyer {
+		if strings.HasPrefix(k, "admin_") || strings.HasPrefix(k, "report_") {
+			t.Errorf("%s: a buyer message", k)
+		}
+	}
+
+	// The block a buyer page embeds, before (every message) and now (buyer messages).
+	tmpl, err := static.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)<script type="application/json" id="wr-messages">(.*?)</script>`)
+	size := func(page string, data any) int {
+		m := block.FindStringSubmatch(render(t, tmpl, page, data))
+		if m == nil {
+			t.Fatalf("%s: no #wr-messages", page)
+		}
+		if page != "admin" && (strings.Contains(m[1], `"admin_`) || strings.Contains(m[1], `"report_`)) {
+			t.Errorf("%s: the messages block holds dashboard or report keys", page)
+		}
+		return len(m[1])
+	}
+	for _, lang := range []string{"en", "ko", "ja"} {
+		q := size("queue", pages(lang)["queue"])
+		whole := size("admin", static.AdminPage{Lang: lang, T: static.Messages(lang)})
+		t.Logf("%s: #wr-messages on a buyer page %d bytes (every message: %d bytes)", lang, q, whole)
+		if q >= whole*2/3 {
+			t.Errorf("%s: the buyer block (%d bytes) is not much smaller than the whole table (%d bytes)", lang, q, whole)
+		}
+	}
+}
+
+// TestDashboardFallbacksAreTheEnglishText: a dashboard element marked data-i18n holds
+// {{.T.key}} or the key's English text, and tx('key', 'fallback') falls back to the
+// English text — the words before admin.js localizes never differ from the table's.
+func TestDashboardFallbacksAreTheEnglishText(t *testing.T) {
+	en := static.Messages("en")
+	el := regexp.MustCompile(`data-i18n="(\w+)"[^>]*>([^<]*)<`)
+	for name, src := range readAll(t, "templates/*.html") {
+		for _, m := range el.FindAllStringSubmatch(src, -1) {
+			if m[2] != "{{.T."+m[1]+"}}" && m[2] != en[m[1]] {
+				t.Errorf("%s: data-i18n=%q holds %q: want {{.T.%s}} (or the English %q)", name, m[1], m[2], m[1], en[m[1]])
+			}
+		}
+	}
+	tx := regexp.MustCompile(`\btx\(\s*'(\w+)',\s*'((?:[^'\\]|\\.)*)'`)
+	for name, src := range readAll(t, "assets/*.js") {
+		for _, m := range tx.FindAllStringSubmatch(src, -1) {
+			if m[2] != en[m[1]] {
+				t.Errorf("%s: tx(%q) falls back to %q, the English text is %q", name, m[1], m[2], en[m[1]])
+			}
+		}
 	}
 }

@@ -75,17 +75,23 @@ const langCookie = "wr_lang"
 // lang picks the page language: ?lang=xx (one of static.Languages; it is then
 // remembered in the wr_lang cookie for a year), else the wr_lang cookie, else
 // Accept-Language. The cookie is not a secret (not HttpOnly, not Secure-only).
+// The messages are the page's: the dashboard and its report (under /admin) get every
+// message, the buyer pages only the buyer messages (static.BuyerMessages).
 func lang(c *fiber.Ctx) (string, map[string]string) {
 	c.Vary(fiber.HeaderAcceptLanguage, fiber.HeaderCookie)
+	messages := static.BuyerMessages
+	if strings.HasPrefix(c.Path(), "/admin") {
+		messages = static.Messages
+	}
 	if l, ok := static.Supported(c.Query("lang")); ok {
 		c.Cookie(&fiber.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: "Lax"})
-		return l, static.Messages(l)
+		return l, messages(l)
 	}
 	if l, ok := static.Supported(c.Cookies(langCookie)); ok {
-		return l, static.Messages(l)
+		return l, messages(l)
 	}
 	l := static.Lang(c.Get(fiber.HeaderAcceptLanguage))
-	return l, static.Messages(l)
+	return l, messages(l)
 }
 
 func (s *Server) indexPage(c *fiber.Ctx) error {
