@@ -645,11 +645,34 @@ func TestAssetURLsCarryTheContentHash(t *testing.T) {
 	}
 }
 
-// buyerFiles are the templates and scripts of the buyer pages (the index, the waiting page,
-// the order page): they get static.BuyerMessages only.
-var buyerFiles = []string{"templates/index.html", "templates/queue.html", "templates/order.html",
-	"templates/layout.html", "templates/layout_brand.html",
-	"assets/queue.js", "assets/order.js", "assets/waitroom.js", "assets/lang.js"}
+// staffFiles are the templates and scripts of the dashboard and its report; every other
+// template and script (the index, the waiting and order pages, the layout, queue.js,
+// order.js, waitroom.js, lang.js, and any new one) belongs to the buyer pages, which get
+// static.BuyerMessages only.
+var staffFiles = map[string]bool{"templates/admin.html": true, "templates/report.html": true,
+	"assets/admin.js": true, "assets/report.js": true, "assets/charts.js": true}
+
+func buyerFiles(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, glob := range []string{"templates/*.html", "assets/*.js"} {
+		names, err := fs.Glob(static.FS, glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if !staffFiles[n] {
+				out = append(out, n)
+			}
+		}
+	}
+	for _, must := range []string{"templates/queue.html", "templates/order.html", "templates/index.html", "assets/queue.js", "assets/order.js", "assets/waitroom.js"} {
+		if !slices.Contains(out, must) {
+			t.Fatalf("no %s among the buyer files", must)
+		}
+	}
+	return out
+}
 
 // TestBuyerPagesCarryBuyerMessages: every key a buyer template or script uses — {{.T.key}},
 // {{index .T "key"}}, t('key'), and every key of a prefix built at run time
@@ -672,7 +695,7 @@ func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 			t.Errorf("%s uses %q, which is not a buyer message (a dashboard or report key: admin_…, report_…, messages_dashboard.go, messages_report.go)", file, key)
 		}
 	}
-	for _, f := range buyerFiles {
+	for _, f := range buyerFiles(t) {
 		b, err := fs.ReadFile(static.FS, f)
 		if err != nil {
 			t.Fatal(err)
