@@ -95,6 +95,12 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if r, err := l.AllowChain(ctx, []queue.Limit{{Scope: "user", Key: "u1", Rate: 10, Burst: 10}, {Scope: "global", Rate: 100, Burst: 100}}); err != nil || !r.Allowed {
 		t.Fatalf("limit: %+v %v", r, err)
 	}
+	// Sold out and restocked (soldout.lua).
+	for _, so := range []bool{true, false} {
+		if err := q.SetSoldOut(ctx, name, so); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Admission ticks (lease.lua, admit.lua): before the start, then the draw at the start
 	// (drawplace.lua, drawdone.lua), then admissions and a token (token.lua).
 	if _, err := a.TickOnce(ctx, name); err != nil {

@@ -542,8 +542,12 @@ type QueueStats struct {
 	Leader          string
 	// Running totals since the queue was made (the scripts keep them in its clock hash; 0
 	// for what happened under the release before them): new places, lapsed tokens,
-	// places removed after the abandonment grace, places given up by leaving.
-	Joined, Expired, Abandoned, Left int64
+	// places removed after the abandonment grace, places given up by leaving, places
+	// dropped at the end of the sale (end.lua).
+	Joined, Expired, Abandoned, Left, Dropped int64
+	// SoldOutSince is when the latest sold-out period began, SoldOutUntil when it ended
+	// (zero while it lasts, or when the flag was last set by the release before them).
+	SoldOutSince, SoldOutUntil time.Time
 }
 
 // Stats returns the live counts of queue name.
@@ -556,7 +560,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	w := pipe.ZCard(ctx, k.waiting())
 	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
 	c := pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate",
-		"joins", "expired_n", "abandoned_n", "left_n")
+		"joins", "expired_n", "abandoned_n", "left_n", "dropped_n")
 	l := pipe.Get(ctx, k.lease())
 	pq := pipe.ZCard(ctx, k.pre())
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -567,12 +571,18 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	}
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
 		Prequeue: pq.Val()}
+	if t := msTime(cfg.Val()["so_since"]); t != nil {
+		s.SoldOutSince = *t
+	}
+	if t := msTime(cfg.Val()["so_until"]); t != nil {
+		s.SoldOutUntil = *t
+	}
 	v := c.Val()
-	if len(v) != 12 {
+	if len(v) != 13 {
 		return s, nil
 	}
 	s.AdmittedTotal = toInt(v[0])
-	s.Joined, s.Expired, s.Abandoned, s.Left = toInt(v[8]), toInt(v[9]), toInt(v[10]), toInt(v[11])
+	s.Joined, s.Expired, s.Abandoned, s.Left, s.Dropped = toInt(v[8]), toInt(v[9]), toInt(v[10]), toInt(v[11]), toInt(v[12])
 	// Users really admitted per second lately, 0 while paused or empty (a leader of the
 	// release before keeps only the ETA's estimate).
 	s.AdmitRate = toFloat(v[1])

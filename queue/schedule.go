@@ -35,11 +35,14 @@ var (
 	drawDoneLua string
 	//go:embed end.lua
 	endLua string
+	//go:embed soldout.lua
+	soldOutLua string
 
 	scheduleScript  = redis.NewScript(scheduleLua)
 	drawPlaceScript = redis.NewScript(drawPlaceLua)
 	drawDoneScript  = redis.NewScript(drawDoneLua)
 	endScript       = redis.NewScript(endLua)
+	soldOutScript   = redis.NewScript(soldOutLua)
 )
 
 // schedule sets (or clears, with nil) the start of queue name, with the contract's rules.
@@ -297,23 +300,15 @@ func (q *Queue) Seqs(ctx context.Context, name string, ids []string) ([]int64, e
 
 // SetSoldOut marks queue name sold out (every product it sells has stock 0) or not. The
 // leader's next tick stops (or resumes) admission and tells every stream; places are kept.
-// An unknown queue is ignored.
+// A change of the flag also records when the sold-out period began or ended
+// (soldout.lua; QueueStats.SoldOutSince/SoldOutUntil). An unknown queue is ignored.
 func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	if !ValidName(name) {
 		return nil
 	}
-	k := keysFor(name)
-	// Only a queue that exists gets the field (HSET would create a stray cfg hash).
-	n, err := q.rdb.Exists(ctx, k.cfg()).Result()
-	if err != nil {
-		return fail("sold out "+name, err)
-	}
-	if n == 0 {
-		return nil
-	}
-	if err := q.rdb.HSet(ctx, k.cfg(), "sold_out", boolStr(soldOut)).Err(); err != nil {
+	if err := soldOutScript.Run(ctx, q.rdb, []string{keysFor(name).cfg()}, boolStr(soldOut)).Err(); err != nil {
 		return fail("sold out "+name, err)
 	}
 	return nil

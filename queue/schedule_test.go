@@ -450,8 +450,28 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			_, _, _ = f.q.Join(ctx, tk)
 			tks = append(tks, tk)
 		}
+		before := time.Now().Add(-time.Millisecond) // Redis TIME and this clock are the same machine's
 		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
 			t.Fatal(err)
+		}
+		since := func() (time.Time, time.Time) {
+			st, err := f.q.Stats(ctx, "so")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.SoldOutSince, st.SoldOutUntil
+		}
+		s1, u1 := since()
+		if s1.Before(before) || s1.After(time.Now()) || !u1.IsZero() {
+			t.Fatalf("sold out since %v until %v, want since the call, no end", s1, u1)
+		}
+		// Marked again (a re-check, another order): the period's start stays.
+		time.Sleep(5 * time.Millisecond)
+		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
+			t.Fatal(err)
+		}
+		if s2, _ := since(); !s2.Equal(s1) {
+			t.Fatalf("sold out again moved the start %v → %v", s1, s2)
 		}
 		tk, _ := f.signer.New("so")
 		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrSoldOut) {
@@ -465,6 +485,9 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			t.Fatalf("place while sold out: %+v", p)
 		}
 		_ = f.q.SetSoldOut(ctx, "so", false)
+		if s3, u3 := since(); !s3.Equal(s1) || u3.Before(s1) || u3.After(time.Now()) {
+			t.Fatalf("after the restock: since %v until %v, want since %v and the restock's time", s3, u3, s1)
+		}
 		time.Sleep(20 * time.Millisecond)
 		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 3 {
 			t.Fatalf("admitted %d after restock", r.Admitted)
@@ -505,6 +528,10 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		}
 		if n, _ := f.rdb.ZCard(ctx, "wr:{q:end}:waiting").Result(); n != 0 {
 			t.Fatalf("%d still waiting", n)
+		}
+		// Every dropped place is counted, across end.lua's batches (2,000 a call).
+		if st, err := f.q.Stats(ctx, "end"); err != nil || st.Dropped != 2500 || st.Joined != 2500 {
+			t.Fatalf("dropped %d of %d joined (%v), want all 2500", st.Dropped, st.Joined, err)
 		}
 		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: timep(time.Now().Add(time.Hour))}); err == nil {
 			t.Fatal("a new end accepted after the end")
