@@ -19,6 +19,36 @@ type QueueInfo struct {
 	RatePerSecond float64
 	Paused        bool
 	Closed        bool
+	// State is the queue's one state, by the join's own precedence (web.IndexState): open,
+	// paused, scheduled, sold_out, ended or closed (its data-state). Empty: derived from
+	// Paused and Closed (open, paused or closed).
+	State string
+	// StartsAt is a scheduled queue's start, EndsAt a queue's end (RFC 3339 UTC; "" = none).
+	StartsAt string
+	EndsAt   string
+}
+
+// DataState is the entry's data-state: State, or (State empty) closed, paused or open.
+func (q QueueInfo) DataState() string {
+	switch {
+	case q.State != "":
+		return q.State
+	case q.Closed:
+		return "closed"
+	case q.Paused:
+		return "paused"
+	}
+	return "open"
+}
+
+// Joinable reports whether a join can succeed: the entry offers a join link only then
+// (open, paused and scheduled queues; a paused or scheduled queue keeps the place).
+func (q QueueInfo) Joinable() bool {
+	switch q.DataState() {
+	case "open", "paused", "scheduled":
+		return true
+	}
+	return false
 }
 
 // QueuePage is the data of the "queue" template, the waiting page
@@ -40,6 +70,11 @@ type QueuePage struct {
 	AutoRedirect bool
 	// Brand is the queue's branding (the "brandbar" and "brandcss" templates).
 	Brand Brand
+	// EndsAt is the queue's ends_at (RFC 3339 UTC, "" = none): the page shows it (#ends-at)
+	// and warns when the ETA reaches past it. Ended: the end has passed; the page says so
+	// and joins nothing.
+	EndsAt string
+	Ended  bool
 }
 
 // Brand is a queue's branding as its pages show it; every field may be empty (none). The

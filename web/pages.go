@@ -94,23 +94,6 @@ func lang(c *fiber.Ctx) (string, map[string]string) {
 	return l, messages(l)
 }
 
-func (s *Server) indexPage(c *fiber.Ctx) error {
-	l, t := lang(c)
-	data := static.IndexPage{Lang: l, T: t}
-	names, err := s.d.Queue.Names(c.UserContext())
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		st, err := s.d.Queue.Stats(c.UserContext(), n)
-		if err != nil || st.Closed {
-			continue
-		}
-		data.Queues = append(data.Queues, static.QueueInfo{Name: n, Waiting: st.Waiting, RatePerSecond: st.RatePerSecond, Paused: st.Paused, Closed: st.Closed})
-	}
-	return s.render(c, 200, "index", data)
-}
-
 func (s *Server) queuePage(c *fiber.Ctx) error {
 	l, t := lang(c)
 	name := c.Params("queue")
@@ -128,6 +111,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	default:
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
 		data.Brand = s.pageBrand(c.UserContext(), st)
+		data.EndsAt, data.Ended = pageEnd(st)
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {
 		var ok bool

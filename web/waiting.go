@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -193,8 +194,16 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			return err
 		}
 	}
+	ip := clientKey(c)
 	if c.Method() == fiber.MethodHead {
-		// The head of a stream without its body (EventSource never sends HEAD).
+		// The head of a stream without its body (EventSource never sends HEAD). It answers
+		// the per-address cap as GET would: a page whose stream was refused asks this way
+		// why (EventSource cannot read a refusal's status).
+		if err := s.d.Hub.AcquireIP(ip); errors.Is(err, stream.ErrTooMany) {
+			return s.tooManyStreams()
+		} else if err == nil {
+			s.d.Hub.ReleaseIP(ip)
+		}
 		c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 		c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
 		c.Status(fiber.StatusOK)
@@ -203,7 +212,6 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if !s.d.Hub.Reserve(s.cfg.MaxStreams) {
 		return s.shedStream(c)
 	}
-	ip := clientKey(c)
 	err = s.d.Hub.AcquireIP(ip)
 	if err != nil {
 		s.d.Hub.Unreserve()
@@ -213,7 +221,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		s.m.streamErr.WithLabelValues("ip_cap").Inc()
 		s.m.rejected.WithLabelValues("ip", "/api/queues/stream").Inc()
 		s.lim.CountRejected(c.UserContext(), "ip")
-		return &Error{Status: 429, Code: "too_many_streams", Message: "Too many open streams from your address.", RetryAfter: 5, Scope: "ip"}
+		return s.tooManyStreams()
 	case err != nil:
 		return &Error{Status: 503, Code: "shutting_down", Message: "This instance is shutting down; reconnect.", RetryAfter: 1}
 	}
@@ -245,6 +253,24 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		}
 	})
 	return nil
+}
+
+// tooManyStreams refuses a stream for the per-address cap (WR_STREAMS_PER_IP on this
+// instance, across queues). Its Retry-After is the polling interval: the client polls
+// GET /status that often instead (the place is kept) and asks for a stream again later.
+func (s *Server) tooManyStreams() error {
+	every := pollEvery(s.lim.Get().StatusPerTicket)
+	return &Error{Status: 429, Code: "too_many_streams", RetryAfter: every, Scope: "ip",
+		Message: "Too many open streams from your address on this server; poll status every " + strconv.Itoa(every) + " s instead (your place is kept)."}
+}
+
+// pollEvery is the polling interval in whole seconds for a status limit of rate per ticket
+// per second: the limit's own interval rounded up, at least 1 s (1 s when it is off).
+func pollEvery(rate float64) int {
+	if rate <= 0 {
+		return 1
+	}
+	return max(1, int(math.Ceil(1/rate)))
 }
 
 // shedStream answers a stream over the stream budget: 200 with a jittered retry and an

@@ -46,17 +46,47 @@
  *    the deadline in local time (#turn-deadline). With the queue's auto_redirect
  *    (data-auto-redirect) the page goes to the order page by itself; the token stays in
  *    sessionStorage (it enters a URL only in the redirect flow's #wr_token fragment).
+ *
+ * The end, before it happens: with ends_at set the server writes it as <time id="ends-at"
+ * datetime="RFC 3339">, shown here in local time. When the upper end of the ETA range
+ * (on the server's clock) reaches past it, #ends-warning (role alert: said once, in words)
+ * warns that the sale may end before the turn; it goes away when the ETA comes back
+ * before the end. A state that lets nobody in (sold out, paused) shows no rate or ETA.
+ *
+ * The per-address stream cap: when WaitRoom polls /status instead of streaming (onPolling),
+ * #stream-limit says why and how often the numbers now update, and the connection label
+ * says "Updating every N s"; both go when the stream is back.
+ *
+ * Leaving asks first (#leave-dialog, the dashboard's confirmation pattern: Cancel has the
+ * focus, Escape cancels); without <dialog> support, window.confirm.
  */
 (function () {
   'use strict';
 
+  const lang = document.documentElement.lang || 'en';
+
+  /** A time here, in this page's language: the time of day, with the date when not today. */
+  function localTime(d, seconds) {
+    const today = new Date(Date.now()).toDateString() === d.toDateString();
+    const opts = today ? { hour: 'numeric', minute: '2-digit' } : { dateStyle: 'medium', timeStyle: 'short' };
+    if (today && seconds) opts.second = '2-digit';
+    try { return new Intl.DateTimeFormat(lang, opts).format(d); } catch (_) { return d.toLocaleString(lang); }
+  }
+  // The server writes times in UTC (RFC 3339, in datetime); they are shown in local time.
+  for (const te of document.querySelectorAll('time.local-time[datetime]')) {
+    const d = new Date(te.getAttribute('datetime'));
+    if (isNaN(d)) continue;
+    te.textContent = localTime(d, false);
+    te.title = d.toISOString();
+    te.dataset.local = 'true';
+  }
+
   const W = window.WaitRoom;
   const roomEl = document.getElementById('room');
-  if (!W || !roomEl) return; // unknown or closed queue: the page says so, nothing to join
+  if (!W || !roomEl) return; // unknown, ended or closed queue: the page says so, nothing to join
 
   const { t, ordinal } = W.util;
   const queue = roomEl.dataset.queue;
-  const lang = document.documentElement.lang || 'en';
   const num = new Intl.NumberFormat(lang);
   const num1 = new Intl.NumberFormat(lang, { maximumFractionDigits: 1 });
   const START_KEY = 'wr_start:' + queue;
@@ -126,7 +156,15 @@
     notifyMe: $('notify-me'),
     notifyState: $('notify-state'),
     turnDeadline: $('turn-deadline'),
+    endsLine: $('ends-line'),
+    endsAt: $('ends-at'),
+    endsWarning: $('ends-warning'),
+    streamLimit: $('stream-limit'),
+    leaveDialog: $('leave-dialog'),
+    leaveOk: $('leave-ok'),
+    leaveCancel: $('leave-cancel'),
   };
+  const endsMs = el.endsAt ? Date.parse(el.endsAt.getAttribute('datetime') || '') : NaN;
   const sections = [el.joining, el.prequeue, el.waiting, el.admitted, el.expired, el.left, el.ended, el.joinError];
   const START_MILESTONES = [600, 300, 60, 10]; // seconds before the start that are announced
 
@@ -154,12 +192,60 @@
   let audio = null;
   let flashTimer = null;
   let redirectTimer = null;
+  let pollEvery = 0;       // seconds between status polls while the stream cap holds (0: streaming)
 
   function show(section) {
     for (const s of sections) s.hidden = s !== section;
     showSoldOut();
     showStale();
     renderNotify();
+    showEnds();
+    showStreamLimit();
+  }
+
+  // ----- the end of the sale, before it happens -----
+
+  /** The end time shows while the buyer may still be let in: joining, pre-queue, line. */
+  function showEnds() {
+    const on = phase === 'joining' || inLine();
+    if (el.endsLine) el.endsLine.hidden = !on || !Number.isFinite(endsMs);
+    if (el.endsWarning && !(on && el.endsWarning.dataset.warned === 'true')) el.endsWarning.hidden = true;
+  }
+
+  /**
+   * Warns when the ETA's upper end passes the end of the sale (seconds: the ETA; null when
+   * there is none — paused, sold out, a lottery — and then no warning).
+   */
+  function checkEnds(seconds, etaShown) {
+    if (!el.endsWarning || !Number.isFinite(endsMs)) return;
+    const hi = seconds == null || !Number.isFinite(seconds) ? null : (seconds >= 30 ? seconds * 1.25 : seconds);
+    const now = room && typeof room.serverNow === 'function' ? room.serverNow() : Date.now();
+    const past = hi != null && phase === 'waiting' && now + hi * 1000 > endsMs;
+    if (past && el.endsWarning.dataset.warned !== 'true') {
+      el.endsWarning.textContent = t('ends_warning', { eta: etaShown, time: localTime(new Date(endsMs), false) });
+      el.endsWarning.dataset.warned = 'true';
+    } else if (!past && el.endsWarning.dataset.warned === 'true') {
+      el.endsWarning.dataset.warned = 'false';
+    }
+    el.endsWarning.hidden = !past;
+  }
+
+  // ----- the per-address stream cap: polling instead, said in words -----
+
+  function showStreamLimit() {
+    const on = pollEvery > 0 && (phase === 'joining' || inLine());
+    el.streamLimit.hidden = !on;
+    el.streamLimit.dataset.every = on ? String(pollEvery) : '';
+    if (on) {
+      const text = t('stream_limited', { n: num.format(pollEvery) });
+      if (el.streamLimit.textContent !== text) el.streamLimit.textContent = text;
+    }
+    renderConn();
+  }
+
+  function renderPolling(p) {
+    pollEvery = p && p.polling ? Math.max(1, Math.round((p.interval_ms || 1000) / 1000)) : 0;
+    showStreamLimit();
   }
 
   function inLine() { return phase === 'prequeue' || phase === 'waiting'; }
@@ -236,9 +322,10 @@
   }
 
   function renderConn() {
-    const state = stale && inLine() && connState !== 'closed' ? 'stale' : connState;
+    let state = stale && inLine() && connState !== 'closed' ? 'stale' : connState;
+    if (state === 'live' && pollEvery > 0) state = 'polling';
     el.conn.dataset.state = state;
-    el.conn.textContent = t('conn_' + state);
+    el.conn.textContent = state === 'polling' ? t('conn_polling', { n: num.format(pollEvery) }) : t('conn_' + state);
   }
 
   // ----- freshness: "updated N s ago" and the stale state -----
@@ -485,8 +572,23 @@
     if (soldOut && !was) {
       el.announceUrgent.textContent = t('sold_out_body');
       el.eta.textContent = t('sold_out_title');
+      el.eta.dataset.seconds = '';
+      renderRate(null, true);
+      checkEnds(null, '');
     } else if (!soldOut && was && phase === 'waiting') {
       el.announce.textContent = t('announce_restocked');
+    }
+  }
+
+  /** The live admit rate; none while nobody is let in (sold out, paused). */
+  function renderRate(rate, stopped) {
+    el.rate.dataset.stopped = stopped ? 'true' : 'false';
+    if (stopped) {
+      el.rate.textContent = t('rate_stopped');
+      el.rate.dataset.value = '';
+    } else if (typeof rate === 'number') {
+      el.rate.textContent = t('rate_value', { n: num1.format(rate) });
+      el.rate.dataset.value = String(rate);
     }
   }
 
@@ -528,10 +630,7 @@
     el.pausedNote.hidden = !paused;
     el.waiting.dataset.paused = paused ? 'true' : 'false';
     if (hadFocus) el.waiting.focus();
-    if (typeof rate === 'number') {
-      el.rate.textContent = t('rate_value', { n: num1.format(rate) });
-      el.rate.dataset.value = String(rate);
-    }
+    renderRate(rate, so || paused);
     if (typeof p.waiting === 'number') {
       el.waitingCount.textContent = t('waiting_value', { n: num.format(p.waiting) });
       el.waitingCount.dataset.value = String(p.waiting);
@@ -540,6 +639,7 @@
     const eta = so ? t('sold_out_title') : p.paused ? t('eta_paused')
       : lottery && p.eta_seconds == null ? t('eta_lottery') : waitText(p.eta_seconds, rate);
     el.eta.textContent = eta;
+    checkEnds(so || p.paused ? null : p.eta_seconds, eta);
 
     const mode = lottery ? 'lottery' : 'line';
     el.waiting.dataset.mode = mode;
@@ -730,6 +830,8 @@
     paused = false;
     lastEventAt = 0;
     stale = false;
+    pollEvery = 0;
+    if (el.endsWarning) el.endsWarning.dataset.warned = 'false';
     stopFlash();
     el.lostPlace.hidden = true;
     el.pausedNote.hidden = true;
@@ -751,6 +853,7 @@
         setDrawId(j.draw_id);
       },
       onState(state) { if (live() && phase !== 'ended') setConn(state); },
+      onPolling(p) { if (live()) renderPolling(p); },
       onPing(p) {
         if (!live()) return;
         if (typeof p.interval_ms === 'number' && p.interval_ms > 0) pingEveryMs = p.interval_ms;
@@ -795,6 +898,42 @@
 
   el.rejoin.addEventListener('click', restart);
   el.joinAgain.addEventListener('click', restart);
+  /**
+   * Asks before leaving (the place cannot be given back): the dashboard's confirmation
+   * pattern — answered by the buttons' clicks and Escape's cancel of this showing, the safe
+   * answer (stay) focused first.
+   */
+  function confirmLeave() {
+    const d = el.leaveDialog;
+    if (!d || typeof d.showModal !== 'function') return Promise.resolve(window.confirm(t('leave_confirm_body')));
+    d.returnValue = '';
+    return new Promise((resolve) => {
+      const done = (v) => {
+        el.leaveOk.removeEventListener('click', onOk);
+        el.leaveCancel.removeEventListener('click', onCancel);
+        d.removeEventListener('cancel', onCancel);
+        resolve(v);
+      };
+      const onOk = () => done(true);
+      const onCancel = () => done(false);
+      el.leaveOk.addEventListener('click', onOk);
+      el.leaveCancel.addEventListener('click', onCancel);
+      d.addEventListener('cancel', onCancel);
+      d.showModal();
+      el.leaveCancel.focus();
+    });
+  }
+
+  async function askLeave(button) {
+    if (button.disabled) return;
+    button.disabled = true;
+    const ok = await confirmLeave();
+    button.disabled = false;
+    if (!ok) { button.focus(); return; }
+    if (!inLine() && phase !== 'joining') return; // the state moved on while the dialog was open
+    leave(button);
+  }
+
   function leave(button) {
     button.disabled = true;
     const r = room;
@@ -807,8 +946,8 @@
       renderLeft();
     });
   }
-  el.leave.addEventListener('click', () => leave(el.leave));
-  el.prequeueLeave.addEventListener('click', () => leave(el.prequeueLeave));
+  el.leave.addEventListener('click', () => askLeave(el.leave));
+  el.prequeueLeave.addEventListener('click', () => askLeave(el.prequeueLeave));
 
   start();
 })();

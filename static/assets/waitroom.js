@@ -24,6 +24,12 @@
  *                                    //   by default); interval_ms is the shortest gap seen between two
  *                                    //   pings (null until two came), for a page's "stale" detection
  *     onError(err)   {},             // {status, code, message, retryAfter, retryIn, fatal}
+ *     onPolling(p)   {},             // {polling: true, reason: 'too_many_streams', interval_ms,
+ *                                    //   retry_stream_ms}: this address holds as many streams as
+ *                                    //   the instance allows (WR_STREAMS_PER_IP), so the room polls
+ *                                    //   /status every interval_ms instead (the place is kept, the
+ *                                    //   callbacks above still fire) and tries the stream again
+ *                                    //   every retry_stream_ms; {polling: false} once it streams
  *     invite: 'code',                // optional invite code, sent in the join body
  *     onPow(p)       {},             // proof of work: {state: 'solving' | 'solved' | 'retrying',
  *                                    //   difficulty, hashes, expected, ms}
@@ -68,6 +74,14 @@
  * `closed` ends the sale for good. A join refused with 423 sold_out,
  * queue_ended or queue_closed is final (onError with fatal: true, no retry).
  *
+ * The per-address stream cap: EventSource cannot read why a stream was refused, so
+ * when one fails for good the room asks with HEAD on the stream's URL; 429 with
+ * X-RateLimit-Scope: ip is the cap (too_many_streams), and its Retry-After is the
+ * polling interval (the status route's rate limit). The room then polls GET /status at
+ * that interval — each answer becomes the same position/prequeue/admitted events — and
+ * every STREAM_RETRY_MS asks with HEAD again, going back to the stream once the
+ * address has a stream to spare. onPolling says when this happens.
+ *
  * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
  * ({token, expires_at, expires_at_ms}); it never goes into a URL. The order
  * page reads it back with WaitRoom.getToken(queue).
@@ -82,6 +96,7 @@
   const POW_ROUNDS = 5;  // challenges solved for one place at most (a live raise asks again)
   const PING_SILENCE = 3;              // missed ping intervals after which the stream is reopened
   const MIN_SILENCE_MS = 20000;        // never reopen a stream quicker than this
+  const STREAM_RETRY_MS = 30000;       // while polling for the stream cap: ask for a stream this often
   // Events the stream delivers and the holder re-broadcasts to the other tabs.
   const STREAM_EVENTS = ['position', 'admitted', 'expired', 'prequeue', 'sold_out', 'closed', 'ping'];
 
@@ -277,6 +292,9 @@
       this.powRounds = 0;
       this.worker = null;
       this.workerUrl = opts.powWorkerUrl || this.base + '/static/pow-worker.js';
+      this.polling = null;    // {interval_ms, retryAt}: polling /status for the stream cap
+      this.pollTimer = 0;
+      this.pollBusy = false;
     }
 
     // --- public ---
@@ -371,28 +389,10 @@
         this.powRounds = 0;
         this._clockFrom(body.server_time, res.headers.get('Date'));
         this._call('onJoin', Object.assign({ resumed: res.status === 200 }, body));
-        if (body.state === 'admitted' && body.token) {
-          // Also a passthrough queue's join, which may admit at once.
-          this._handle('admitted', { token: body.token, token_expires_at: body.token_expires_at }, false);
-        } else if (body.state === 'prequeue') {
-          this._handle('prequeue', {
-            starts_at: body.starts_at, prequeue_size: body.prequeue_size, draw_id: body.draw_id,
-            sold_out: body.sold_out,
-          }, false);
-        } else if (body.position != null || body.state === 'waiting') {
-          // position is null in a lottery (method random): only the count is known.
-          const p = {
-            position: typeof body.position === 'number' ? body.position : null, waiting: body.waiting,
-            eta_seconds: body.eta_seconds,
-            rate_per_second: typeof body.rate_per_second === 'number' ? body.rate_per_second : body.admit_rate,
-          };
-          if (typeof body.paused === 'boolean') p.paused = body.paused;
-          if (typeof body.sold_out === 'boolean') p.sold_out = body.sold_out;
-          if (body.draw_id) p.draw_id = body.draw_id;
-          this._handle('position', p, false);
-        }
+        this._place(body, false);
         if (!this.electing) this._elect();
-        else if (this.leader && !this.es && !this.ended) this._openStream();
+        else if (this.leader && !this.es && !this.ended && !this.polling) this._openStream();
+        else if (this.leader && this.polling && !this.pollTimer && !this.pollBusy) this._poll();
         return;
       }
       if (res.status === 428) {
@@ -434,6 +434,36 @@
       // 423 queue_ended, 429 too_many_places, 422 invite_invalid, other 4xx: retrying will not
       // help.
       this._fatal(err);
+    }
+
+    /**
+     * A join or status answer as the stream's events: admitted, prequeue or position (and,
+     * from status, expired). broadcast: the other tabs follow it too (a poll; a join's
+     * answer is this tab's own).
+     */
+    _place(body, broadcast) {
+      if (body.state === 'admitted' && body.token) {
+        // Also a passthrough queue's join, which may admit at once.
+        this._handle('admitted', { token: body.token, token_expires_at: body.token_expires_at }, broadcast);
+      } else if (body.state === 'prequeue') {
+        this._handle('prequeue', {
+          starts_at: body.starts_at, prequeue_size: body.prequeue_size, draw_id: body.draw_id,
+          sold_out: body.sold_out,
+        }, broadcast);
+      } else if (body.position != null || body.state === 'waiting') {
+        // position is null in a lottery (method random): only the count is known.
+        const p = {
+          position: typeof body.position === 'number' ? body.position : null, waiting: body.waiting,
+          eta_seconds: body.eta_seconds,
+          rate_per_second: typeof body.rate_per_second === 'number' ? body.rate_per_second : body.admit_rate,
+        };
+        if (typeof body.paused === 'boolean') p.paused = body.paused;
+        if (typeof body.sold_out === 'boolean') p.sold_out = body.sold_out;
+        if (body.draw_id) p.draw_id = body.draw_id;
+        this._handle('position', p, broadcast);
+      } else if (broadcast && (body.state === 'expired' || body.state === 'used')) {
+        this._handle('expired', {}, true);
+      }
     }
 
     _fatal(err) {
@@ -614,6 +644,7 @@
             this._post({
               type: 'snapshot', id: this.id, state: this.state, position: this.last.position, admitted: this.last.admitted,
               prequeue: this.last.prequeue, soldOut: this.last.soldOut, skewMs: this.skewKnown ? this.skewMs : null,
+              polling: this.polling ? { polling: true, reason: 'too_many_streams', interval_ms: this.polling.interval_ms, retry_stream_ms: STREAM_RETRY_MS } : null,
             });
           }
           break;
@@ -626,6 +657,7 @@
             if (msg.soldOut && !this.last.soldOut && !msg.admitted) this._handle('sold_out', {}, false, true);
             if (msg.admitted) this._handle('admitted', msg.admitted, false, true);
             if (msg.state) this._setState(msg.state);
+            if (msg.polling) this._call('onPolling', msg.polling);
             this.lastBeat = Date.now();
           }
           break;
@@ -650,6 +682,9 @@
           if (this.leader) this._post({ type: 'beat', id: this.id });
           else if (this.claimedAt && msg.id < this.id) this.claimedAt = 0;
           break;
+        case 'polling':
+          if (!this.leader && msg.info) this._call('onPolling', msg.info);
+          break;
         case 'bye':
           this.lastBeat = 0;
           break;
@@ -660,6 +695,8 @@
     _stepDown() {
       this.leader = false;
       this._closeStream();
+      if (this.pollTimer) { clearTimeout(this.pollTimer); this.timers.delete(this.pollTimer); this.pollTimer = 0; }
+      this.polling = null;
     }
 
     _lead() {
@@ -674,9 +711,7 @@
       this._closeStream();
       if (this.closed || this.ended) return;
       this.lastPingAt = 0; // the interval is measured on one connection
-      let url = this._url('/stream');
-      const ticket = this.crossOrigin ? storedTicket(this.base, this.queue) : '';
-      if (ticket) url += '?ticket=' + encodeURIComponent(ticket); // EventSource sends no headers
+      const url = this._streamUrl();
       const es = new global.EventSource(url);
       this.es = es;
       // Live from the first event, not from the open: an instance at its budget answers a
@@ -686,6 +721,7 @@
         if (heard) return;
         heard = true;
         this.streamFailures = 0;
+        this._stopPolling();
         this._setState('live');
       };
       es.onerror = () => {
@@ -697,15 +733,23 @@
           this._setState('reconnecting');
           return;
         }
-        // CLOSED: the server answered with an error status (401, 404: the
-        // place was lost) or not an event stream. Join again after a pause
-        // — a still-valid ticket gets its old place back.
+        // CLOSED: the server answered with an error status (429: this address holds the
+        // streams it may; 401, 404: the place was lost) or not an event stream. The cap
+        // is polled through; otherwise join again after a pause — a still-valid ticket gets
+        // its old place back.
         es.close();
         this.es = null;
         if (this.ended || this.closed) return;
         this._setState('reconnecting');
-        const delay = backoffMs(this.streamFailures++);
-        this._later(() => this._join(), delay);
+        this._streamCap(url).then((every) => {
+          if (this.ended || this.closed || this.es || !this.leader) return;
+          if (every) {
+            this._startPolling(every);
+            return;
+          }
+          const delay = backoffMs(this.streamFailures++);
+          this._later(() => this._join(), delay);
+        });
       };
       // The server says when it lost Redis (updates paused) and when it is back.
       es.addEventListener('state', (e) => {
@@ -722,6 +766,111 @@
           this._handle(name, parseJSON(e.data) || {}, true);
         });
       }
+    }
+
+    // --- the per-address stream cap: polling /status instead (leader only) ---
+
+    /**
+     * Asks with HEAD whether the stream at url is refused for the per-address stream cap
+     * (429, X-RateLimit-Scope: ip). Resolves to the polling interval in ms (the 429's
+     * Retry-After), or 0 when it is not that (a stream would open, the place is gone, a
+     * network error).
+     */
+    async _streamCap(url) {
+      try {
+        const res = await fetch(url, { method: 'HEAD', credentials: this.credentials, headers: { Accept: 'text/event-stream' } });
+        if (res.status !== 429 || res.headers.get('X-RateLimit-Scope') !== 'ip') return 0;
+        return Math.max(1, parseRetryAfter(res.headers.get('Retry-After')) || 1) * 1000;
+      } catch (_) {
+        return 0;
+      }
+    }
+
+    _startPolling(everyMs) {
+      const first = !this.polling;
+      this.polling = { interval_ms: everyMs, retryAt: Date.now() + STREAM_RETRY_MS };
+      if (first) {
+        const info = { polling: true, reason: 'too_many_streams', interval_ms: everyMs, retry_stream_ms: STREAM_RETRY_MS };
+        this._post({ type: 'polling', id: this.id, info });
+        this._call('onPolling', info);
+      }
+      if (!this.pollTimer && !this.pollBusy) this._poll();
+    }
+
+    _stopPolling() {
+      if (this.pollTimer) { clearTimeout(this.pollTimer); this.timers.delete(this.pollTimer); this.pollTimer = 0; }
+      if (!this.polling) return;
+      this.polling = null;
+      const info = { polling: false };
+      this._post({ type: 'polling', id: this.id, info });
+      this._call('onPolling', info);
+    }
+
+    /** One look at GET /status, then the next one (or the stream, once it has room). */
+    async _poll() {
+      this.pollTimer = 0;
+      if (this.pollBusy || this.closed || this.ended || !this.polling || this.es || !this.leader) return;
+      this.pollBusy = true;
+      try {
+        await this._pollOnce();
+      } finally {
+        this.pollBusy = false;
+      }
+    }
+
+    async _pollOnce() {
+      if (Date.now() >= this.polling.retryAt) {
+        this.polling.retryAt = Date.now() + STREAM_RETRY_MS;
+        const url = this._streamUrl();
+        const every = await this._streamCap(url);
+        if (this.closed || this.ended || !this.polling) return;
+        if (!every) {
+          this._openStream(); // polling stops at its first event; a refusal polls again
+          return;
+        }
+        this.polling.interval_ms = every;
+      }
+      let next = this.polling.interval_ms;
+      try {
+        const res = await fetch(this._url('/status'), { credentials: this.credentials, headers: this._headers() });
+        if (this.closed || this.ended || !this.polling) return;
+        if (res.ok) {
+          const body = (await res.json().catch(() => null)) || {};
+          if (this.closed || this.ended || !this.polling) return;
+          this._clockFrom(body.server_time, res.headers.get('Date'));
+          this.streamFailures = 0;
+          this._setState('live');
+          this._place(body, true);
+        } else {
+          const err = await readError(res);
+          if (this.closed || this.ended || !this.polling) return;
+          if (res.status === 423 && err.code === 'queue_ended') {
+            this._handle('closed', { reason: 'ended' }, true);
+            return;
+          }
+          if (res.status === 401 || res.status === 404) {
+            // The place is gone (abandoned, another secret): join again, as after a stream's 404.
+            this._stopPolling();
+            this._later(() => this._join(), backoffMs(this.streamFailures++));
+            return;
+          }
+          this._setState('reconnecting');
+          next = res.status === 429 || res.status === 503 ? Math.max(next, retryDelayMs(err.retryAfter)) : Math.max(next, backoffMs(this.streamFailures++));
+        }
+      } catch (_) {
+        if (this.closed || !this.polling) return;
+        this._setState('reconnecting');
+        next = Math.max(next, backoffMs(this.streamFailures++));
+      }
+      if (this.closed || this.ended || !this.polling || this.pollTimer) return;
+      this.pollTimer = this._later(() => this._poll(), next);
+    }
+
+    /** The stream's URL; across origins it carries the ticket (EventSource sends no headers). */
+    _streamUrl() {
+      const url = this._url('/stream');
+      const ticket = this.crossOrigin ? storedTicket(this.base, this.queue) : '';
+      return ticket ? url + '?ticket=' + encodeURIComponent(ticket) : url;
     }
 
     _closeStream() {
