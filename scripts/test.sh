@@ -99,9 +99,21 @@ passes=${WR_TEST_PASSES:-single cluster}
 if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: go test -race"
   t0=$SECONDS
-  WR_TEST_REDIS=single go test -race -count=1 -timeout 15m ./...
-  cat "$WR_OPENAPI_REPORT"
+  WR_TEST_REDIS=single go test -race -count=1 -timeout 15m -skip '^TestJourney' ./...
   echo "test.sh: go test -race took $((SECONDS - t0)) s"
+  # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
+  # through the pages as a person would, axe-core at every state it passes, screenshots in
+  # screenshots/journeys/<test>/. Timed on its own (budget: 150 s for all journeys).
+  echo "test.sh: the journey suite"
+  t0=$SECONDS
+  jlog=$(mktemp)
+  jrc=0
+  WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -run '^TestJourney' -v ./server >"$jlog" 2>&1 || jrc=$?
+  if [ "$jrc" -ne 0 ]; then cat "$jlog"; else grep -E '^\s*(--- |PASS|ok )|axe-core:|^openapi:' "$jlog"; fi
+  rm -f "$jlog"
+  echo "test.sh: the journey suite took $((SECONDS - t0)) s"
+  cat "$WR_OPENAPI_REPORT"
+  [ "$jrc" -eq 0 ] || exit "$jrc"
 fi
 rm -f "$WR_OPENAPI_REPORT"
 unset WR_OPENAPI_REPORT
@@ -111,7 +123,7 @@ unset WR_OPENAPI_REPORT
 # 3 replicas on loopback, emptied per test) instead of a private redis-server, and checks
 # every command the tests' clients send against the one-slot rule (queue/redistest). Tests
 # that kill, pause or restart their Redis keep a private server (redistest.Single).
-# The browser tests (TestBrowser*) are left out of this pass: they drive the same server
+# The browser tests (TestBrowser*, TestJourney*) are left out of this pass: they drive the same server
 # code through Chromium and would add minutes without touching Redis differently. So is
 # TestAutoRateFindsTheKnee (~75 s): it measures a PostgreSQL backend's knee, and the
 # controller's Redis side (health windows, the rate under WATCH) runs on the cluster in
@@ -119,7 +131,7 @@ unset WR_OPENAPI_REPORT
 if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test -race against a Redis Cluster (WR_TEST_REDIS=cluster)"
   t0=$SECONDS
-  WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -skip '^TestBrowser|^TestAutoRateFindsTheKnee$' ./queue/... ./stream/... ./server/...
+  WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./queue/... ./stream/... ./server/...
   echo "test.sh: the cluster pass took $((SECONDS - t0)) s"
 fi
 # Fuzz budgets are counts of executions, not durations: a duration (-fuzztime 5s) races the
