@@ -91,15 +91,54 @@ type Brand struct {
 	CSSURL     string
 }
 
-// OrderPage is the data of the "order" template, /q/{queue}/order.
-// ProductID may be empty: the page then offers the first product of
-// GET /api/products.
+// OrderPage is the data of the "order" template, /q/{queue}/order: the page of
+// one queue, which offers only what that queue sells. State is what it shows:
+//   - OrderReady: Products (one or more; a chooser when several) and the buy
+//     form, ProductID the chosen one;
+//   - OrderNotHere: ?product= named a product this queue does not sell; NotHere
+//     says so (and where it is sold, SoldIn), Products are offered as links, no
+//     buy button;
+//   - OrderEmpty: the queue sells nothing right now;
+//   - OrderNoQueue: there is no such queue;
+//   - OrderUnavailable: the products could not be read; the script reloads the
+//     page once they can.
 type OrderPage struct {
 	Lang      string
 	T         map[string]string
 	Queue     string
+	State     string
 	ProductID string
-	Brand     Brand // the queue's branding
+	Products  []OrderProduct
+	NotHere   string // the sentence of OrderNotHere, in the page's language
+	SoldIn    string // the queue that sells the asked-for product ("" = none)
+	Brand     Brand  // the queue's branding
+}
+
+// The states of the order page (its #shop[data-state]).
+const (
+	OrderReady       = "ready"
+	OrderNotHere     = "not_here"
+	OrderEmpty       = "empty"
+	OrderNoQueue     = "no_queue"
+	OrderUnavailable = "unavailable"
+)
+
+// OrderProduct is one product the order page offers. The JSON names are those of
+// GET /api/products (the script reads the list from the page and refreshes it
+// from GET /api/products?queue=); PriceText and Caps are the texts shown before
+// the script formats them in the page's language.
+type OrderProduct struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	Price          int64  `json:"price"`
+	Currency       string `json:"currency"`
+	CurrencyDigits int    `json:"currency_digits"`
+	Stock          int64  `json:"stock"`
+	MaxPerOrder    int    `json:"max_per_order"`
+	MaxPerTicket   int    `json:"max_per_ticket"`
+	PriceText      string `json:"-"`
+	StockText      string `json:"-"`
+	Caps           string `json:"-"`
 }
 
 // AdminPage is the data of the "admin" template, /admin. The page holds no

@@ -123,26 +123,6 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	return s.render(c, status, "queue", data)
 }
 
-func (s *Server) orderPage(c *fiber.Ctx) error {
-	l, t := lang(c)
-	name := c.Params("queue")
-	if !queue.ValidName(name) {
-		name = ""
-	}
-	pid := c.Query("product")
-	if !queue.ValidName(pid) {
-		pid = ""
-	}
-	data := static.OrderPage{Lang: l, T: t, Queue: name, ProductID: pid}
-	if name != "" {
-		// A queue that cannot be read shows the page unbranded rather than failing it.
-		if st, err := s.d.Queue.Settings(c.UserContext(), name); err == nil {
-			data.Brand = s.pageBrand(c.UserContext(), st)
-		}
-	}
-	return s.render(c, 200, "order", data)
-}
-
 func (s *Server) adminPage(c *fiber.Ctx) error {
 	l, t := lang(c)
 	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t})

@@ -39,8 +39,12 @@ func toProductJSON(p orders.Product) productJSON {
 	return out
 }
 
+// products answers GET /api/products: every product, or with ?queue=<name> the products
+// that queue's admission tokens can buy (those naming it, and those naming no queue when
+// WR_UNBOUND_PRODUCTS_QUEUE is that queue) — what its order page offers. An unknown queue
+// sells nothing (an empty list); a malformed name is a 422.
 func (s *Server) products(c *fiber.Ctx) error {
-	ps, err := s.d.Orders.Products(c.UserContext())
+	ps, err := s.productsQuery(c)
 	if err != nil {
 		return err
 	}
@@ -49,6 +53,20 @@ func (s *Server) products(c *fiber.Ctx) error {
 		out = append(out, toProductJSON(p))
 	}
 	return c.JSON(fiber.Map{"products": out})
+}
+
+func (s *Server) productsQuery(c *fiber.Ctx) ([]orders.Product, error) {
+	byQueue := c.Context().QueryArgs().Has("queue")
+	name := c.Query("queue")
+	if byQueue && !queue.ValidName(name) {
+		return nil, &Error{Status: 422, Code: "invalid_queue", Field: "queue",
+			Message: "queue must be a queue name: 1-64 characters of A-Z a-z 0-9 _ -."}
+	}
+	ps, err := s.d.Orders.Products(c.UserContext())
+	if err != nil || !byQueue {
+		return ps, err
+	}
+	return s.sellsThrough(ps, name), nil
 }
 
 func (s *Server) product(c *fiber.Ctx) error {

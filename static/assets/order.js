@@ -1,15 +1,20 @@
 /*
- * order.js — the order page /q/{queue}/order. Shows the product with its
- * live stock (a light 2 s poll: this page is behind the waiting room), and
- * buys with POST /api/orders using the admission token kept in
- * sessionStorage by the waiting page (never in the URL). One
- * Idempotency-Key per purchase attempt, reused when that attempt is retried,
- * so a retry after a timeout or 503 can never order twice.
+ * order.js — the order page /q/{queue}/order. The page belongs to its queue:
+ * the server lists the products that queue sells into #wr-products (and
+ * renders them: a chooser, a radio group, when there are several; the one
+ * chosen — ?product= or the first in stock — in #product), and says so
+ * instead (#shop[data-state] not "ready") when there is nothing to buy here.
+ * This script keeps their stock live (a light 2 s poll of
+ * GET /api/products?queue=: this page is behind the waiting room), switches
+ * the product when the buyer picks another, and buys with POST /api/orders
+ * using the admission token kept in sessionStorage by the waiting page (never
+ * in the URL). One Idempotency-Key per purchase attempt, reused when that
+ * attempt is retried, so a retry after a timeout or 503 can never order twice.
  *
  * Prices are integers in the minor units of the product's currency (ISO
  * 4217); the server sends the currency's decimals (currency_digits) so the
  * page shows price / 10^digits with Intl.NumberFormat in the page's language
- * (129000 KRW → ₩129,000, 12900 USD → $129.00). After an order the form is
+ * (189000 KRW → ₩189,000, 4500 EUR → €45.00). After an order the form is
  * hidden and a receipt takes its place, with the focus on it.
  */
 (function () {
@@ -21,15 +26,48 @@
 
   const { t, readError, retryDelayMs } = W.util;
   const queue = shop.dataset.queue;
+  const pageState = shop.dataset.state || 'ready';
   let productId = shop.dataset.productId || '';
   const lang = document.documentElement.lang || 'en';
   const num = new Intl.NumberFormat(lang);
   const timeFmt = new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeStyle: 'medium' });
   const IN_USE_RETRIES = 5; // 409 token_in_use: another request holds the token for a moment
   const POLL_MS = 2000;
-  const MAX_QTY = 99;
+  const MAX_QTY = 1000; // the order API's limit; a product's max_per_order is at most this
+  const listUrl = '/api/products?queue=' + encodeURIComponent(queue);
 
   const $ = (id) => document.getElementById(id);
+
+  /** The products this page offers, by id, as the server listed them (#wr-products). */
+  const offered = new Map();
+  try {
+    const list = JSON.parse(($('wr-products') || {}).textContent || 'null');
+    if (Array.isArray(list)) list.forEach((p) => offered.set(p.id, p));
+  } catch (_) { /* an empty page: nothing offered */ }
+
+  if (pageState === 'unavailable') {
+    // The products could not be read: ask again until they can, then show the page anew.
+    const retry = async () => {
+      try {
+        const res = await fetch(listUrl, { credentials: 'same-origin', headers: { Accept: 'application/json' }, cache: 'no-store' });
+        if (res.ok) { window.location.reload(); return; }
+      } catch (_) { /* still down */ }
+      setTimeout(retry, 3000);
+    };
+    setTimeout(retry, 3000);
+    return;
+  }
+  if (pageState !== 'ready' || !$('buy-form')) {
+    // Nothing is bought here (another queue's product, none on sale, no such queue): the
+    // page says so; only the prices in the list of what this queue sells are formatted.
+    document.querySelectorAll('#sold-here a[data-product]').forEach((a) => {
+      const p = offered.get(a.dataset.product);
+      const price = a.nextElementSibling;
+      if (p && price) price.textContent = formatMoney(p.price, p.currency, p.currency_digits);
+    });
+    return;
+  }
+
   const el = {
     tokenState: $('token-state'),
     tokenText: $('token-text'),
@@ -39,6 +77,8 @@
     name: $('product-name'),
     price: $('price'),
     stock: $('stock'),
+    caps: $('caps'),
+    chooser: $('chooser'),
     form: $('buy-form'),
     qty: $('qty'),
     buy: $('buy'),
@@ -184,39 +224,81 @@
     refreshButton();
   }
 
-  // ----- product and stock -----
+  // ----- products and stock -----
 
-  function renderProduct(p) {
-    product = p;
-    el.product.removeAttribute('aria-busy');
+  function stockText(p) {
+    if (p.gone) return t('order_moved');
+    return p.stock > 0 ? t('stock_left', { n: num.format(p.stock) }) : t('stock_sold_out');
+  }
+
+  /** renderChoices writes each choice's price and stock in the page's language. */
+  function renderChoices() {
+    if (!el.chooser) return;
+    offered.forEach((p, id) => {
+      const price = el.chooser.querySelector('[data-price-of="' + CSS.escape(id) + '"]');
+      const stock = el.chooser.querySelector('[data-stock-of="' + CSS.escape(id) + '"]');
+      if (price) price.textContent = formatMoney(p.price, p.currency, p.currency_digits);
+      if (stock) {
+        stock.textContent = stockText(p);
+        stock.dataset.stock = String(p.gone ? 0 : p.stock);
+        stock.classList.toggle('sold-out', !!p.gone || !(p.stock > 0));
+      }
+    });
+  }
+
+  /** renderProduct shows the chosen product: name, price, stock, the per-buyer caps. */
+  function renderProduct() {
+    const p = offered.get(productId) || null;
+    product = p && !p.gone ? p : null;
+    if (!p) {
+      el.name.textContent = t('order_no_product');
+      refreshButton();
+      return;
+    }
+    el.product.dataset.product = p.id;
     el.name.textContent = p.name || p.id;
     el.price.textContent = formatMoney(p.price, p.currency, p.currency_digits);
     el.price.dataset.currency = p.currency || '';
-    el.stock.dataset.stock = String(p.stock);
-    el.stock.textContent = p.stock > 0 ? t('stock_left', { n: num.format(p.stock) }) : t('stock_sold_out');
-    el.stock.classList.toggle('sold-out', !(p.stock > 0));
+    el.stock.dataset.stock = String(p.gone ? 0 : p.stock);
+    el.stock.textContent = stockText(p);
+    el.stock.classList.toggle('sold-out', !!p.gone || !(p.stock > 0));
+    const maxQty = Math.min(MAX_QTY, p.max_per_order || MAX_QTY);
+    el.qty.max = String(maxQty);
+    el.caps.textContent = t('order_caps', { order: num.format(maxQty), ticket: num.format(p.max_per_ticket || maxQty) });
     refreshButton();
   }
 
-  async function pickProduct() {
-    const res = await fetch('/api/products', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+  /**
+   * refresh reads what this queue sells now (one request for every product of the page)
+   * and updates the stock, price and caps shown. A product the queue no longer sells is
+   * marked gone (never bought from here); one it started selling since the page was made
+   * is left for the next visit.
+   */
+  async function refresh() {
+    const res = await fetch(listUrl, { credentials: 'same-origin', headers: { Accept: 'application/json' }, cache: 'no-store' });
     if (!res.ok) throw await readError(res);
     const body = await res.json();
-    const list = Array.isArray(body) ? body : (body && body.products) || [];
-    const first = list.find((p) => p.stock > 0) || list[0];
-    if (!first) throw { status: 404, code: 'product_not_found', message: '' };
-    return first.id;
+    const now = new Map(((body && body.products) || []).map((p) => [p.id, p]));
+    offered.forEach((p, id) => {
+      const fresh = now.get(id);
+      offered.set(id, fresh ? Object.assign({}, fresh, { gone: false }) : Object.assign({}, p, { gone: true }));
+    });
+    renderChoices();
+    renderProduct();
   }
 
-  async function loadProduct() {
-    if (!productId) productId = await pickProduct();
-    const res = await fetch('/api/products/' + encodeURIComponent(productId), {
-      credentials: 'same-origin',
-      headers: { Accept: 'application/json' },
-      cache: 'no-store',
-    });
-    if (!res.ok) throw await readError(res);
-    renderProduct(await res.json());
+  function choose(id) {
+    if (!offered.has(id) || id === productId) return;
+    productId = id;
+    el.result.hidden = true;
+    el.qty.removeAttribute('aria-invalid');
+    renderProduct();
+    // The address names the choice, so that a reload shows it again.
+    try {
+      const u = new URL(window.location.href);
+      u.searchParams.set('product', id);
+      window.history.replaceState(null, '', u.toString());
+    } catch (_) { /* an old browser: the choice is only on the page */ }
   }
 
   function schedulePoll(ms) {
@@ -228,15 +310,8 @@
     if (document.hidden) return; // resumed by visibilitychange
     let delay = POLL_MS;
     try {
-      await loadProduct();
+      await refresh();
     } catch (err) {
-      if (err && err.status === 404) {
-        el.name.textContent = t('order_no_product');
-        el.product.removeAttribute('aria-busy');
-        product = null;
-        refreshButton();
-        return; // nothing to poll
-      }
       if (err && (err.status === 429 || err.status === 503)) delay = Math.max(POLL_MS, retryDelayMs(err.retryAfter));
       else delay = POLL_MS * 2;
     }
@@ -270,8 +345,9 @@
     e.preventDefault();
     if (!canBuy()) return;
     const qty = Number(el.qty.value);
-    if (!Number.isInteger(qty) || qty < 1 || qty > MAX_QTY) {
-      showResult('invalid', t('order_qty_invalid', { max: MAX_QTY }));
+    const maxQty = Number(el.qty.max) || MAX_QTY;
+    if (!Number.isInteger(qty) || qty < 1 || qty > maxQty) {
+      showResult('invalid', t('order_qty_invalid', { max: maxQty }));
       el.qty.setAttribute('aria-invalid', 'true');
       el.qty.focus();
       return;
@@ -362,9 +438,14 @@
       showResult('rate_limited', t('order_slow_down', { n: err.retryAfter == null ? 1 : err.retryAfter }));
       blockFor(Math.max(1, err.retryAfter == null ? 1 : err.retryAfter));
     } else if (res.status === 403 && (err.code === 'product_not_on_sale' || err.code === 'token_wrong_queue')) {
-      // The token is still good for what its own queue sells: keep it.
+      // The product left this queue after the page was made. The token is still good for
+      // what its own queue sells: keep it.
       attempt = null;
-      showResult('error', t('order_error', { msg: err.message }));
+      const p = offered.get(shown ? shown.id : productId);
+      if (p) offered.set(p.id, Object.assign({}, p, { gone: true }));
+      renderChoices();
+      renderProduct();
+      showResult('error', t('order_moved'));
     } else if (res.status === 401 || res.status === 403) {
       attempt = null;
       admissionGone();
@@ -388,6 +469,7 @@
     const qty = Number(order.quantity) || (bought && bought.qty) || 1;
     const id = String(order.id || '');
     el.form.hidden = true;
+    if (el.chooser) el.chooser.hidden = true; // the token is used: nothing more to choose
     el.receiptProduct.textContent = (p && (p.name || p.id)) || order.product_id || '';
     el.receiptQty.textContent = num.format(qty);
     if (p) {
@@ -431,7 +513,14 @@
   el.form.addEventListener('submit', buy);
   el.copyRef.addEventListener('click', copyRef);
   el.qty.addEventListener('input', () => el.qty.removeAttribute('aria-invalid'));
+  if (el.chooser) {
+    el.chooser.addEventListener('change', (e) => {
+      if (e.target && e.target.name === 'product' && e.target.checked) choose(e.target.value);
+    });
+  }
 
+  renderChoices();
+  renderProduct();
   loadToken();
-  poll();
+  schedulePoll(POLL_MS);
 })();
