@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -10,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/waitroom/waitroom/examples/shop"
+	"github.com/waitroom/waitroom/orders/pgtest"
+	"github.com/waitroom/waitroom/queue/redistest"
 )
 
 // TestBrowserShopOnAnotherSite runs the example shop on 127.0.0.2 and the waiting room on
@@ -20,14 +25,20 @@ import (
 // is refused) and the embedded widget (live positions pushed across origins, the
 // admission, then an order from the shop's page).
 func TestBrowserShopOnAnotherSite(t *testing.T) {
-	ctx, room := browserInstance(t, "room", 120*time.Second, map[string]string{"WR_ADDR": "127.0.0.3:0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	db := pgtest.MustDB(t)
+	room := startInProcess(t, "room", baseEnv(redistest.Start(t).URL(), db, map[string]string{"WR_ADDR": "127.0.0.3:0"}))
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	shopURL := "http://" + ln.Addr().String()
 	// The shop, with a tap on what its page hands to its backend (the token from the URL).
-	sh := shop.New(shop.Config{Room: room.url, Queue: "drop"})
+	sh, err := shop.New(shop.Config{Room: room.url, Queue: "drop", Product: "sneaker"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handed := make(chan string, 4)
 	tap := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/shop/api/admit" {
@@ -107,10 +118,32 @@ func TestBrowserShopOnAnotherSite(t *testing.T) {
 		if stock := stockOf(t, room, "sneaker"); stock != 9 {
 			t.Fatalf("stock %d after one order, want 9", stock)
 		}
+		// The page shows the room's order (the one in PostgreSQL) and the stock that fell.
+		var id string
+		if err := pgQueryRow(t, db, `SELECT id::text FROM orders WHERE product_id = 'sneaker'`, &id); err != nil {
+			t.Fatalf("the order in PostgreSQL: %v", err)
+		}
+		if shown := p.eval(`document.getElementById('order-id').dataset.orderId`); shown != id {
+			t.Fatalf("order id on the page %q, in PostgreSQL %q", shown, id)
+		}
+		if got := p.eval(`document.getElementById('stock-before').dataset.stock + ' ' + document.getElementById('stock-after').dataset.stock`); got != "10 9" {
+			t.Fatalf("stock on the page (before, after): %s", got)
+		}
 		// The ticket stayed with the page: no cookie of the room's site was needed.
 		if c := p.eval(`document.cookie`); strings.Contains(c, "wr_ticket") {
 			t.Fatalf("shop page cookies: %q", c)
 		}
 		p.checkConsole()
 	})
+}
+
+// pgQueryRow reads one row from the test's database.
+func pgQueryRow(t *testing.T, db, sql string, dest ...any) error {
+	t.Helper()
+	conn, err := pgx.Connect(testContext(t), db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(testContext(t), sql).Scan(dest...)
 }
