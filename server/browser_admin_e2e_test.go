@@ -20,7 +20,9 @@ import (
 //   - max_per_order 0 is refused (422, error.field max_per_order): the dashboard marks that
 //     input aria-invalid, shows the server's message next to it (its aria-describedby) and
 //     names the field in the row's status; the stored value stays 2; typing clears the mark;
-//   - the "Add a product" form creates product cap sold through queue later.
+//   - the "Add a product" form creates product cap sold through queue later, its price typed
+//     in dollars (12.50 in the currency the form starts with, USD like every product) and
+//     stored in cents (1250).
 //
 // The screenshot goes to $WR_SCREENSHOTS, else screenshots/ at the repo root.
 func TestBrowserAdminEditsSaleSettings(t *testing.T) {
@@ -114,6 +116,11 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 	// 4. A new product, sold through later.
 	adm.sendKeys("new-product-id", "cap")
 	adm.sendKeys("new-product-name", "Cap")
+	// The price in major units of the currency the form starts with (every product is USD).
+	if cur := adm.eval(`document.getElementById('new-product-currency').value`); cur != "USD" {
+		t.Fatalf("the new product's currency starts as %q, want USD (the one every product has)", cur)
+	}
+	adm.sendKeys("new-product-price", "12.50")
 	adm.sendKeys("new-product-queue", "later")
 	adminUIRetype(adm, "new-product-max-ticket", "6")
 	adm.do("click Create", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
@@ -122,8 +129,9 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 		return document.querySelector('#new-product [data-testid=form-msg]').dataset.state === 'ok' &&
 			sel !== null && sel.value === 'later' && document.getElementById('p-cap-max_per_ticket').value === '6';
 	})()`)
-	if p := adminUIProduct(t, in, "cap"); p.Queue == nil || *p.Queue != "later" || p.MaxPerOrder != 4 || p.MaxPerTicket != 6 {
-		t.Fatalf("GET /api/products/cap: queue %v, max_per_order %d, max_per_ticket %d; want later, 4, 6", p.Queue, p.MaxPerOrder, p.MaxPerTicket)
+	if p := adminUIProduct(t, in, "cap"); p.Queue == nil || *p.Queue != "later" || p.MaxPerOrder != 4 || p.MaxPerTicket != 6 || p.Price != 1250 || p.Currency != "USD" {
+		t.Fatalf("GET /api/products/cap: queue %v, max_per_order %d, max_per_ticket %d, price %d %s; want later, 4, 6, 1250 USD",
+			p.Queue, p.MaxPerOrder, p.MaxPerTicket, p.Price, p.Currency)
 	}
 
 	for _, p := range b.pages {
@@ -258,6 +266,8 @@ type adminUIProductView struct {
 	Queue        *string `json:"queue"`
 	MaxPerOrder  int64   `json:"max_per_order"`
 	MaxPerTicket int64   `json:"max_per_ticket"`
+	Price        int64   `json:"price"`
+	Currency     string  `json:"currency"`
 }
 
 func adminUIProduct(t *testing.T, in *instance, id string) adminUIProductView {

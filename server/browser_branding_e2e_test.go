@@ -98,7 +98,7 @@ func TestBrowserBranding(t *testing.T) {
 // too light is refused on its field (the 422 names brand_color); then the name, a good
 // colour, the message and the support link are saved, and a logo file is uploaded through the
 // file input (fetch PUT with the file's type). The settings, the stats and the waiting page
-// carry them.
+// carry them. Removing the logo asks for confirmation first.
 func TestBrowserBrandingDashboard(t *testing.T) {
 	ctx, in := browserInstance(t, "brand-dash", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/shop", map[string]any{"rate_per_second": 0})
@@ -137,8 +137,9 @@ func TestBrowserBrandingDashboard(t *testing.T) {
 	shots := newDropShots(t)
 	shots.take(adm, "branding-dashboard-1280")
 
-	// Remove the logo from the dashboard.
+	// Remove the logo from the dashboard: it asks first (the file is gone afterwards).
 	adm.do("remove the logo", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=brand-logo-remove]')`)))
+	opsDialog(adm, "logo of queue shop", true)
 	adm.waitJS("the logo gone", 10*time.Second, card+`.querySelector('[data-testid=brand-logo-preview]').hidden`)
 	if st := brandingStats(t, in, "shop"); st.LogoURL != nil {
 		t.Fatalf("logo_url %v after the dashboard removed it", *st.LogoURL)

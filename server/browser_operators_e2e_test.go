@@ -351,7 +351,7 @@ func TestBrowserOperatorsViewer(t *testing.T) {
 		const on = []; let off = 0;
 		for (const e of document.querySelectorAll('#dashboard :is(input, select, textarea, button)')) {
 			const readOnly = e.id === 'admin-logout' || e.id === 'audit-refresh' || e.id === 'products-refresh' ||
-				e.matches('[data-range], [data-testid=invite-refresh], [data-testid=invite-copy]');
+				e.matches('[data-range], [data-testid=invite-refresh], [data-testid=invite-copy], [data-testid=commitment-copy]');
 			if (readOnly) continue;
 			if (e.disabled) { off++; if (e.getAttribute('aria-describedby') !== 'viewer-note') on.push('no reason: ' + (e.name || e.id || e.textContent)); }
 			else on.push(e.getAttribute('aria-label') || e.name || e.id || e.textContent.trim());

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/waitroom/waitroom/orders"
 )
 
 // Admin roles: an operator may use every admin route, a viewer only reads (every GET).
@@ -168,7 +170,27 @@ func adminRole(c *fiber.Ctx) string {
 	return v
 }
 
+// currencyJSON is one code of the currency allow-list with its minor unit (decimals).
+type currencyJSON struct {
+	Code   string `json:"code"`
+	Digits int    `json:"digits"`
+}
+
+// whoamiJSON is GET /admin/api/whoami: who the token is, and the currency allow-list the
+// dashboard's product form offers (read from orders, so the form never offers a code the
+// API refuses nor enters a price with other decimals than the API reads).
+type whoamiJSON struct {
+	Actor      string         `json:"actor"`
+	Role       string         `json:"role"`
+	Currencies []currencyJSON `json:"currencies"`
+}
+
 // whoami answers GET /admin/api/whoami.
 func (s *Server) whoami(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"actor": adminActor(c), "role": adminRole(c)})
+	out := whoamiJSON{Actor: adminActor(c), Role: adminRole(c)}
+	for _, code := range orders.Currencies() {
+		d, _ := orders.CurrencyDigits(code)
+		out.Currencies = append(out.Currencies, currencyJSON{Code: code, Digits: d})
+	}
+	return c.JSON(out)
 }

@@ -22,9 +22,16 @@
  * the same points) with charts.js, links to its printable report, and edits the rate mode
  * and the adaptive token TTL. The audit log (GET /admin/api/audit) is listed, re-read after
  * every change this page makes and every 30 s. GET /admin/api/whoami says who signed in:
- * a viewer sees every changing control disabled with the reason. Pausing, closing,
- * revoking a code and rotating the signing key ask for confirmation in a <dialog>. Every
- * control of a queue card names its queue ("Pause admission of queue drop").
+ * a viewer sees every changing control disabled with the reason. Every control of a queue
+ * card names its queue ("Pause admission of queue drop").
+ *
+ * Products are listed grouped by the queue that sells them; each has its currency (a
+ * select of the server's allow-list from whoami) and its price typed in major units with the
+ * currency's decimals (KRW none, EUR two), sent in minor units; what buyers will see is
+ * shown beside it. Changes that cannot be undone or stop a live sale (CONFIRM_KINDS: start
+ * now, rotating the key, revoking a code, removing the logo, pausing, closing) go through
+ * one confirmation <dialog> that names the consequence; api() refuses them unconfirmed. A
+ * saved start shows the draw's commitment with a copy button.
  */
 (function () {
   'use strict';
@@ -56,12 +63,12 @@
     rlUser: $('rl-user'), rlIp: $('rl-ip'), rlGlobal: $('rl-global'),
     instances: $('instances'), queues: $('queues'), products: $('products'),
     newQueue: $('new-queue'), newProduct: $('new-product'), productsRefresh: $('products-refresh'),
-    newProductQueue: $('new-product-queue'),
+    newProductQueue: $('new-product-queue'), newProductCurrency: $('new-product-currency'),
     tplQueue: $('tpl-queue'), tplProduct: $('tpl-product'),
     who: $('admin-who'), viewerNote: $('viewer-note'),
     auditRows: $('audit-rows'), auditMsg: $('audit-msg'), auditRefresh: $('audit-refresh'),
     keysRows: $('keys-rows'), keysMsg: $('keys-msg'), keysRotate: $('keys-rotate'),
-    confirm: $('confirm-dialog'), confirmText: $('confirm-text'),
+    confirm: $('confirm-dialog'), confirmText: $('confirm-text'), confirmUndo: $('confirm-undo'),
   };
   const charts = {
     sse: $('chart-sse'), waiting: $('chart-waiting'), admitted: $('chart-admitted'),
@@ -80,6 +87,7 @@
   const productRows = new Map(); // id -> row
   let knownQueues = null;        // sorted queue names from the last stats message (null: none yet)
   let productList = [];          // the last GET /api/products, for "which products a queue sells"
+  let currencies = [];           // [{code, digits}]: the allow-list from whoami
   let serverSkew = 0;            // server clock − this clock (ms), from the stats' server_time
   const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty',
     'auto_min', 'auto_max', 'auto_target_p95_ms', 'token_ttl_min_seconds', 'token_ttl_halve_at'];
@@ -141,8 +149,12 @@
     el.error.textContent = text || '';
   }
 
-  /** Authorised JSON call. Resolves {ok, status, body} or {ok:false, err}. 401 → login. */
-  async function api(method, path, body) {
+  /**
+   * Authorised JSON call. Resolves {ok, status, body} or {ok:false, err}. 401 → login. A
+   * change of one of CONFIRM_KINDS is sent only with conf, the dialog's confirmation of it.
+   */
+  async function api(method, path, body, conf) {
+    if (method !== 'GET' && !confirmedFor(method, path, body, conf)) return unconfirmed();
     const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let res;
@@ -553,15 +565,15 @@
     // Pausing and closing stop a live sale: asked first. Resuming and opening are not.
     card.querySelector('[data-testid="toggle-pause"]').addEventListener('click', async () => {
       if (!entry.q) return;
-      if (!entry.q.paused && !await confirmAction(tx('admin_confirm_pause', 'Pause admission of queue {name}? Nobody is let in until you resume.', { name }),
-        tx('admin_pause', 'Pause admission'))) return;
-      putQueue(entry, { paused: !entry.q.paused });
+      let conf = null;
+      if (!entry.q.paused && !(conf = await confirmAction('pause', t('admin_confirm_pause', { name }), t('admin_pause')))) return;
+      putQueue(entry, { paused: !entry.q.paused }, null, null, null, conf);
     });
     card.querySelector('[data-testid="toggle-closed"]').addEventListener('click', async () => {
       if (!entry.q) return;
-      if (!entry.q.closed && !await confirmAction(tx('admin_confirm_close', 'Close queue {name} to new joiners? People already waiting keep their places.', { name }),
-        tx('admin_close', 'Close to new joiners'))) return;
-      putQueue(entry, { closed: !entry.q.closed });
+      let conf = null;
+      if (!entry.q.closed && !(conf = await confirmAction('close', t('admin_confirm_close', { name }), t('admin_close')))) return;
+      putQueue(entry, { closed: !entry.q.closed }, null, null, null, conf);
     });
     relabel(form.querySelector('[data-testid="save-queue"]'), tx('admin_save_settings', 'Save settings'), name);
     const modeSel = form.elements.rate_mode;
@@ -644,15 +656,16 @@
 
   /**
    * PUT the queue. Errors go to `form` (default: the settings form) and `msg`; a 409 about
-   * the start (queue_not_empty, draw_done) is shown on starts_at when the form has it.
+   * the start (queue_not_empty, draw_done) is shown on starts_at when the form has it. conf:
+   * the dialog's confirmation, for a change that needs one (confirmKind).
    */
-  async function putQueue(entry, body, onOk, form, msg) {
+  async function putQueue(entry, body, onOk, form, msg, conf) {
     msg = msg || entry.card.querySelector('[data-testid="queue-msg"]');
     msg.dataset.state = 'pending';
     msg.textContent = t('admin_saving');
     form = form || entry.card.querySelector('form');
     clearFieldErrors(form);
-    const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(entry.card.dataset.queue), body);
+    const r = await api('PUT', '/admin/api/queues/' + encodeURIComponent(entry.card.dataset.queue), body, conf);
     if (!r.ok) {
       const err = Object.assign({}, r.err);
       if (!err.field && (err.code === 'queue_not_empty' || err.code === 'draw_done') && control(form, 'starts_at')) err.field = 'starts_at';
@@ -661,7 +674,7 @@
     }
     msg.dataset.state = 'ok';
     msg.textContent = t('admin_saved');
-    if (onOk) onOk();
+    if (onOk) onOk(r.body);
     // Mirror the saved values into the form that was saved; the other keeps its edits.
     const force = form === entry.sale.form ? 'sale' : entry.brand && form === entry.brand.form ? 'branding' : 'settings';
     if (r.body && typeof r.body === 'object' && r.body.name) updateQueueCard(entry, Object.assign({}, entry.q, r.body), null, force);
@@ -722,8 +735,22 @@
     form.addEventListener('input', () => { entry.sale.dirty = true; });
     form.addEventListener('change', () => { entry.sale.dirty = true; });
     watchFieldErrors(form);
-    const done = () => { entry.sale.dirty = false; };
-    form.addEventListener('submit', (e) => {
+    // A saved start shows the draw's commitment and says where it is.
+    const saved = (answer) => {
+      entry.sale.dirty = false;
+      if (answer && answer.draw && answer.draw !== 'none') {
+        loadCommitment(entry, answer.draw);
+        msg.textContent = t('admin_saved_commitment');
+      }
+    };
+    /** Asks before a start_now (an emptied start of a scheduled sale starts it). */
+    const askStart = (body, viaForm) => {
+      if (confirmKind('PUT', '/admin/api/queues/' + encodeURIComponent(c.dataset.queue), body) !== 'start_now') return Promise.resolve(true);
+      const n = entry.q && typeof entry.q.prequeue === 'number' ? num.format(entry.q.prequeue) : '0';
+      const text = (viaForm ? t('admin_confirm_clear_start') + ' ' : '') + t('admin_confirm_start_now', { name: c.dataset.queue, n });
+      return confirmAction('start_now', text, t('admin_confirm_start_now_ok'));
+    };
+    form.addEventListener('submit', async (e) => {
       e.preventDefault();
       clearFieldErrors(form);
       const body = {};
@@ -736,32 +763,91 @@
         body[k] = rfc3339Local(d);
       }
       body.method = control(form, 'method').value;
-      putQueue(entry, body, done, form, msg);
+      const conf = await askStart(body, true);
+      if (!conf) return;
+      putQueue(entry, body, saved, form, msg, conf === true ? null : conf);
     });
     for (const b of form.querySelectorAll('[data-clear]')) {
       const k = b.dataset.clear;
       b.id = 'q-' + c.dataset.queue + '-clear-' + k;
       b.setAttribute('aria-label', t('admin_clear_field', { field: labels[k] }));
-      b.addEventListener('click', () => {
+      b.addEventListener('click', async () => {
         clearFieldErrors(form);
-        putQueue(entry, { [k]: null }, () => {
+        const conf = await askStart({ [k]: null }, false);
+        if (!conf) return;
+        putQueue(entry, { [k]: null }, (answer) => {
           control(form, k).value = '';
           entry.sale.shown[k] = '';
-        }, form, msg);
+          if (k === 'starts_at' && answer && answer.draw && answer.draw !== 'none') loadCommitment(entry, answer.draw);
+        }, form, msg, conf === true ? null : conf);
       });
     }
+    setupCommitment(entry);
     control(form, 'method').id = 'q-' + c.dataset.queue + '-method';
     form.querySelector('[data-testid="save-sale"]').id = 'q-' + c.dataset.queue + '-save-sale';
+  }
+
+  // ---------- the draw's commitment (per queue card) ----------
+
+  /**
+   * The commitment box of the sale form: the SHA-256 of the draw's seed (GET …/draw, the
+   * public record), a copy button and what to do with it — publish it before the start, so
+   * that anyone can check the seed revealed at the draw against it.
+   */
+  function setupCommitment(entry) {
+    const c = entry.card;
+    const box = c.querySelector('[data-testid="commitment"]');
+    const value = field(c, 'commitment');
+    const msg = box.querySelector('[data-testid="commitment-msg"]');
+    entry.commit = { box, value, msg, note: box.querySelector('[data-testid="commitment-note"]'), draw: 'none', seq: 0 };
+    const copy = box.querySelector('[data-testid="commitment-copy"]');
+    copy.addEventListener('click', async () => {
+      const ok = value.textContent !== '' && await copyText(value.textContent);
+      msg.dataset.state = ok ? 'ok' : 'error';
+      msg.textContent = ok ? t('admin_commitment_copied') : t('admin_commitment_copy_failed');
+      if (!ok) window.getSelection().selectAllChildren(value);
+    });
+  }
+
+  /**
+   * Reads the commitment when the draw's state changed, or at once with saved (the draw
+   * state a save answered), and shows it.
+   */
+  async function loadCommitment(entry, saved) {
+    const cm = entry.commit;
+    const draw = saved || (entry.q && typeof entry.q.draw === 'string' ? entry.q.draw : 'none');
+    if (!saved && draw === cm.draw) return;
+    cm.draw = draw;
+    const seq = ++cm.seq;
+    if (draw === 'none') { cm.box.hidden = true; return; }
+    const r = await api('GET', '/api/queues/' + encodeURIComponent(entry.card.dataset.queue) + '/draw');
+    if (seq !== cm.seq) return;
+    if (!r.ok) {
+      if (r.status === 404) { cm.box.hidden = true; return; }
+      cm.box.hidden = false;
+      cm.msg.dataset.state = 'error';
+      cm.msg.textContent = t('admin_commitment_unavailable', { msg: errorText(r.err) });
+      return;
+    }
+    const hex = r.body && typeof r.body.commitment === 'string' ? r.body.commitment : '';
+    cm.value.textContent = hex;
+    cm.box.dataset.commitment = hex;
+    cm.box.dataset.draw = draw;
+    cm.note.textContent = draw === 'scheduled' ? t('admin_commitment_publish') : t('admin_commitment_after');
+    cm.box.hidden = !hex;
   }
 
   // ---------- branding (per queue card) ----------
 
   const BRAND_FIELDS = ['brand_name', 'brand_color', 'brand_message', 'support_url'];
+  const LOGO_MAX_BYTES = 100 * 1024; // the contract's 100 KB, built as 100 KiB (the server's limit)
 
   /**
    * The branding form: the four texts go in one PUT of the queue (empty clears); a chosen
    * logo file is then sent as the raw body of PUT …/logo with the file's own type (the server
-   * checks the type against the bytes: 415 for another type, 422 field logo, 413 over 64 KiB).
+   * checks the type against the bytes: 415 for another type, 422 field logo, 413 over
+   * LOGO_MAX_BYTES). A file over LOGO_MAX_BYTES is refused here, before anything is saved.
+   * Removing the logo asks first (the file is gone: it has to be uploaded again).
    */
   function setupBranding(entry) {
     const c = entry.card;
@@ -774,7 +860,8 @@
     form.addEventListener('input', () => { entry.brand.dirty = true; });
     watchFieldErrors(form);
     const path = '/admin/api/queues/' + encodeURIComponent(c.dataset.queue) + '/logo';
-    async function sendLogo(method, body, type) {
+    async function sendLogo(method, body, type, conf) {
+      if (!confirmedFor(method, path, undefined, conf)) return unconfirmed();
       const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
       if (type) headers['Content-Type'] = type;
       let res;
@@ -804,6 +891,10 @@
       const body = {};
       for (const k of BRAND_FIELDS) body[k] = form.elements[k].value.trim();
       const f = file.files && file.files[0];
+      if (f && f.size > LOGO_MAX_BYTES) {
+        showError(form, msg, { field: 'logo', message: t('admin_logo_too_big', { size: num1.format(f.size / 1024) }) });
+        return;
+      }
       let saved = false;
       await putQueue(entry, body, () => { saved = true; entry.brand.dirty = false; }, form, msg);
       if (!saved || !f) return;
@@ -819,7 +910,9 @@
     });
     remove.addEventListener('click', async () => {
       clearFieldErrors(form);
-      const r = await sendLogo('DELETE');
+      const conf = await confirmAction('remove_logo', t('admin_confirm_remove_logo', { name: c.dataset.queue }), t('admin_logo_remove'));
+      if (!conf) return;
+      const r = await sendLogo('DELETE', undefined, undefined, conf);
       if (!r.ok && r.err.code !== 'logo_not_found') { showError(form, msg, r.err); return; }
       showLogo(null);
       if (entry.q) entry.q.logo_url = null;
@@ -892,6 +985,7 @@
       : t('admin_clear_field', { field: t('admin_starts_at') });
     nameControl(clearStart, c.dataset.queue);
     c.querySelector('[data-clear="ends_at"]').disabled = role === 'viewer' || !q.ends_at;
+    if (entry.commit) loadCommitment(entry);
 
     // Keep what the admin is typing; otherwise mirror the live settings.
     const s = entry.sale;
@@ -1053,10 +1147,10 @@
       copy.setAttribute('aria-label', tx('admin_invite_copy_named', 'Copy the link of code {code} of queue {name}', { code: inv.code, name: c.dataset.queue }));
       revoke.setAttribute('aria-label', tx('admin_invite_revoke_named', 'Revoke code {code} of queue {name}', { code: inv.code, name: c.dataset.queue }));
       revoke.addEventListener('click', async () => {
-        if (!await confirmAction(tx('admin_confirm_revoke', 'Revoke code {code}? Nobody can join with it afterwards.', { code: inv.code }),
-          tx('admin_invite_revoke', 'Revoke'))) return;
+        const conf = await confirmAction('revoke_invite', t('admin_confirm_revoke', { code: inv.code }), tx('admin_invite_revoke', 'Revoke'));
+        if (!conf) return;
         revoke.disabled = true;
-        const r = await api('DELETE', path() + '/' + encodeURIComponent(inv.code));
+        const r = await api('DELETE', path() + '/' + encodeURIComponent(inv.code), undefined, conf);
         revoke.disabled = false;
         if (!r.ok && r.status !== 404) { say('error', errorText(r.err)); return; }
         say('ok', tx('admin_invite_revoked', 'Code revoked.'));
@@ -1164,10 +1258,14 @@
       const text = missing && name === want && knownQueues ? t('admin_queue_missing', { name }) : name;
       opts.push(new Option(text, name));
     }
+    replaceOptions(sel, opts);
+    sel.value = want || '';
+  }
+
+  function replaceOptions(sel, opts) {
     const same = sel.options.length === opts.length &&
       opts.every((o, i) => sel.options[i].value === o.value && sel.options[i].text === o.text);
     if (!same) sel.replaceChildren(...opts);
-    sel.value = want || '';
   }
 
   function refreshQueueSelects() {
@@ -1176,22 +1274,135 @@
       fillQueueSelect(sel, sel.value);
     }
     fillQueueSelect(el.newProductQueue, el.newProductQueue.value);
+    renderProducts(productList);
   }
 
-  /** The PUT body of a product row or of the new-product form: limits left empty are kept. */
+  // Currencies: the allow-list comes from whoami (the server's own list and decimals); a
+  // product's currency_digits fills in for a server that does not send it.
+  const currencyNames = typeof Intl.DisplayNames === 'function' ? new Intl.DisplayNames([lang], { type: 'currency' }) : null;
+
+  function digitsOf(code) {
+    const c = currencies.find((x) => x.code === code);
+    if (c) return c.digits;
+    const p = productList.find((x) => x && x.currency === code && typeof x.currency_digits === 'number');
+    return p ? p.currency_digits : 2;
+  }
+
+  function currencyLabel(code) {
+    let name = '';
+    try { name = currencyNames ? currencyNames.of(code) : ''; } catch (_) { name = ''; }
+    return name && name !== code ? code + ' · ' + name : code;
+  }
+
+  /**
+   * Fills a currency <select> with the allowed codes ("KRW · South Korean won": typing KRW
+   * picks it), keeping `want` (listed even when the list lacks it). chooser: the first option
+   * is "Choose a currency" (the new-product form: a price without a currency is refused here).
+   */
+  function fillCurrencySelect(sel, want, chooser) {
+    // A server that does not send the list (the release before, during a rolling deploy):
+    // the products' own currencies and the API's default.
+    const codes = currencies.length ? currencies.map((c) => c.code)
+      : [...new Set(['USD', ...productList.filter((p) => p && p.currency).map((p) => p.currency)])].sort();
+    if (want && !codes.includes(want)) codes.push(want);
+    const opts = chooser ? [new Option(t('admin_currency_choose'), '')] : [];
+    for (const code of codes) opts.push(new Option(currencyLabel(code), code));
+    replaceOptions(sel, opts);
+    sel.value = want || '';
+  }
+
+  /** The currency the new-product form starts with: the one every product has, if they share one. */
+  function usualCurrency() {
+    const seen = new Set(productList.filter((p) => p && p.currency).map((p) => p.currency));
+    return seen.size === 1 ? [...seen][0] : '';
+  }
+
+  function refreshNewProductCurrency() {
+    const sel = el.newProductCurrency;
+    const want = sel.dataset.touched ? sel.value : (sel.value || usualCurrency());
+    fillCurrencySelect(sel, want, true);
+    pricePreview(el.newProduct);
+  }
+
+  /** Minor units as the major-unit text of a price input: 18900 with 2 decimals is "189.00". */
+  function majorText(minor, digits) {
+    const neg = minor < 0;
+    let s = String(Math.abs(Math.trunc(minor)));
+    if (!digits) return (neg ? '-' : '') + s;
+    s = s.padStart(digits + 1, '0');
+    return (neg ? '-' : '') + s.slice(0, -digits) + '.' + s.slice(-digits);
+  }
+
+  function priceExample(digits) { return digits ? majorText(12990 * Math.pow(10, digits - 2 > 0 ? digits - 2 : 0), digits) : '189000'; }
+
+  /**
+   * A price typed in major units of the currency as minor units ({minor}), or the reason it
+   * is not one ({err}). More decimals than the currency has are refused (KRW has none, EUR
+   * two): rounding them away would sell at a price nobody typed. The range is the server's
+   * to judge (its 422 names the field).
+   */
+  function parsePrice(text, code) {
+    const digits = digitsOf(code);
+    const m = /^(-?)(\d+)(?:\.(\d*))?$/.exec(String(text).trim());
+    if (!m) return { err: t('admin_price_bad', { example: priceExample(digits) }) };
+    const frac = (m[3] || '').replace(/0+$/, '');
+    if (frac.length > digits) {
+      return { err: digits === 0 ? t('admin_price_whole', { currency: code }) : t('admin_price_decimals', { currency: code, n: digits }) };
+    }
+    const minor = Number((m[2] + frac.padEnd(digits, '0')).replace(/^0+(?=\d)/, ''));
+    return { minor: m[1] ? -minor : minor };
+  }
+
+  function money(minor, code, digits) {
+    try {
+      return new Intl.NumberFormat(lang, { style: 'currency', currency: code, minimumFractionDigits: digits, maximumFractionDigits: digits })
+        .format(minor / Math.pow(10, digits));
+    } catch (_) {
+      return majorText(minor, digits) + ' ' + code;
+    }
+  }
+
+  /** Shows next to the price what buyers will see ("Buyers see ₩189,000") and sets the input's step. */
+  function pricePreview(root) {
+    const code = control(root, 'currency').value;
+    const input = control(root, 'price');
+    const out = root.querySelector('[data-testid="price-shows"]');
+    const digits = code ? digitsOf(code) : 2;
+    input.step = digits ? String(Math.pow(10, -digits).toFixed(digits)) : '1';
+    const p = code && input.value !== '' ? parsePrice(input.value, code) : null;
+    const text = p && !p.err && p.minor >= 0 ? t('admin_price_shows', { amount: money(p.minor, code, digits) }) : '';
+    out.textContent = text;
+    out.dataset.minor = p && !p.err ? String(p.minor) : '';
+  }
+
+  /**
+   * The PUT body of a product row or of the new-product form ({body}), or the first field
+   * this page can already tell is wrong ({err: {field, message}}). Limits and stock left
+   * empty are kept; everything else is the server's to judge, and its 422 names the field.
+   */
   function productBody(root) {
+    const code = control(root, 'currency').value;
+    if (!code) return { err: { field: 'currency', message: t('admin_currency_required') } };
+    const price = parsePrice(control(root, 'price').value, code);
+    if (price.err) return { err: { field: 'price', message: price.err } };
     const body = {
       name: control(root, 'name').value.trim(),
-      price: Number(control(root, 'price').value),
-      stock: Number(control(root, 'stock').value),
+      currency: code,
+      price: price.minor,
       queue: control(root, 'queue').value,
     };
-    for (const k of PRODUCT_LIMITS) {
+    for (const k of ['stock', ...PRODUCT_LIMITS]) {
       const v = control(root, k).value.trim();
       if (v !== '') body[k] = Number(v);
     }
-    return body;
+    return { body };
   }
+
+  const PRODUCT_LABELS = () => ({
+    name: t('admin_product_name'), currency: t('admin_product_currency'), price: t('admin_product_price_major'),
+    stock: t('admin_product_stock_set'), queue: t('admin_product_queue'),
+    max_per_order: t('admin_max_per_order'), max_per_ticket: t('admin_max_per_ticket'),
+  });
 
   function makeProductRow(id) {
     const tr = el.tplProduct.content.firstElementChild.cloneNode(true);
@@ -1199,29 +1410,28 @@
     labelCells(tr, el.products);
     applyRole(tr);
     field(tr, 'id').textContent = id;
-    const labels = {
-      name: t('admin_product_name'), price: t('admin_product_price'), stock: t('admin_product_stock_set'),
-      queue: t('admin_product_queue'), max_per_order: t('admin_max_per_order'), max_per_ticket: t('admin_max_per_ticket'),
-    };
+    const labels = PRODUCT_LABELS();
     for (const k of Object.keys(labels)) {
       const ctl = control(tr, k);
       ctl.id = 'p-' + id + '-' + k;
       ctl.setAttribute('aria-label', labels[k] + ' — ' + id);
       ctl.dataset.label = labels[k];
     }
-    const dirty = () => { tr.dataset.dirty = '1'; };
+    const dirty = () => { tr.dataset.dirty = '1'; pricePreview(tr); };
     tr.addEventListener('input', dirty);
     tr.addEventListener('change', dirty);
     watchFieldErrors(tr);
     const save = tr.querySelector('[data-testid="save-product"]');
     save.id = 'p-' + id + '-save';
+    save.setAttribute('aria-label', t('admin_save') + ' — ' + id);
     save.addEventListener('click', async () => {
-      const body = productBody(tr);
       const msg = tr.querySelector('[data-testid="product-msg"]');
+      clearFieldErrors(tr);
+      const b = productBody(tr);
+      if (b.err) { showError(tr, msg, b.err); return; }
       msg.dataset.state = 'pending';
       msg.textContent = t('admin_saving');
-      clearFieldErrors(tr);
-      const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
+      const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), b.body);
       if (!r.ok) { showError(tr, msg, r.err); return; }
       msg.dataset.state = 'ok';
       msg.textContent = t('admin_saved');
@@ -1231,8 +1441,31 @@
     return tr;
   }
 
+  /** The <tbody> of the products a queue sells ('' : not on sale), with its heading row. */
+  function productGroup(queueName) {
+    for (const tb of el.products.tBodies) if (tb.dataset.group === queueName) return tb;
+    const tb = document.createElement('tbody');
+    tb.dataset.group = queueName;
+    tb.dataset.testid = 'product-group';
+    const head = document.createElement('tr');
+    head.className = 'group-head';
+    const th = cell('th', queueName ? t('admin_products_group', { name: queueName }) : t('admin_products_group_none'));
+    th.scope = 'rowgroup';
+    th.colSpan = el.products.tHead.rows[0].cells.length;
+    head.append(th);
+    tb.append(head);
+    return tb;
+  }
+
+  /**
+   * Lists the products grouped by the queue that sells them (the known queues in name
+   * order, then queues that do not exist, then "not on sale"). A row moves to its new group
+   * once its change is saved; the focus stays where it was.
+   */
   function renderProducts(list) {
+    const focused = el.products.contains(document.activeElement) ? document.activeElement : null;
     const seen = new Set();
+    const groups = new Map();
     for (const p of list) {
       if (!p || typeof p.id !== 'string') continue;
       seen.add(p.id);
@@ -1240,31 +1473,60 @@
       if (!tr) {
         tr = makeProductRow(p.id);
         productRows.set(p.id, tr);
-        el.products.append(tr);
       }
+      const q = typeof p.queue === 'string' ? p.queue : '';
+      if (!groups.has(q)) groups.set(q, []);
+      groups.get(q).push(tr);
       field(tr, 'stock').textContent = num.format(n(p.stock));
+      const code = typeof p.currency === 'string' && p.currency ? p.currency : 'USD';
       if (!tr.dataset.dirty && !tr.contains(document.activeElement)) {
         control(tr, 'name').value = p.name || '';
-        control(tr, 'price').value = String(n(p.price));
+        fillCurrencySelect(control(tr, 'currency'), code, false);
+        control(tr, 'price').value = majorText(n(p.price), typeof p.currency_digits === 'number' ? p.currency_digits : digitsOf(code));
         control(tr, 'stock').value = String(n(p.stock));
-        fillQueueSelect(control(tr, 'queue'), typeof p.queue === 'string' ? p.queue : '');
+        fillQueueSelect(control(tr, 'queue'), q);
         for (const k of PRODUCT_LIMITS) control(tr, k).value = typeof p[k] === 'number' ? String(p[k]) : '';
+        pricePreview(tr);
+      } else {
+        const sel = control(tr, 'currency');
+        fillCurrencySelect(sel, sel.value, false);
       }
     }
     for (const [id, tr] of productRows) {
       if (!seen.has(id)) { tr.remove(); productRows.delete(id); }
     }
-    let empty = el.products.querySelector('.empty');
-    if (!productRows.size && !empty) {
-      const tr = document.createElement('tr');
-      tr.className = 'empty';
-      const td = cell('td', t('admin_no_products'), 'muted');
-      td.colSpan = el.products.closest('table').querySelectorAll('thead th').length;
-      tr.append(td);
-      el.products.append(tr);
-    } else if (productRows.size && empty) {
-      empty.remove();
+    const known = knownQueues || [];
+    const order = [...groups.keys()].sort((a, b) => {
+      const rank = (x) => (x === '' ? 2 : known.includes(x) ? 0 : 1);
+      return rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
+    });
+    const want = [];
+    for (const q of order) {
+      const tb = productGroup(q);
+      want.push(tb);
+      const rows = groups.get(q);
+      const have = [...tb.rows].slice(1);
+      if (have.length !== rows.length || have.some((r, i) => r !== rows[i])) tb.append(...rows);
     }
+    if (!want.length) {
+      let empty = [...el.products.tBodies].find((tb) => tb.classList.contains('empty'));
+      if (!empty) {
+        empty = document.createElement('tbody');
+        empty.className = 'empty';
+        const tr = document.createElement('tr');
+        const td = cell('td', t('admin_no_products'), 'muted');
+        td.colSpan = el.products.tHead.rows[0].cells.length;
+        tr.append(td);
+        empty.append(tr);
+      }
+      want.push(empty);
+    }
+    const now = [...el.products.tBodies];
+    if (now.length !== want.length || now.some((tb, i) => tb !== want[i])) {
+      for (const tb of now) if (!want.includes(tb)) tb.remove();
+      el.products.append(...want);
+    }
+    if (focused && focused.isConnected && document.activeElement !== focused) focused.focus();
   }
 
   async function loadProducts() {
@@ -1275,6 +1537,7 @@
       const list = Array.isArray(r.body) ? r.body : (r.body && r.body.products) || [];
       productList = list;
       renderProducts(list);
+      refreshNewProductCurrency();
       for (const entry of queueCards.values()) renderSells(entry);
     } else {
       setError(errorText(r.err));
@@ -1288,13 +1551,17 @@
     e.preventDefault();
     const f = el.newProduct;
     const msg = f.querySelector('[data-testid="form-msg"]');
-    const id = f.elements.id.value.trim();
-    if (!NAME_RE.test(id)) { f.elements.id.setAttribute('aria-invalid', 'true'); f.elements.id.focus(); return; }
-    f.elements.id.removeAttribute('aria-invalid');
-    const body = productBody(f);
-    msg.textContent = t('admin_saving');
     clearFieldErrors(f);
-    const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), body);
+    const id = f.elements.id.value.trim();
+    if (!NAME_RE.test(id)) {
+      showError(f, msg, { field: 'id', message: t('admin_product_id_rule') });
+      return;
+    }
+    const b = productBody(f);
+    if (b.err) { showError(f, msg, b.err); return; }
+    msg.dataset.state = 'pending';
+    msg.textContent = t('admin_saving');
+    const r = await api('PUT', '/admin/api/products/' + encodeURIComponent(id), b.body);
     if (!r.ok) { showError(f, msg, r.err); return; }
     msg.dataset.state = 'ok';
     msg.textContent = t('admin_saved');
@@ -1303,18 +1570,93 @@
     loadProducts();
   });
   watchFieldErrors(el.newProduct);
+  el.newProduct.addEventListener('input', () => pricePreview(el.newProduct));
+  el.newProduct.addEventListener('change', (e) => {
+    if (e.target === el.newProductCurrency) el.newProductCurrency.dataset.touched = '1';
+    pricePreview(el.newProduct);
+  });
+  for (const [k, label] of Object.entries(PRODUCT_LABELS())) {
+    const ctl = control(el.newProduct, k);
+    if (ctl) ctl.dataset.label = label;
+  }
 
   // ---------- operators: roles, confirmation, tables on small screens ----------
 
+  // ---------- irreversible actions and the confirmation dialog ----------
+
   /**
-   * Asks before a change that stops or breaks something live: a modal <dialog> (Escape
-   * and Cancel answer no). Resolves true only for the Confirm button.
+   * The changes this page can make that cannot be undone, or that stop a live sale at once,
+   * by kind. Each one is asked first in the confirmation dialog, whose text names its
+   * consequence (undo: false adds "This cannot be undone."). api() and the logo requests
+   * refuse a request of one of these kinds unless it carries the confirmation the dialog's
+   * Confirm button gave for that kind (one use each) — a new control cannot skip the dialog.
+   * confirmKind says which requests they are; an unknown DELETE is kind "delete", which no
+   * control confirms: it is refused until it gets a kind and a sentence of its own.
    */
-  function confirmAction(text, okText) {
+  const CONFIRM_KINDS = {
+    start_now: { undo: false },     // starts_at null on a scheduled queue: the draw runs, the seed is revealed
+    rotate_key: { undo: false },    // a new signing key
+    revoke_invite: { undo: false }, // the code stops working
+    remove_logo: { undo: false },   // the logo file is deleted
+    pause: { undo: true },          // nobody is let in until resumed
+    close: { undo: true },          // nobody new may join until reopened
+  };
+
+  /** The kind of confirmation a request needs ('' for none). */
+  function confirmKind(method, path, body) {
+    const p = String(path).split('?')[0];
+    if (method === 'DELETE') {
+      if (/^\/admin\/api\/queues\/[^/]+\/invites\/[^/]+$/.test(p)) return 'revoke_invite';
+      if (/^\/admin\/api\/queues\/[^/]+\/logo$/.test(p)) return 'remove_logo';
+      return 'delete';
+    }
+    if (method === 'POST' && p === '/admin/api/keys/rotate') return 'rotate_key';
+    const m = /^\/admin\/api\/queues\/([^/]+)$/.exec(p);
+    if (method === 'PUT' && m && body && typeof body === 'object') {
+      const entry = queueCards.get(decodeURIComponent(m[1]));
+      const q = entry && entry.q;
+      // A queue whose state this page does not know is taken as scheduled: asking once too
+      // often is the safe mistake.
+      if (body.starts_at === null && (!q || q.draw === 'scheduled')) return 'start_now';
+      if (body.paused === true && !(q && q.paused)) return 'pause';
+      if (body.closed === true && !(q && q.closed)) return 'close';
+    }
+    return '';
+  }
+
+  const confirmations = new WeakSet(); // given by the dialog's Confirm button, used up by the request
+
+  /** Whether a request may go: it needs no confirmation, or carries an unused one of its kind. */
+  function confirmedFor(method, path, body, conf) {
+    const kind = confirmKind(method, path, body);
+    if (!kind) return true;
+    if (!conf || conf.kind !== kind || !confirmations.has(conf)) {
+      console.error('waitroom dashboard: ' + method + ' ' + path + ' needs the confirmation "' + kind + '" first');
+      return false;
+    }
+    confirmations.delete(conf);
+    return true;
+  }
+
+  const unconfirmed = () => ({ ok: false, err: { status: 0, code: 'unconfirmed', message: t('admin_confirm_unconfirmed') } });
+
+  /**
+   * Asks before a change of one of CONFIRM_KINDS in a modal <dialog>: the text names the
+   * consequence, okText the action. The focus moves to Cancel (the safe answer); Escape and
+   * Cancel answer no; the focus returns to the control that asked. Resolves the confirmation
+   * to pass to api() (Confirm) or null.
+   */
+  function confirmAction(kind, text, okText) {
     const d = el.confirm;
-    if (!d || typeof d.showModal !== 'function') return Promise.resolve(window.confirm(text));
+    const spec = CONFIRM_KINDS[kind];
+    if (!spec) throw new Error('confirmAction: unknown kind ' + kind);
+    const grant = () => { const c = { kind }; confirmations.add(c); return c; };
+    if (!d || typeof d.showModal !== 'function') return Promise.resolve(window.confirm(text) ? grant() : null);
+    const opener = document.activeElement;
     el.confirmText.textContent = text;
-    $('confirm-ok').textContent = okText || tx('admin_confirm_ok', 'Confirm');
+    el.confirmUndo.hidden = spec.undo;
+    d.dataset.kind = kind;
+    $('confirm-ok').textContent = okText || t('admin_confirm_ok');
     d.returnValue = '';
     return new Promise((resolve) => {
       // Answered by the buttons' clicks and Escape's cancel, which belong to this showing —
@@ -1325,22 +1667,25 @@
         ok.removeEventListener('click', onOk);
         cancel.removeEventListener('click', onCancel);
         d.removeEventListener('cancel', onCancel);
-        resolve(v);
+        if (d.open) d.close(v ? 'ok' : 'cancel');
+        d.dataset.kind = '';
+        if (opener && opener.isConnected && typeof opener.focus === 'function') opener.focus();
+        resolve(v ? grant() : null);
       };
-      const onOk = () => done(true);
-      const onCancel = () => done(false);
+      const onOk = (e) => { e.preventDefault(); done(true); };
+      const onCancel = (e) => { e.preventDefault(); done(false); };
       ok.addEventListener('click', onOk);
       cancel.addEventListener('click', onCancel);
       d.addEventListener('cancel', onCancel);
       d.showModal();
-      $('confirm-cancel').focus(); // the safe answer is the default
+      cancel.focus(); // the safe answer is the default
     });
   }
 
   /** Read-only controls stay usable for a viewer: they change nothing on the server. */
   function readOnlyControl(ctl) {
     return ctl.id === 'admin-logout' || ctl.id === 'audit-refresh' || ctl.id === 'products-refresh' ||
-      ctl.matches('[data-range], [data-testid="invite-refresh"], [data-testid="invite-copy"], #confirm-dialog *');
+      ctl.matches('[data-range], [data-testid="invite-refresh"], [data-testid="invite-copy"], [data-testid="commitment-copy"], #confirm-dialog *');
   }
 
   /** A viewer's token may only read: every changing control under root is disabled, with the reason. */
@@ -1386,6 +1731,11 @@
     el.viewerNote.textContent = tx('admin_viewer_note', 'This token can only read. Every control that changes something is disabled; ask an operator for changes.');
     el.viewerNote.hidden = role !== 'viewer';
     document.body.classList.toggle('is-viewer', role === 'viewer');
+    if (Array.isArray(r.body.currencies)) {
+      currencies = r.body.currencies.filter((c) => c && typeof c.code === 'string' && typeof c.digits === 'number');
+      renderProducts(productList);
+      refreshNewProductCurrency();
+    }
     applyRole(el.dashboard);
   }
 
@@ -1503,11 +1853,11 @@
   }
 
   el.keysRotate.addEventListener('click', async () => {
-    if (!await confirmAction(tx('admin_confirm_rotate', 'Rotate the token signing key? New tokens are signed with a new key; tokens already out stay valid until they expire.'),
-      tx('admin_keys_rotate', 'Rotate the key'))) return;
+    const conf = await confirmAction('rotate_key', t('admin_confirm_rotate'), tx('admin_keys_rotate', 'Rotate the key'));
+    if (!conf) return;
     el.keysRotate.disabled = true;
     el.keysMsg.textContent = t('admin_saving');
-    const r = await api('POST', '/admin/api/keys/rotate');
+    const r = await api('POST', '/admin/api/keys/rotate', undefined, conf);
     el.keysRotate.disabled = role === 'viewer';
     if (!r.ok) { el.keysMsg.textContent = errorText(r.err); return; }
     el.keysMsg.textContent = tx('admin_keys_rotated', 'Key rotated.');
@@ -1740,6 +2090,10 @@
     const mq = window.matchMedia('(prefers-color-scheme: dark)');
     if (mq.addEventListener) mq.addEventListener('change', () => drawAll());
   }
+
+  // The classifier of irreversible requests, read by the tests (a table of every request the
+  // page makes against the kind it needs); it holds nothing secret and changes nothing.
+  window.WaitRoomAdmin = Object.freeze({ confirmKind, kinds: Object.keys(CONFIRM_KINDS) });
 
   // ---------- start ----------
 
