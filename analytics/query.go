@@ -41,23 +41,23 @@ type HistoryAnswer struct {
 
 // histRow is one stored row.
 type histRow struct {
-	queue                                      string
-	step                                       int
-	t                                          time.Time
-	waiting, prequeue, sse                     int64
-	joined, admitted, abandoned, expired, left int64
-	hist                                       histogram
-	p50, p95, rate                             *float64
-	reason                                     string
+	queue                                               string
+	step                                                int
+	t                                                   time.Time
+	waiting, prequeue, sse                              int64
+	joined, admitted, abandoned, expired, left, dropped int64
+	hist                                                histogram
+	p50, p95, rate                                      *float64
+	reason                                              string
 }
 
 const rowColumns = `queue, step_seconds, t, waiting, prequeue, sse_connections, joined, admitted, abandoned,
-	expired, left_places, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason`
+	expired, left_places, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason, dropped`
 
 func scanRow(rows pgx.Rows, r *histRow, extra ...any) error {
 	var buckets []int64
 	dest := append([]any{&r.queue, &r.step, &r.t, &r.waiting, &r.prequeue, &r.sse, &r.joined, &r.admitted,
-		&r.abandoned, &r.expired, &r.left, &buckets, &r.p50, &r.p95, &r.rate, &r.reason}, extra...)
+		&r.abandoned, &r.expired, &r.left, &buckets, &r.p50, &r.p95, &r.rate, &r.reason, &r.dropped}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
@@ -71,6 +71,7 @@ type bucket struct {
 	rows                                       int
 	waiting, prequeue, sse                     int64
 	joined, admitted, abandoned, expired, left int64
+	dropped                                    int64
 	orders, units                              int64
 	hist                                       histogram
 	p50, p95                                   *float64 // the one row's, when the bucket is one 10-s row
@@ -100,6 +101,7 @@ func (b *bucket) add(r histRow) {
 	b.abandoned += r.abandoned
 	b.expired += r.expired
 	b.left += r.left
+	b.dropped += r.dropped
 	b.hist.merge(r.hist)
 	b.p50, b.p95 = r.p50, r.p95
 }

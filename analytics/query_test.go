@@ -213,7 +213,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 4 || len(recs[0]) != 10 || recs[0][0] != "minute" || recs[2][1] != "15" || recs[2][8] == "" {
+	if len(recs) != 4 || len(recs[0]) != 12 || recs[0][0] != "minute" || recs[2][1] != "15" || recs[2][8] == "" {
 		t.Errorf("csv %q", recs)
 	}
 

@@ -2,6 +2,7 @@ package analytics
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -79,11 +80,12 @@ type Recorder struct {
 
 	lastWarn      time.Time // Run's goroutine only
 	lastRetention time.Time
+	soldLogs      map[string]string // Run's goroutine only: the sold-out log written per queue (soldLogKey)
 }
 
 // NewRecorder returns the recorder of st.
 func NewRecorder(st *Store) *Recorder {
-	return &Recorder{st: st, queues: map[string]*tracker{}}
+	return &Recorder{st: st, queues: map[string]*tracker{}, soldLogs: map[string]string{}}
 }
 
 // ObserveTick implements queue.TickObserver.
@@ -257,7 +259,12 @@ func (r *Recorder) rows(ctx context.Context, done []*stepAcc) ([]stepRow, error)
 		}
 		row := stepRow{queue: acc.queue, t: acc.start.UTC(), waiting: acc.waiting, prequeue: st.Prequeue,
 			sse: streams[acc.queue], joined: st.Joined, admitted: st.AdmittedTotal, abandoned: st.Abandoned,
-			expired: st.Expired, left: st.Left, hist: acc.hist, rate: st.RatePerSecond, reason: st.RateReason}
+			expired: st.Expired, left: st.Left, dropped: st.Dropped, hist: acc.hist, rate: st.RatePerSecond,
+			reason: st.RateReason}
+		if k := soldLogKey(st.SoldOutPeriods); k != r.soldLogs[acc.queue] {
+			row.sellouts = sellouts(st)
+			r.soldLogs[acc.queue] = k
+		}
 		if n := len(acc.samples); n > 0 && int64(n) == acc.hist.count() {
 			p50, p95 := exactQuantile(acc.samples, 0.5), exactQuantile(acc.samples, 0.95)
 			row.p50, row.p95 = &p50, &p95
@@ -277,4 +284,27 @@ func (r *Recorder) warn(err error, msg string) {
 		r.lastWarn = now
 		r.st.cfg.Log.Warn().Err(err).Msg(msg + " (logged once a minute while it lasts)")
 	}
+}
+
+// sellouts are the queue's logged sold-out periods (queue.QueueStats.SoldOutPeriods).
+func sellouts(st queue.QueueStats) []SoldOutPeriod {
+	out := make([]SoldOutPeriod, 0, len(st.SoldOutPeriods))
+	for _, p := range st.SoldOutPeriods {
+		sp := SoldOutPeriod{From: p.From.UTC()}
+		if !p.To.IsZero() {
+			to := p.To.UTC()
+			sp.To = &to
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// soldLogKey sums up a queue's sold-out log: when it changes, the log is written again.
+func soldLogKey(ps []queue.SoldOutPeriod) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	l := ps[len(ps)-1]
+	return fmt.Sprint(len(ps), l.From.UnixMilli(), l.To.UnixMilli())
 }

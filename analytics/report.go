@@ -14,6 +14,13 @@ import (
 
 // Report is GET /admin/api/queues/{queue}/report's answer: a queue's whole recorded
 // history (the minute rows' 90 days) in totals, peaks and its wait distribution.
+//
+// Where the places went: Joined = Admitted + Abandoned + Left + Dropped + StillWaiting.
+// The counts are the recorded steps' plus what the queue's running totals show since the
+// last recorded step (so a report read right after the end counts the end), and
+// StillWaiting is the line now (every lane and the pre-queue). Unaccounted is what the
+// identity misses: 0 unless an instance of the release before counted nothing of what it
+// did (a rolling deploy), or the history is older than its 90 days.
 type Report struct {
 	Queue       string     `json:"queue"`
 	GeneratedAt time.Time  `json:"generated_at"`
@@ -26,17 +33,38 @@ type Report struct {
 	Units       int64      `json:"units"`  // quantity bought
 	Abandoned   int64      `json:"abandoned"`
 	Left        int64      `json:"left"`
-	Expired     int64      `json:"expired"`
-	// SoldOutAt is the latest order's time once every product of the queue has no stock.
-	SoldOutAt          *time.Time    `json:"sold_out_at"`
-	PeakWaiting        int64         `json:"peak_waiting"`
-	PeakWaitingAt      *time.Time    `json:"peak_waiting_at"`
-	PeakSSEConnections int64         `json:"peak_sse_connections"`
-	PeakSSEAt          *time.Time    `json:"peak_sse_at"`
-	WaitSeconds        WaitSummary   `json:"wait_seconds"`
-	OrdersPerMinute    []MinuteCount `json:"orders_per_minute"`
+	Expired     int64      `json:"expired"` // tokens that lapsed unused (part of Admitted)
+	// Dropped are the places still waiting when the sale ended (ends_at).
+	Dropped      int64 `json:"dropped_at_end"`
+	StillWaiting int64 `json:"still_waiting"`
+	Unaccounted  int64 `json:"unaccounted"`
+	// SoldOutAt is when the queue first sold out (its first sold-out period's start);
+	// SoldOutPeriods every period, oldest first, each to its restock (nil: still sold out).
+	// A sell-out marked only by the release before has no recorded instant: SoldOutAt is
+	// then the latest order's time while every product of the queue has no stock.
+	SoldOutAt          *time.Time      `json:"sold_out_at"`
+	SoldOutPeriods     []SoldOutPeriod `json:"sold_out_periods"`
+	PeakWaiting        int64           `json:"peak_waiting"`
+	PeakWaitingAt      *time.Time      `json:"peak_waiting_at"`
+	PeakSSEConnections int64           `json:"peak_sse_connections"`
+	PeakSSEAt          *time.Time      `json:"peak_sse_at"`
+	WaitSeconds        WaitSummary     `json:"wait_seconds"`
+	OrdersPerMinute    []MinuteCount   `json:"orders_per_minute"`
 
-	minutes []Point // for the CSV
+	minutes []csvMinute
+}
+
+// SoldOutPeriod is one time the queue was sold out: from when the flag was set to the
+// restock that cleared it (nil while it lasts).
+type SoldOutPeriod struct {
+	From time.Time  `json:"from"`
+	To   *time.Time `json:"to"`
+}
+
+// csvMinute is one CSV row: the minute's point and the counts the history answer leaves out.
+type csvMinute struct {
+	Point
+	left, dropped int64
 }
 
 // WaitSummary is the wait-time distribution of the users admitted.
@@ -63,7 +91,7 @@ type MinuteCount struct {
 // Report builds the report of queue name (which the caller has checked exists).
 func (s *Store) Report(ctx context.Context, name string) (Report, error) {
 	now := s.now().UTC()
-	rp := Report{Queue: name, GeneratedAt: now, OrdersPerMinute: []MinuteCount{}, minutes: []Point{}}
+	rp := Report{Queue: name, GeneratedAt: now, OrdersPerMinute: []MinuteCount{}, SoldOutPeriods: []SoldOutPeriod{}}
 	bs, err := s.buckets(ctx, name, now.Add(-MaxRange).Truncate(time.Minute), now.Add(time.Minute), time.Minute)
 	if err != nil {
 		return Report{}, err
@@ -93,12 +121,23 @@ func (s *Store) Report(ctx context.Context, name string) (Report, error) {
 		rp.Abandoned += b.abandoned
 		rp.Left += b.left
 		rp.Expired += b.expired
+		rp.Dropped += b.dropped
 		hist.merge(b.hist)
 		rp.OrdersPerMinute = append(rp.OrdersPerMinute, MinuteCount{T: b.t, Orders: b.orders})
-		rp.minutes = append(rp.minutes, b.point(time.Minute, false))
+		rp.minutes = append(rp.minutes, csvMinute{b.point(time.Minute, false), b.left, b.dropped})
 	}
 	rp.WaitSeconds = waitSummary(hist)
 	if err := s.refinePeaks(ctx, name, &rp); err != nil {
+		return Report{}, err
+	}
+	st, err := s.src.Stats(ctx, name)
+	if err != nil {
+		return Report{}, err
+	}
+	if err := s.since(ctx, name, st, &rp); err != nil {
+		return Report{}, err
+	}
+	if err := s.soldOut(ctx, name, st, &rp); err != nil {
 		return Report{}, err
 	}
 	if err := s.sales(ctx, name, &rp); err != nil {
@@ -179,7 +218,10 @@ func (s *Store) sales(ctx context.Context, name string, rp *Report) error {
 	if err != nil {
 		return fmt.Errorf("analytics: report %s: %w", name, classify(err))
 	}
-	if soldOut && last != nil {
+	if len(rp.SoldOutPeriods) > 0 {
+		t := rp.SoldOutPeriods[0].From
+		rp.SoldOutAt = &t
+	} else if soldOut && last != nil {
 		t := last.UTC()
 		rp.SoldOutAt = &t
 	}
@@ -188,7 +230,7 @@ func (s *Store) sales(ctx context.Context, name string, rp *Report) error {
 
 // CSVHeader is the report CSV's header row.
 var CSVHeader = []string{"minute", "joined", "admitted", "abandoned", "expired", "orders", "peak_waiting",
-	"peak_sse_connections", "wait_p50_seconds", "wait_p95_seconds"}
+	"peak_sse_connections", "wait_p50_seconds", "wait_p95_seconds", "left", "dropped_at_end"}
 
 // WriteCSV writes the report's minutes as CSV: the header, then one row per minute with
 // data (empty p50/p95 cells when nobody was admitted).
@@ -207,7 +249,7 @@ func (rp Report) WriteCSV(w io.Writer) error {
 	for _, p := range rp.minutes {
 		if err := cw.Write([]string{p.T.Format(time.RFC3339), i(p.Joined, 10), i(p.Admitted, 10),
 			i(p.Abandoned, 10), i(p.Expired, 10), i(p.Orders, 10), i(p.Waiting, 10), i(p.SSEConnections, 10),
-			f(p.WaitP50), f(p.WaitP95)}); err != nil {
+			f(p.WaitP50), f(p.WaitP95), i(p.left, 10), i(p.dropped, 10)}); err != nil {
 			return err
 		}
 	}

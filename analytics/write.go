@@ -30,10 +30,12 @@ type stepRow struct {
 	t                                          time.Time
 	waiting, prequeue, sse                     int64
 	joined, admitted, abandoned, expired, left int64
+	dropped                                    int64 // places dropped at the end (running total)
 	hist                                       histogram
 	p50, p95                                   *float64
 	rate                                       float64
 	reason                                     string
+	sellouts                                   []SoldOutPeriod // to record: the queue's log, when it changed
 }
 
 // insertStep writes one 10-s row. The deltas come from the queue's latest earlier row
@@ -41,21 +43,25 @@ type stepRow struct {
 // and counts its whole value; a queue's first row counts everything since the queue was
 // made — unless more were admitted than joined, which only a queue made before the running
 // totals existed shows (its admitted total is its life's, its joined total starts at 0):
-// that first row is the baseline and counts nothing. Two instances that both led the queue in one step (a hand-over) upsert the same
-// row: the counts grow by what the second saw beyond the first's totals, the peaks take
-// the larger, the histograms add, p50/p95 are those of the larger sample.
+// that first row is the baseline and counts nothing. The dropped delta comes from the
+// latest row that has dropped_total (rows written by an instance of the release before
+// leave it NULL). Two instances that both led the queue in one step (a hand-over) upsert
+// the same row: the counts grow by what the second saw beyond the first's totals, the
+// peaks take the larger, the histograms add, p50/p95 are those of the larger sample.
 const insertStep = `
 INSERT INTO queue_history AS h (queue, step_seconds, t, waiting, prequeue, sse_connections,
 	joined, admitted, abandoned, expired, left_places,
 	joined_total, admitted_total, abandoned_total, expired_total, left_total,
-	wait_count, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason)
+	wait_count, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason, dropped, dropped_total)
 SELECT $1, 10, $2, $3, $4, $5,
 	CASE WHEN p.joined_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.joined_total IS NULL OR $6 < p.joined_total THEN $6 ELSE $6 - p.joined_total END,
 	CASE WHEN p.admitted_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.admitted_total IS NULL OR $7 < p.admitted_total THEN $7 ELSE $7 - p.admitted_total END,
 	CASE WHEN p.abandoned_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.abandoned_total IS NULL OR $8 < p.abandoned_total THEN $8 ELSE $8 - p.abandoned_total END,
 	CASE WHEN p.expired_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.expired_total IS NULL OR $9 < p.expired_total THEN $9 ELSE $9 - p.expired_total END,
 	CASE WHEN p.left_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN p.left_total IS NULL OR $10 < p.left_total THEN $10 ELSE $10 - p.left_total END,
-	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
+	$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+	CASE WHEN p.joined_total IS NULL AND $7::bigint > $6::bigint THEN 0 WHEN d.dropped_total IS NULL OR $17 < d.dropped_total THEN $17 ELSE $17 - d.dropped_total END,
+	$17
 FROM (SELECT 1) AS one LEFT JOIN LATERAL (
 	SELECT * FROM (
 		(SELECT t, joined_total, admitted_total, abandoned_total, expired_total, left_total
@@ -64,6 +70,14 @@ FROM (SELECT 1) AS one LEFT JOIN LATERAL (
 		(SELECT t, joined_total, admitted_total, abandoned_total, expired_total, left_total
 			FROM queue_history WHERE queue = $1 AND step_seconds = 60 AND t < $2 ORDER BY t DESC LIMIT 1)
 	) AS latest ORDER BY t DESC LIMIT 1) AS p ON true
+LEFT JOIN LATERAL (
+	SELECT * FROM (
+		(SELECT t, dropped_total FROM queue_history
+			WHERE queue = $1 AND step_seconds = 10 AND t < $2 AND dropped_total IS NOT NULL ORDER BY t DESC LIMIT 1)
+		UNION ALL
+		(SELECT t, dropped_total FROM queue_history
+			WHERE queue = $1 AND step_seconds = 60 AND t < $2 AND dropped_total IS NOT NULL ORDER BY t DESC LIMIT 1)
+	) AS latest ORDER BY t DESC LIMIT 1) AS d ON true
 ON CONFLICT (queue, step_seconds, t) DO UPDATE SET
 	waiting = greatest(h.waiting, excluded.waiting),
 	prequeue = greatest(h.prequeue, excluded.prequeue),
@@ -73,11 +87,14 @@ ON CONFLICT (queue, step_seconds, t) DO UPDATE SET
 	abandoned = h.abandoned + greatest(excluded.abandoned_total - h.abandoned_total, 0),
 	expired = h.expired + greatest(excluded.expired_total - h.expired_total, 0),
 	left_places = h.left_places + greatest(excluded.left_total - h.left_total, 0),
+	dropped = CASE WHEN h.dropped_total IS NULL THEN h.dropped + excluded.dropped
+		ELSE h.dropped + greatest(excluded.dropped_total - h.dropped_total, 0) END,
 	joined_total = greatest(h.joined_total, excluded.joined_total),
 	admitted_total = greatest(h.admitted_total, excluded.admitted_total),
 	abandoned_total = greatest(h.abandoned_total, excluded.abandoned_total),
 	expired_total = greatest(h.expired_total, excluded.expired_total),
 	left_total = greatest(h.left_total, excluded.left_total),
+	dropped_total = greatest(h.dropped_total, excluded.dropped_total),
 	wait_count = h.wait_count + excluded.wait_count,
 	wait_buckets = (SELECT array_agg(coalesce(a, 0) + coalesce(b, 0) ORDER BY i)
 		FROM unnest(h.wait_buckets, excluded.wait_buckets) WITH ORDINALITY AS u(a, b, i)),
@@ -85,6 +102,13 @@ ON CONFLICT (queue, step_seconds, t) DO UPDATE SET
 	wait_p95 = CASE WHEN excluded.wait_count > h.wait_count THEN excluded.wait_p95 ELSE h.wait_p95 END,
 	rate_per_second = excluded.rate_per_second,
 	rate_reason = excluded.rate_reason`
+
+// upsertSellout records one sold-out period of a queue (queue_sellouts): its start, and
+// its end once known (set once; an unchanged period writes nothing).
+const upsertSellout = `
+INSERT INTO queue_sellouts AS s (queue, sold_out_at, restocked_at) VALUES ($1, $2, $3)
+ON CONFLICT (queue, sold_out_at) DO UPDATE SET restocked_at = excluded.restocked_at
+	WHERE s.restocked_at IS NULL AND excluded.restocked_at IS NOT NULL`
 
 // writeSteps writes rows in one batch (one implicit transaction).
 func (s *Store) writeSteps(ctx context.Context, rows []stepRow) error {
@@ -96,7 +120,10 @@ func (s *Store) writeSteps(ctx context.Context, rows []stepRow) error {
 	var b pgx.Batch
 	for _, r := range rows {
 		b.Queue(insertStep, r.queue, r.t, r.waiting, r.prequeue, r.sse, r.joined, r.admitted, r.abandoned,
-			r.expired, r.left, r.hist.count(), r.hist[:], r.p50, r.p95, r.rate, r.reason)
+			r.expired, r.left, r.hist.count(), r.hist[:], r.p50, r.p95, r.rate, r.reason, r.dropped)
+		for _, p := range r.sellouts {
+			b.Queue(upsertSellout, r.queue, p.From, p.To)
+		}
 	}
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("analytics: write %d steps: %w", len(rows), classify(err))
@@ -109,8 +136,8 @@ const upsertMinute = `
 INSERT INTO queue_history (queue, step_seconds, t, waiting, prequeue, sse_connections,
 	joined, admitted, abandoned, expired, left_places,
 	joined_total, admitted_total, abandoned_total, expired_total, left_total,
-	wait_count, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason)
-VALUES ($1, 60, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+	wait_count, wait_buckets, wait_p50, wait_p95, rate_per_second, rate_reason, dropped, dropped_total)
+VALUES ($1, 60, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 ON CONFLICT (queue, step_seconds, t) DO UPDATE SET
 	waiting = excluded.waiting, prequeue = excluded.prequeue, sse_connections = excluded.sse_connections,
 	joined = excluded.joined, admitted = excluded.admitted, abandoned = excluded.abandoned,
@@ -119,7 +146,8 @@ ON CONFLICT (queue, step_seconds, t) DO UPDATE SET
 	abandoned_total = excluded.abandoned_total, expired_total = excluded.expired_total,
 	left_total = excluded.left_total, wait_count = excluded.wait_count, wait_buckets = excluded.wait_buckets,
 	wait_p50 = excluded.wait_p50, wait_p95 = excluded.wait_p95,
-	rate_per_second = excluded.rate_per_second, rate_reason = excluded.rate_reason`
+	rate_per_second = excluded.rate_per_second, rate_reason = excluded.rate_reason,
+	dropped = excluded.dropped, dropped_total = excluded.dropped_total`
 
 // rollup recomputes the minute rows of every queue for the finished minutes of the
 // rollupBack before until (a minute boundary) from their 10-s rows. One instance at a
@@ -134,7 +162,7 @@ func (s *Store) rollup(ctx context.Context, until time.Time) error {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT `+rowColumns+`, joined_total, admitted_total, abandoned_total,
-			expired_total, left_total FROM queue_history
+			expired_total, left_total, dropped_total FROM queue_history
 			WHERE step_seconds = 10 AND t >= $1 AND t < $2 ORDER BY queue, t`, until.Add(-rollupBack), until)
 		if err != nil {
 			return err
@@ -146,10 +174,12 @@ func (s *Store) rollup(ctx context.Context, until time.Time) error {
 		var order []key
 		minutes := map[key]*bucket{}
 		totals := map[key][5]int64{}
+		dropped := map[key]*int64{} // the minute's last dropped_total (NULL: none known)
 		for rows.Next() {
 			var r histRow
 			var tot [5]int64
-			if err := scanRow(rows, &r, &tot[0], &tot[1], &tot[2], &tot[3], &tot[4]); err != nil {
+			var dt *int64
+			if err := scanRow(rows, &r, &tot[0], &tot[1], &tot[2], &tot[3], &tot[4], &dt); err != nil {
 				rows.Close()
 				return err
 			}
@@ -162,6 +192,9 @@ func (s *Store) rollup(ctx context.Context, until time.Time) error {
 			}
 			b.add(r)
 			totals[k] = tot // rows are in time order: the minute's last totals
+			if dt != nil {
+				dropped[k] = dt
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -173,7 +206,7 @@ func (s *Store) rollup(ctx context.Context, until time.Time) error {
 			p50, p95 := b.quantiles(false)
 			batch.Queue(upsertMinute, k.queue, k.t, b.waiting, b.prequeue, b.sse, b.joined, b.admitted,
 				b.abandoned, b.expired, b.left, tot[0], tot[1], tot[2], tot[3], tot[4], b.hist.count(), b.hist[:],
-				p50, p95, b.rate, b.reason)
+				p50, p95, b.rate, b.reason, b.dropped, dropped[k])
 		}
 		if batch.Len() == 0 {
 			return nil
@@ -206,6 +239,12 @@ func (s *Store) deleteExpired(ctx context.Context, now time.Time) error {
 				break
 			}
 		}
+	}
+	// Sold-out periods ended 90 days ago (few rows: one per sell-out).
+	qctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	if _, err := s.pool.Exec(qctx, `DELETE FROM queue_sellouts WHERE restocked_at < $1`, now.Add(-keepMinutes)); err != nil {
+		return fmt.Errorf("analytics: delete expired sold-out periods: %w", classify(err))
 	}
 	return nil
 }

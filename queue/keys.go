@@ -71,5 +71,8 @@ func (k keys) drawSet() string   { return k.p + "drawset" }
 func (k keys) draw() string      { return k.p + "draw" }
 func (k keys) drawOrder() string { return k.p + "draworder" }
 
+// soldLog is the log of the queue's sold-out periods (soldout.lua: LIST of "from[:to]" ms).
+func (k keys) soldLog() string { return k.p + "soldlog" }
+
 // queuesKey is the set of all queue names (a global key, outside any queue's slot).
 const queuesKey = "wr:queues"

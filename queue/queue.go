@@ -10,6 +10,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -545,9 +546,33 @@ type QueueStats struct {
 	// places removed after the abandonment grace, places given up by leaving, places
 	// dropped at the end of the sale (end.lua).
 	Joined, Expired, Abandoned, Left, Dropped int64
-	// SoldOutSince is when the latest sold-out period began, SoldOutUntil when it ended
-	// (zero while it lasts, or when the flag was last set by the release before them).
-	SoldOutSince, SoldOutUntil time.Time
+	// SoldOutPeriods are the queue's last 64 sold-out periods, oldest first (a period
+	// flagged by the release before soldout.lua is missing).
+	SoldOutPeriods []SoldOutPeriod
+}
+
+// SoldOutPeriod is one time a queue was sold out: from the instant its flag was set to the
+// instant a restock cleared it (zero while it lasts).
+type SoldOutPeriod struct {
+	From, To time.Time
+}
+
+// parseSoldLog reads soldout.lua's log entries ("from[:to]", ms).
+func parseSoldLog(entries []string) []SoldOutPeriod {
+	out := make([]SoldOutPeriod, 0, len(entries))
+	for _, e := range entries {
+		from, to, _ := strings.Cut(e, ":")
+		f := msTime(from)
+		if f == nil {
+			continue
+		}
+		p := SoldOutPeriod{From: *f}
+		if t := msTime(to); t != nil {
+			p.To = *t
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Stats returns the live counts of queue name.
@@ -563,6 +588,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 		"joins", "expired_n", "abandoned_n", "left_n", "dropped_n")
 	l := pipe.Get(ctx, k.lease())
 	pq := pipe.ZCard(ctx, k.pre())
+	sl := pipe.LRange(ctx, k.soldLog(), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return QueueStats{}, fail("stats "+name, err)
 	}
@@ -571,12 +597,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	}
 	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
 		Prequeue: pq.Val()}
-	if t := msTime(cfg.Val()["so_since"]); t != nil {
-		s.SoldOutSince = *t
-	}
-	if t := msTime(cfg.Val()["so_until"]); t != nil {
-		s.SoldOutUntil = *t
-	}
+	s.SoldOutPeriods = parseSoldLog(sl.Val())
 	v := c.Val()
 	if len(v) != 13 {
 		return s, nil

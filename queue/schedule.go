@@ -300,15 +300,16 @@ func (q *Queue) Seqs(ctx context.Context, name string, ids []string) ([]int64, e
 
 // SetSoldOut marks queue name sold out (every product it sells has stock 0) or not. The
 // leader's next tick stops (or resumes) admission and tells every stream; places are kept.
-// A change of the flag also records when the sold-out period began or ended
-// (soldout.lua; QueueStats.SoldOutSince/SoldOutUntil). An unknown queue is ignored.
+// A change of the flag also logs when the sold-out period began or ended (soldout.lua;
+// QueueStats.SoldOutPeriods). An unknown queue is ignored.
 func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	if !ValidName(name) {
 		return nil
 	}
-	if err := soldOutScript.Run(ctx, q.rdb, []string{keysFor(name).cfg()}, boolStr(soldOut)).Err(); err != nil {
+	k := keysFor(name)
+	if err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut)).Err(); err != nil {
 		return fail("sold out "+name, err)
 	}
 	return nil

@@ -454,24 +454,24 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
 			t.Fatal(err)
 		}
-		since := func() (time.Time, time.Time) {
+		periods := func() []queue.SoldOutPeriod {
 			st, err := f.q.Stats(ctx, "so")
 			if err != nil {
 				t.Fatal(err)
 			}
-			return st.SoldOutSince, st.SoldOutUntil
+			return st.SoldOutPeriods
 		}
-		s1, u1 := since()
-		if s1.Before(before) || s1.After(time.Now()) || !u1.IsZero() {
-			t.Fatalf("sold out since %v until %v, want since the call, no end", s1, u1)
+		p1 := periods()
+		if len(p1) != 1 || p1[0].From.Before(before) || p1[0].From.After(time.Now()) || !p1[0].To.IsZero() {
+			t.Fatalf("sold-out periods %+v, want one since the call, no end", p1)
 		}
 		// Marked again (a re-check, another order): the period's start stays.
 		time.Sleep(5 * time.Millisecond)
 		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
 			t.Fatal(err)
 		}
-		if s2, _ := since(); !s2.Equal(s1) {
-			t.Fatalf("sold out again moved the start %v → %v", s1, s2)
+		if p2 := periods(); len(p2) != 1 || !p2[0].From.Equal(p1[0].From) {
+			t.Fatalf("sold out again: periods %+v, want %+v", p2, p1)
 		}
 		tk, _ := f.signer.New("so")
 		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrSoldOut) {
@@ -485,8 +485,13 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			t.Fatalf("place while sold out: %+v", p)
 		}
 		_ = f.q.SetSoldOut(ctx, "so", false)
-		if s3, u3 := since(); !s3.Equal(s1) || u3.Before(s1) || u3.After(time.Now()) {
-			t.Fatalf("after the restock: since %v until %v, want since %v and the restock's time", s3, u3, s1)
+		p3 := periods()
+		if len(p3) != 1 || !p3[0].From.Equal(p1[0].From) || p3[0].To.Before(p1[0].From) || p3[0].To.After(time.Now()) {
+			t.Fatalf("after the restock: periods %+v, want the first ended by the restock", p3)
+		}
+		_ = f.q.SetSoldOut(ctx, "so", false) // cleared again: nothing logged
+		if p4 := periods(); len(p4) != 1 || !p4[0].To.Equal(p3[0].To) {
+			t.Fatalf("a second clear changed the log: %+v, want %+v", p4, p3)
 		}
 		time.Sleep(20 * time.Millisecond)
 		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 3 {

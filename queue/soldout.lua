@@ -1,6 +1,8 @@
--- soldout.lua: mark a queue sold out or not, and keep when its sold-out periods began and
--- ended (the report reads them; admission reads only sold_out).
--- KEYS[1] cfg  HASH  sold_out, so_since (ms: the latest period's start), so_until (ms: its end)
+-- soldout.lua: mark a queue sold out or not, and log its sold-out periods (the report reads
+-- them; admission reads only sold_out).
+-- KEYS[1] cfg     HASH  sold_out
+-- KEYS[2] soldlog LIST  one entry per period, oldest first: "<from ms>" while it lasts,
+--                       "<from ms>:<to ms>" once restocked; the last 64 periods are kept
 -- ARGV[1] "1" sold out, "0" not
 -- Returns 0 when the queue does not exist (nothing written: HSET would make a stray hash),
 -- 1 when the flag did not change, 2 when it did. Time from Redis TIME.
@@ -10,10 +12,13 @@ local want = ARGV[1] == '1'
 if cur == want then return 1 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'sold_out', want and '1' or '0')
+local last = redis.call('LINDEX', KEYS[2], -1)
 if want then
-  redis.call('HSET', KEYS[1], 'sold_out', '1', 'so_since', now)
-  redis.call('HDEL', KEYS[1], 'so_until')
-else
-  redis.call('HSET', KEYS[1], 'sold_out', '0', 'so_until', now)
+  redis.call('RPUSH', KEYS[2], now)
+  redis.call('LTRIM', KEYS[2], -64, -1)
+elseif last and not string.find(last, ':', 1, true) then
+  -- (No open period: the flag was set by a release without this log; nothing to end.)
+  redis.call('LSET', KEYS[2], -1, last .. ':' .. now)
 end
 return 2

@@ -153,7 +153,7 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(recs) < 2 || strings.Join(recs[0], ",") != "minute,joined,admitted,abandoned,expired,orders,peak_waiting,peak_sse_connections,wait_p50_seconds,wait_p95_seconds" {
+		if len(recs) < 2 || strings.Join(recs[0], ",") != "minute,joined,admitted,abandoned,expired,orders,peak_waiting,peak_sse_connections,wait_p50_seconds,wait_p95_seconds,left,dropped_at_end" {
 			t.Fatalf("csv %q", recs)
 		}
 		var joined int64
