@@ -207,7 +207,7 @@ type manifests struct {
 	svc     *corev1.Service
 	pdb     *policyv1.PodDisruptionBudget
 	hpa     *autoscalingv2.HorizontalPodAutoscaler
-	ing     *networkingv1.Ingress
+	ings    []*networkingv1.Ingress // one host, split by the annotations its paths need
 	secrets []*corev1.Secret
 	kust    *kustomization
 }
@@ -235,8 +235,7 @@ func collect(objs []object, files []string) (*manifests, []string) {
 			once("HorizontalPodAutoscaler", m.hpa != nil)
 			m.hpa = v
 		case *networkingv1.Ingress:
-			once("Ingress", m.ing != nil)
-			m.ing = v
+			m.ings = append(m.ings, v)
 		case *corev1.Secret:
 			m.secrets = append(m.secrets, v)
 		case *kustomization:
@@ -254,7 +253,7 @@ func check(m *manifests, settings map[string]setting) []string {
 	var p []string
 	bad := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
 	for kind, missing := range map[string]bool{"Deployment": m.deploy == nil, "Service": m.svc == nil,
-		"PodDisruptionBudget": m.pdb == nil, "HorizontalPodAutoscaler": m.hpa == nil, "Ingress": m.ing == nil} {
+		"PodDisruptionBudget": m.pdb == nil, "HorizontalPodAutoscaler": m.hpa == nil, "Ingress": len(m.ings) == 0} {
 		if missing {
 			bad("no %s", kind)
 		}
@@ -499,36 +498,60 @@ func check(m *manifests, settings map[string]setting) []string {
 		}
 	}
 
-	// Ingress: routes to the Service's port, unbuffered, reads longer than the heartbeat.
-	an := m.ing.Annotations
-	if an["nginx.ingress.kubernetes.io/proxy-buffering"] != "off" {
-		bad("Ingress: nginx.ingress.kubernetes.io/proxy-buffering must be \"off\" (SSE)")
-	}
+	// Ingress: routes to the Service's port, unbuffered, reads longer than the heartbeat;
+	// each public path once; bodies as the server takes them (100 KiB only where the logo
+	// upload is); a hashed asset of another release tried on the next pod, API answers never.
 	heartbeat, _ := time.ParseDuration(value("WR_HEARTBEAT"))
-	for _, k := range []string{"nginx.ingress.kubernetes.io/proxy-read-timeout", "nginx.ingress.kubernetes.io/proxy-send-timeout"} {
-		if s, err := strconv.Atoi(an[k]); err != nil || time.Duration(s)*time.Second < 4*heartbeat {
-			bad("Ingress: %s=%q must be whole seconds, at least 4 heartbeats (%v)", k, an[k], 4*heartbeat)
-		}
-	}
 	validPath := regexp.MustCompile(`^/[A-Za-z0-9/_-]*$`)
-	for _, r := range m.ing.Spec.Rules {
-		if r.HTTP == nil {
-			continue
+	routed := map[string]string{} // path → the Ingress routing it
+	for _, ing := range m.ings {
+		an := ing.Annotations
+		if an["nginx.ingress.kubernetes.io/proxy-buffering"] != "off" {
+			bad("Ingress %s: nginx.ingress.kubernetes.io/proxy-buffering must be \"off\" (SSE)", ing.Name)
 		}
-		for _, path := range r.HTTP.Paths {
-			b := path.Backend.Service
-			if b == nil || b.Name != m.svc.Name {
-				bad("Ingress path %s: backend is not Service %q", path.Path, m.svc.Name)
+		for _, k := range []string{"nginx.ingress.kubernetes.io/proxy-read-timeout", "nginx.ingress.kubernetes.io/proxy-send-timeout"} {
+			if s, err := strconv.Atoi(an[k]); err != nil || time.Duration(s)*time.Second < 4*heartbeat {
+				bad("Ingress %s: %s=%q must be whole seconds, at least 4 heartbeats (%v)", ing.Name, k, an[k], 4*heartbeat)
+			}
+		}
+		body, err := nginxSize(an["nginx.ingress.kubernetes.io/proxy-body-size"])
+		if err != nil {
+			bad("Ingress %s: proxy-body-size: %v", ing.Name, err)
+		}
+		next := strings.Fields(an["nginx.ingress.kubernetes.io/proxy-next-upstream"])
+		tries, err := strconv.Atoi(an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
+		if err != nil || tries < 2 || tries > 5 {
+			bad("Ingress %s: proxy-next-upstream-tries=%q: want a bound of 2 to 5", ing.Name, an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
+		}
+		for _, r := range ing.Spec.Rules {
+			if r.HTTP == nil {
 				continue
 			}
-			if !slices.ContainsFunc(m.svc.Spec.Ports, func(sp corev1.ServicePort) bool {
-				return (b.Port.Name != "" && sp.Name == b.Port.Name) || (b.Port.Number != 0 && sp.Port == b.Port.Number)
-			}) {
-				bad("Ingress path %s: the Service has no port %v", path.Path, b.Port)
+			for _, path := range r.HTTP.Paths {
+				if other, dup := routed[path.Path]; dup {
+					bad("Ingress path %s: routed by both %s and %s", path.Path, other, ing.Name)
+				}
+				routed[path.Path] = ing.Name
+				switch wantBody := int64(maxBody); {
+				case path.Path == "/admin" && body != maxLogo:
+					bad("Ingress %s: path /admin (the logo upload) needs proxy-body-size 100k (%d bytes), has %d", ing.Name, maxLogo, body)
+				case path.Path != "/admin" && body != wantBody:
+					bad("Ingress %s: path %s needs proxy-body-size 64k (%d bytes, the server's limit), has %d", ing.Name, path.Path, wantBody, body)
+				}
+				has404 := slices.Contains(next, "http_404")
+				if path.Path == "/static" && !has404 {
+					bad("Ingress %s: path /static needs proxy-next-upstream http_404 (a hashed asset of another release is on the next pod)", ing.Name)
+				}
+				if path.Path != "/static" && has404 {
+					bad("Ingress %s: path %s must not retry a 404 (queue_not_found is an answer)", ing.Name, path.Path)
+				}
+				checkPath(m, path, validPath, bad)
 			}
-			if pt := path.PathType; pt != nil && *pt != networkingv1.PathTypeImplementationSpecific && !validPath.MatchString(path.Path) {
-				bad("Ingress path %s: %s paths may hold only [A-Za-z0-9/_-] (ingress-nginx strict-validate-path-type)", path.Path, *pt)
-			}
+		}
+	}
+	for _, want := range []string{"/", "/api", "/q", "/static", "/admin", "/.well-known/jwks.json"} {
+		if _, ok := routed[want]; !ok {
+			bad("Ingress: no path %s", want)
 		}
 	}
 
@@ -546,6 +569,45 @@ func check(m *manifests, settings map[string]setting) []string {
 		}
 	}
 	return p
+}
+
+// The server's body limits (web: maxBody; queue.MaxLogoBytes for the logo upload).
+const (
+	maxBody = 64 << 10
+	maxLogo = 100 << 10
+)
+
+// nginxSize reads an nginx size ("64k", "1m", "512"): k and m are 1024 and 1024².
+func nginxSize(v string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(v, "k"), strings.HasSuffix(v, "K"):
+		mult, v = 1<<10, v[:len(v)-1]
+	case strings.HasSuffix(v, "m"), strings.HasSuffix(v, "M"):
+		mult, v = 1<<20, v[:len(v)-1]
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not an nginx size", v)
+	}
+	return n * mult, nil
+}
+
+// checkPath checks one Ingress path's backend and its path type.
+func checkPath(m *manifests, path networkingv1.HTTPIngressPath, validPath *regexp.Regexp, bad func(string, ...any)) {
+	b := path.Backend.Service
+	if b == nil || b.Name != m.svc.Name {
+		bad("Ingress path %s: backend is not Service %q", path.Path, m.svc.Name)
+		return
+	}
+	if !slices.ContainsFunc(m.svc.Spec.Ports, func(sp corev1.ServicePort) bool {
+		return (b.Port.Name != "" && sp.Name == b.Port.Name) || (b.Port.Number != 0 && sp.Port == b.Port.Number)
+	}) {
+		bad("Ingress path %s: the Service has no port %v", path.Path, b.Port)
+	}
+	if pt := path.PathType; pt != nil && *pt != networkingv1.PathTypeImplementationSpecific && !validPath.MatchString(path.Path) {
+		bad("Ingress path %s: %s paths may hold only [A-Za-z0-9/_-] (ingress-nginx strict-validate-path-type)", path.Path, *pt)
+	}
 }
 
 // checkSecretKey checks a secretKeyRef against the example Secret, when there is one.
@@ -748,7 +810,26 @@ func TestChecksCatchMistakes(t *testing.T) {
 			m.deploy.Spec.Template.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem = &f
 		}, "readOnlyRootFilesystem"},
 		{"secret key missing", func(m *manifests) { delete(m.secrets[0].StringData, "WR_SECRET") }, "has no key WR_SECRET"},
-		{"buffering ingress", func(m *manifests) { delete(m.ing.Annotations, "nginx.ingress.kubernetes.io/proxy-buffering") }, "proxy-buffering"},
+		{"buffering ingress", func(m *manifests) { delete(m.ings[0].Annotations, "nginx.ingress.kubernetes.io/proxy-buffering") }, "proxy-buffering"},
+		{"logo refused at the edge", func(m *manifests) {
+			ingressOf(t, m, "/admin").Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] = "64k"
+		}, "path /admin (the logo upload) needs proxy-body-size 100k"},
+		{"large bodies on the buyer API", func(m *manifests) {
+			ingressOf(t, m, "/api").Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] = "1m"
+		}, "path /api needs proxy-body-size 64k"},
+		{"another release's asset not retried", func(m *manifests) {
+			ingressOf(t, m, "/static").Annotations["nginx.ingress.kubernetes.io/proxy-next-upstream"] = "error timeout http_502"
+		}, "path /static needs proxy-next-upstream http_404"},
+		{"API 404 retried", func(m *manifests) {
+			ingressOf(t, m, "/api").Annotations["nginx.ingress.kubernetes.io/proxy-next-upstream"] = "error timeout http_404"
+		}, "must not retry a 404"},
+		{"retries unbounded", func(m *manifests) {
+			delete(ingressOf(t, m, "/static").Annotations, "nginx.ingress.kubernetes.io/proxy-next-upstream-tries")
+		}, "proxy-next-upstream-tries"},
+		{"a path routed twice", func(m *manifests) {
+			ing := ingressOf(t, m, "/static")
+			ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressOf(t, m, "/api").Spec.Rules[0].HTTP.Paths[1])
+		}, "routed by both"},
 		{"unlisted manifest", func(m *manifests) { m.kust.Resources = m.kust.Resources[1:] }, "is not listed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -760,6 +841,22 @@ func TestChecksCatchMistakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ingressOf is the Ingress that routes path.
+func ingressOf(t *testing.T, m *manifests, path string) *networkingv1.Ingress {
+	t.Helper()
+	for _, ing := range m.ings {
+		for _, r := range ing.Spec.Rules {
+			for _, p := range r.HTTP.Paths {
+				if p.Path == path {
+					return ing
+				}
+			}
+		}
+	}
+	t.Fatalf("no Ingress routes %s", path)
+	return nil
 }
 
 func setEnv(m *manifests, name, value string) {
