@@ -22,7 +22,8 @@ import (
 // Ana's link to fest's product (and to the demo's) says that it is not sold in her line and
 // offers no buy button. Both buy and get a receipt in the product's currency (₩189,000;
 // €90.00 for two passes); the stock fell by what they bought and the demo product sold
-// nothing. axe runs at every state (waiting, admitted, order, not sold here, receipt).
+// nothing. axe runs at every state (waiting, admitted, order, not sold here, receipt; the
+// chooser in light and dark at both widths).
 //
 // Waiting is reached deterministically: each queue holds one admitted buyer already with
 // max_active 1, so the person waits first in line until the cap is lifted.
@@ -107,7 +108,7 @@ func TestJourneyMultiQueueShop(t *testing.T) {
 			document.querySelector('#sold-here a[data-product="sneaker"]') !== null &&
 			document.querySelector('#sold-here .hint').textContent === '₩189,000'`)
 		if c.product == "ticket" {
-			j.stateMatrix(ana, "not-sold-here")
+			j.state(ana, "not-sold-here")
 		}
 	}
 
@@ -134,7 +135,7 @@ func TestJourneyMultiQueueShop(t *testing.T) {
 	if minji.eval(`String(document.getElementById('chooser').hidden)`) != "true" {
 		t.Error("the chooser is still offered after the order used the token")
 	}
-	j.stateMatrix(ana, "receipt")
+	j.state(ana, "receipt")
 	j.state(minji, "receipt")
 
 	for product, want := range map[string]int64{"sneaker": 9, "ticket": 18, "camp": 30, "demo": 100} {
