@@ -5,6 +5,7 @@ package static
 var messagesWaiting = map[string][3]string{
 	// The index: every listed queue's state, and what a buyer can do there.
 	"badge_scheduled":     {"Scheduled", "예정", "予定"},
+	"badge_ended":         {"Ended", "종료", "終了"},
 	"index_starts":        {"Starts", "시작 시각", "開始時刻"},
 	"index_ended_at":      {"Ended", "종료 시각", "終了時刻"},
 	"index_prequeue":      {"Waiting for the start", "시작 대기 인원", "開始待ちの人数"},
@@ -15,9 +16,9 @@ var messagesWaiting = map[string][3]string{
 	// The waiting page: the end of the sale, shown before it happens.
 	"ends_label": {"This sale ends at", "판매 종료 시각:", "販売終了時刻:"},
 	"ends_warning": {
-		"Your estimated wait ({eta}) goes past the end of the sale at {time}: the sale may end before your turn.",
-		"예상 대기 시간({eta})이 판매 종료 시각 {time}을 넘습니다. 차례가 오기 전에 판매가 끝날 수 있습니다.",
-		"予想待ち時間（{eta}）が販売終了時刻 {time} を過ぎています。順番が来る前に販売が終わる可能性があります。",
+		"Your estimated wait goes past the end of the sale at {time}: the sale may end before your turn.",
+		"예상 대기 시간이 판매 종료 시각({time})을 넘습니다. 차례가 오기 전에 판매가 끝날 수 있습니다.",
+		"予想待ち時間が販売終了時刻（{time}）を過ぎています。順番が来る前に販売が終わる可能性があります。",
 	},
 
 	// A state that lets nobody in shows no rate (sold out, paused).

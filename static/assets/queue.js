@@ -214,15 +214,19 @@
 
   /**
    * Warns when the ETA's upper end passes the end of the sale (seconds: the ETA; null when
-   * there is none — paused, sold out, a lottery — and then no warning).
+   * there is none — paused, sold out, a lottery — and then no warning). The text is set when
+   * the warning appears (role alert: said once), not at every new estimate.
    */
-  function checkEnds(seconds, etaShown) {
+  function checkEnds(seconds) {
     if (!el.endsWarning || !Number.isFinite(endsMs)) return;
     const hi = seconds == null || !Number.isFinite(seconds) ? null : (seconds >= 30 ? seconds * 1.25 : seconds);
     const now = room && typeof room.serverNow === 'function' ? room.serverNow() : Date.now();
-    const past = hi != null && phase === 'waiting' && now + hi * 1000 > endsMs;
+    let past = hi != null && phase === 'waiting' && now + hi * 1000 > endsMs;
+    // Once shown, the warning stays until the ETA is clearly before the end (10 s), so an
+    // estimate that wavers around the end does not make it come and go.
+    if (!past && hi != null && phase === 'waiting' && el.endsWarning.dataset.warned === 'true' && now + hi * 1000 > endsMs - 10000) past = true;
     if (past && el.endsWarning.dataset.warned !== 'true') {
-      el.endsWarning.textContent = t('ends_warning', { eta: etaShown, time: localTime(new Date(endsMs), false) });
+      el.endsWarning.textContent = t('ends_warning', { time: localTime(new Date(endsMs), false) });
       el.endsWarning.dataset.warned = 'true';
     } else if (!past && el.endsWarning.dataset.warned === 'true') {
       el.endsWarning.dataset.warned = 'false';
@@ -574,7 +578,7 @@
       el.eta.textContent = t('sold_out_title');
       el.eta.dataset.seconds = '';
       renderRate(null, true);
-      checkEnds(null, '');
+      checkEnds(null);
     } else if (!soldOut && was && phase === 'waiting') {
       el.announce.textContent = t('announce_restocked');
     }
@@ -639,7 +643,7 @@
     const eta = so ? t('sold_out_title') : p.paused ? t('eta_paused')
       : lottery && p.eta_seconds == null ? t('eta_lottery') : waitText(p.eta_seconds, rate);
     el.eta.textContent = eta;
-    checkEnds(so || p.paused ? null : p.eta_seconds, eta);
+    checkEnds(so || p.paused ? null : p.eta_seconds);
 
     const mode = lottery ? 'lottery' : 'line';
     el.waiting.dataset.mode = mode;
@@ -856,7 +860,10 @@
       onPolling(p) { if (live()) renderPolling(p); },
       onPing(p) {
         if (!live()) return;
-        if (typeof p.interval_ms === 'number' && p.interval_ms > 0) pingEveryMs = p.interval_ms;
+        if (typeof p.interval_ms === 'number' && p.interval_ms > 0) {
+          pingEveryMs = p.interval_ms;
+          roomEl.dataset.staleAfterMs = String(staleAfterMs()); // when silence counts as stale
+        }
         heard();
       },
       onPrequeue(q) { if (live()) { heard(); renderPrequeue(q); } },
