@@ -30,7 +30,8 @@ import (
 // addresses replaced (the room on 127.0.0.3, the shop on 127.0.0.2: two sites to Chromium,
 // as localhost and 127.0.0.1 are in the README). The room runs with the zero-config
 // defaults the README relies on: demo data on, no WR_ADMIN_TOKEN (the generated token file
-// is what step 3 reads, in a HOME of the test's own).
+// is what step 3 reads, in a HOME of the test's own). The room is the harness's in-process
+// instance (`make run` is `go run ./server`, the same run()); the shop is its own binary.
 
 const shopReadmePath = "../examples/shop/README.md"
 
@@ -130,11 +131,17 @@ func startIntegrator(t *testing.T) *integrator {
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
 	}
+	shopBin := shopBinary(t)
 	in := &integrator{readme: r, home: t.TempDir(), db: pgtest.MustDB(t)}
-	env := baseEnv(redistest.Start(t).URL(), in.db, map[string]string{"WR_ADDR": "127.0.0.3:0", "HOME": in.home})
+	env := baseEnv(redistest.Start(t).URL(), in.db, map[string]string{"WR_ADDR": "127.0.0.3:0"})
 	delete(env, "WR_DEMO")        // zero config: the demo queue and product are made
 	delete(env, "WR_ADMIN_TOKEN") // zero config: a random token, written to a file
-	in.room = startProcess(t, "room", env)
+	// The room writes its generated token under the user's cache directory, at start: this
+	// test's HOME for the start, the machine's again afterwards (axe-core is cached there).
+	cache := os.Getenv("XDG_CACHE_HOME")
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(in.home, ".cache"))
+	in.room = startInProcess(t, "room", env)
+	t.Setenv("XDG_CACHE_HOME", cache)
 	tok, err := os.ReadFile(filepath.Join(in.home, ".cache", "waitroom", "admin-token-room"))
 	if err != nil {
 		t.Fatalf("the room's generated admin token file: %v\n%s", err, in.room.logs.String())
@@ -147,7 +154,7 @@ func startIntegrator(t *testing.T) *integrator {
 	for i, a := range r.args {
 		args[i] = in.swap(a)
 	}
-	cmd := exec.Command(shopBinary(t), args...)
+	cmd := exec.Command(shopBin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + in.home}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -191,6 +198,25 @@ func (in *integrator) allowOrigin(t *testing.T) {
 	}
 	if want := `"allowed_origins":["` + in.shop + `"]`; !strings.Contains(string(out), want) {
 		t.Fatalf("README step 3 answered %s; want %s in it", out, want)
+	}
+}
+
+// waitCORS waits until the room answers the shop's origin on the queue's and the shop
+// routes: each instance follows a change of allowed_origins within 2 s (its cache).
+func (in *integrator) waitCORS(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, path := range []string{"/api/queues/demo/join", "/api/orders"} {
+		for {
+			res := call(t, "OPTIONS", in.room.url+path, "", nil, nil, "Origin", in.shop, "Access-Control-Request-Method", "POST")
+			if res.Header.Get("Access-Control-Allow-Origin") == in.shop {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the room does not answer CORS for %s on %s: %d", in.shop, path, res.StatusCode)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
 
@@ -310,6 +336,7 @@ func TestJourneyIntegratorEmbed(t *testing.T) {
 	j.state(buyer, "embed before allowed_origins")
 
 	in.allowOrigin(t)
+	in.waitCORS(t)
 	for range 2 { // two buyers ahead, through the API
 		call(t, "POST", in.room.url+"/api/queues/demo/join", "", nil, nil)
 	}

@@ -11,6 +11,7 @@
   var place = $('place'), buy = $('buy'), result = $('result'), notice = $('notice');
   var token = null;
   var joined = false;
+  var shown = false; // the product's name, price and stock are on the page
 
   function explain(reason, text) {
     notice.dataset.reason = reason;
@@ -57,14 +58,19 @@
         $('product-price').textContent = price(p);
         $('stock').textContent = String(p.stock);
         $('stock').dataset.stock = String(p.stock);
+        shown = true;
         return p.stock;
       });
     }, function () {
-      unreachable(0);
+      if (!joined) unreachable(0);
       return null;
     });
   }
-  product();
+  // The product on arrival, again until it is shown (a room that just allowed this origin
+  // answers within a couple of seconds).
+  (function load(tries) {
+    product().then(function () { if (!shown && tries > 1) setTimeout(function () { load(tries - 1); }, 2000); });
+  })(10);
 
   WaitRoom.join({
     queue: QUEUE,
@@ -72,10 +78,8 @@
     onState: function (s) { $('conn').textContent = s; },
     onJoin: function () {
       joined = true;
-      if (notice.dataset.reason === 'unreachable') {
-        clearNotice();
-        product();
-      }
+      if (notice.dataset.reason === 'unreachable') clearNotice();
+      if (!shown) product();
     },
     onPosition: function (p) {
       if (p.position == null) return;
@@ -133,6 +137,7 @@
           WaitRoom.clearToken(QUEUE);
           token = null;
           buy.hidden = true;
+          place.textContent = 'You bought your pair: your turn is used.';
           return product().then(function (after) {
             var id = $('order-id');
             id.textContent = b.order.id;
