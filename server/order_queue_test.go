@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -86,12 +90,14 @@ func productIDs(t *testing.T, in *instance, query string) (int, []string, string
 // zero-config demo product and another queue's product are never in it, a product of no
 // queue only where WR_UNBOUND_PRODUCTS_QUEUE sells it; ?product= preselects one of its own
 // and is refused (404, no buy button, the queue that sells it named) for any other; an
-// unknown queue and a queue selling nothing say so. GET /api/products?queue= lists the same
-// products. Server-side, a token of one queue never buys another queue's product (403
+// unknown queue and a queue selling nothing say so, and so does the page while the products
+// cannot be read (503, then the page as before); admitted.redirect leads to the admitting
+// queue's page. GET /api/products?queue= lists the same products. Server-side, a token of one queue never buys another queue's product (403
 // token_wrong_queue, nothing sold), and its refusal leaves the token good for its own.
 func TestOrderPageBelongsToItsQueue(t *testing.T) {
 	rs := redistest.Start(t)
-	in := startInProcess(t, "orderpage", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	db := pgtest.MustDB(t)
+	in := startInProcess(t, "orderpage", baseEnv(rs.URL(), db, map[string]string{
 		"WR_DEMO": "true", "WR_UNBOUND_PRODUCTS_QUEUE": "line",
 	}))
 	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"name": "Seoul runner", "price": 189000, "currency": "KRW", "stock": 10, "queue": "line"})
@@ -120,6 +126,17 @@ func TestOrderPageBelongsToItsQueue(t *testing.T) {
 			if status != c.status || code != c.code || !slices.Equal(ids, c.want) {
 				t.Errorf("GET /api/products%s: %d %s %v; want %d %s %v", c.query, status, code, ids, c.status, c.code, c.want)
 			}
+		}
+	})
+
+	t.Run("admitted.redirect is the order page of the admitting queue", func(t *testing.T) {
+		for q, ticket := range map[string]string{"line": lineTickets[0], "fest": festTickets[0]} {
+			s := mustStream(t, in.url+"/api/queues/"+q+"/stream", ticket)
+			ev, ok := s.next(t, 10*time.Second, "admitted")
+			if !ok || ev.Data["redirect"] != "/q/"+q+"/order" {
+				t.Errorf("%s: admitted event %v (%v), want redirect /q/%s/order", q, ev.Data, ok, q)
+			}
+			s.close()
 		}
 	})
 
@@ -168,6 +185,28 @@ func TestOrderPageBelongsToItsQueue(t *testing.T) {
 			if v.Chosen != "" {
 				t.Errorf("%s: a product is chosen (%q) on a page that sells it not", c.path, v.Chosen)
 			}
+		}
+	})
+
+	t.Run("products that cannot be read: the page says so and comes back", func(t *testing.T) {
+		conn, err := pgx.Connect(testContext(t), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(testContext(t), "ALTER TABLE products RENAME TO products_away"); err != nil {
+			t.Fatal(err)
+		}
+		v := getOrderPage(t, in, "/q/line/order")
+		res := call(t, "GET", in.url+"/q/line/order", "", nil, nil)
+		if _, err := conn.Exec(testContext(t), "ALTER TABLE products_away RENAME TO products"); err != nil {
+			t.Fatal(err)
+		}
+		if v.Status != 503 || v.State != "unavailable" || v.Buy || res.Header.Get("Retry-After") != "2" {
+			t.Errorf("products unreadable: %+v, Retry-After %q; want 503 unavailable without a buy button, Retry-After 2", v, res.Header.Get("Retry-After"))
+		}
+		if v := getOrderPage(t, in, "/q/line/order"); v.Status != 200 || v.State != "ready" || !v.Buy {
+			t.Errorf("products readable again: %+v", v)
 		}
 	})
 
