@@ -4,7 +4,9 @@
  * the browser's local time), a y axis with ticks, and breaks its lines where a step has no
  * point (a resting queue records nothing: a gap, never a line across it). Hover or keyboard
  * focus (←/→, Home/End) picks the nearest point and writes its values into a readout.
- * A bar chart draws labelled bars (the report's wait distribution).
+ * A bar chart draws labelled bars (the report's wait distribution). Time-axis labels never
+ * overlap: the tick spacing is the smallest whose widest label (measured in the SVG, or
+ * estimated when it is not rendered) fits its slot with a gap.
  *
  * Only SVG presentation attributes and classes are used: the pages' CSP forbids inline
  * styles.
@@ -19,7 +21,7 @@
   const DAY = 24 * HOUR;
   // Tick spacings of the time axis, from 10 s to a week.
   const TIME_STEPS = [10000, 30000, MIN, 2 * MIN, 5 * MIN, 10 * MIN, 15 * MIN, 30 * MIN, HOUR, 2 * HOUR,
-    3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, 7 * DAY];
+    3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, 4 * DAY, 7 * DAY];
 
   function make(tag, attrs, text) {
     const e = document.createElementNS(NS, tag);
@@ -46,10 +48,11 @@
   /** The local-time offset (ms) of instant t: local = t − offset. */
   function tzOffset(t) { return new Date(t).getTimezoneOffset() * MIN; }
 
-  /** Tick instants between from and to, aligned in local time, at most maxTicks of them. */
-  function timeTicks(from, to, maxTicks) {
+  /** Tick instants between from and to, aligned in local time, at most maxTicks of them
+   * (or every step's when step is given). */
+  function timeTicks(from, to, maxTicks, step) {
     const span = to - from;
-    const step = TIME_STEPS.find((s) => span / s <= maxTicks) || TIME_STEPS[TIME_STEPS.length - 1];
+    step = step || TIME_STEPS.find((s) => span / s <= maxTicks) || TIME_STEPS[TIME_STEPS.length - 1];
     const out = [];
     // Align to the step in local time (a 1 h tick falls on a local hour, a day on midnight).
     const localFrom = from - tzOffset(from);
@@ -68,6 +71,41 @@
     if (step >= DAY) return new Intl.DateTimeFormat(lang, { month: 'short', day: 'numeric' }).format(d);
     if (span > DAY) return new Intl.DateTimeFormat(lang, Object.assign({ weekday: 'short' }, opts)).format(d);
     return new Intl.DateTimeFormat(lang, opts).format(d);
+  }
+
+  // A tick label's width in px: measured in svg when it is rendered, else estimated from
+  // its characters at the tick font (11 px; a CJK character is about one em wide).
+  const GAP = 10;
+  function labelWidth(svg, text) {
+    let w = 0;
+    if (svg.isConnected && svg.getClientRects().length) {
+      const probe = make('text', { class: 'tick tick-x', x: -1000, y: -1000 }, text);
+      svg.append(probe);
+      try { w = probe.getComputedTextLength(); } catch (_) { w = 0; }
+      probe.remove();
+    }
+    if (w > 0) return w;
+    let e = 0;
+    for (const ch of text) e += ch.charCodeAt(0) > 0x2e80 ? 11 : 6.6;
+    return e;
+  }
+
+  /** The time ticks for a plot pw px wide whose labels do not overlap: the smallest tick
+   * step whose every label, centred on its tick, keeps GAP px from its neighbours. */
+  function fitTimeTicks(svg, from, to, pw) {
+    const span = to - from;
+    const maxTicks = Math.max(2, Math.floor(pw / 40));
+    for (const step of TIME_STEPS) {
+      if (span / step > maxTicks) continue;
+      const tt = timeTicks(from, to, 0, step);
+      const labels = tt.ticks.map((t) => timeLabel(t, step, span));
+      const slot = (step / span) * pw;
+      const widest = labels.reduce((m, l) => Math.max(m, labelWidth(svg, l)), 0);
+      if (tt.ticks.length <= 1 || widest + GAP <= slot) return { ticks: tt.ticks, step, labels, widest };
+    }
+    const step = TIME_STEPS[TIME_STEPS.length - 1];
+    const tt = timeTicks(from, to, 0, step);
+    return { ticks: tt.ticks, step, labels: tt.ticks.map((t) => timeLabel(t, step, span)), widest: 0 };
   }
 
   function fullTime(t) {
@@ -112,15 +150,23 @@
       grid.append(make('line', { x1: m.l, x2: w - m.r, y1: yy, y2: yy, class: 'grid-line' }));
       grid.append(make('text', { x: m.l - 6, y: yy + 4, 'text-anchor': 'end', class: 'tick tick-y' }, compact.format(v)));
     }
-    const tt = timeTicks(from, to, Math.max(2, Math.floor(pw / 70)));
-    for (const t of tt.ticks) {
+    svg.replaceChildren();
+    const tt = fitTimeTicks(svg, from, to, pw);
+    tt.ticks.forEach((t, i) => {
       const xx = Math.round(x(t)) + 0.5;
       grid.append(make('line', { x1: xx, x2: xx, y1: m.t + ph, y2: m.t + ph + 4, class: 'axis-line' }));
-      // Labels at the ends are anchored inwards so they stay inside the chart.
-      const anchor = xx > w - m.r - 28 ? 'end' : xx < m.l + 28 ? 'start' : 'middle';
+      // Labels are centred on their ticks (the step keeps them apart); one that would cross
+      // the chart's edge is anchored inwards, and left out (its tick stays) if it would then
+      // run into its neighbour.
+      const half = tt.widest / 2;
+      const slot = (tt.step / (to - from)) * pw;
+      let anchor = 'middle';
+      if (xx + half > w) anchor = 'end';
+      else if (xx - half < 0) anchor = 'start';
+      if (anchor !== 'middle' && tt.ticks.length > 1 && tt.widest + half + GAP > slot) return;
       grid.append(make('text', { x: xx, y: h - 6, 'text-anchor': anchor, class: 'tick tick-x', 'data-t': new Date(t).toISOString() },
-        timeLabel(t, tt.step, to - from)));
-    }
+        tt.labels[i]));
+    });
     grid.append(make('line', { x1: m.l, x2: w - m.r, y1: m.t + ph + 0.5, y2: m.t + ph + 0.5, class: 'axis-line' }));
     nodes.push(grid);
 
@@ -129,12 +175,13 @@
     const gap = (opts.step || 10000) * 1.5;
     let segments = 0;
     if (opts.bars) {
-      // Counts per step as bars (the report's orders per minute): each bar spans its step.
-      const bw = Math.max(2, ((opts.step || 60000) / (to - from)) * pw * 0.8);
+      // Counts per step as bars (the report's orders per minute): each bar spans its step,
+      // cut at the axis' end (a step still running ends now).
       const s0 = opts.series[0];
       for (const p of pts) {
         const v = s0.value(p);
         if (v == null) continue;
+        const bw = Math.max(2, (Math.min(opts.step || 60000, to - p.t) / (to - from)) * pw * 0.8);
         nodes.push(make('rect', { x: x(p.t).toFixed(1), y: y(v).toFixed(1), width: bw.toFixed(1),
           height: Math.max(0, y(0) - y(v)).toFixed(1), class: 'bar ' + (s0.cls || 's0') }));
       }

@@ -2,7 +2,9 @@
  * report.js — the printable report of a queue, /admin/queues/{queue}/report. Reads
  * GET /admin/api/queues/{queue}/report with the admin token the dashboard keeps in
  * sessionStorage (asks for it when this tab has none), shows the totals, the peaks, the
- * sold-out time, the wait distribution (SVG bars) and the orders per minute (SVG line).
+ * sold-out time and periods, where every place went (joined = admitted + abandoned + left
+ * + dropped at the end + still waiting), the wait distribution (SVG bars) and the orders per
+ * minute (SVG bars on a time axis that ends at the report's time, never after it).
  * "Download CSV" fetches …/report?format=csv with the token (a link cannot send the
  * header) and saves it through a Blob. An unknown queue (404) is said in words.
  */
@@ -90,10 +92,13 @@
     el.status.textContent = '';
     el.span.textContent = r.from ? t('report_span', { generated: when(r.generated_at), from: when(r.from), to: when(r.to) })
       : t('report_span_none', { generated: when(r.generated_at) });
-    for (const k of ['joined', 'drawn', 'admitted', 'bought', 'units', 'abandoned', 'left', 'expired', 'peak_waiting', 'peak_sse_connections']) {
+    for (const k of ['joined', 'drawn', 'admitted', 'bought', 'units', 'abandoned', 'left', 'dropped_at_end', 'still_waiting',
+      'expired', 'peak_waiting', 'peak_sse_connections']) {
       set(k, typeof r[k] === 'number' ? num.format(r[k]) : '–', r[k]);
     }
     set('sold_out_at', r.sold_out_at ? when(r.sold_out_at) : t('report_not_sold_out'), r.sold_out_at);
+    places(r);
+    soldOut(r);
     set('peak_waiting_at', when(r.peak_waiting_at), r.peak_waiting_at);
     set('peak_sse_at', when(r.peak_sse_at), r.peak_sse_at);
     const w = r.wait_seconds || {};
@@ -102,6 +107,42 @@
     set('wait_p95', seconds(w.p95), w.p95);
     set('wait_p99', seconds(w.p99), w.p99);
     draw();
+  }
+
+  /** The identity joined = admitted + abandoned + left + dropped + still waiting, in words. */
+  function places(r) {
+    const n = (v) => num.format(Number(v) || 0);
+    const p = $('report-identity');
+    p.textContent = t('report_identity', { joined: n(r.joined), admitted: n(r.admitted), abandoned: n(r.abandoned),
+      left: n(r.left), dropped: n(r.dropped_at_end), waiting: n(r.still_waiting) });
+    const off = Number(r.unaccounted) || 0;
+    p.dataset.addsUp = String(off === 0);
+    const u = $('report-unaccounted');
+    u.hidden = off === 0;
+    u.textContent = off === 0 ? '' : t('report_unaccounted', { n: num.format(off) });
+  }
+
+  /** A duration in seconds as "1 min 20 s" (the sold-out periods' lengths). */
+  function length(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return num.format(s) + ' s';
+    const m = Math.floor(s / 60);
+    if (m < 60) return num.format(m) + ' min' + (s % 60 ? ' ' + num.format(s % 60) + ' s' : '');
+    return num.format(Math.floor(m / 60)) + ' h' + (m % 60 ? ' ' + num.format(m % 60) + ' min' : '');
+  }
+
+  function soldOut(r) {
+    const ps = Array.isArray(r.sold_out_periods) ? r.sold_out_periods : [];
+    const list = $('report-soldout-list');
+    list.replaceChildren(...ps.map((p) => {
+      const li = document.createElement('li');
+      li.dataset.from = p.from;
+      li.dataset.to = p.to || '';
+      li.textContent = p.to ? t('report_period_length', { from: when(p.from), to: when(p.to), length: length(Date.parse(p.to) - Date.parse(p.from)) })
+        : t('report_period_open', { from: when(p.from) });
+      return li;
+    }));
+    $('report-soldout').hidden = ps.length === 0;
   }
 
   function bucketLabel(b, prev) {
@@ -123,9 +164,10 @@
 
     const opm = Array.isArray(report.orders_per_minute) ? report.orders_per_minute : [];
     const points = opm.map((p) => ({ t: Date.parse(p.t), orders: Number(p.orders) || 0 })).filter((p) => Number.isFinite(p.t));
-    // A minute of room on the left, two on the right, ten minutes at least.
-    const from = points.length ? points[0].t - 60000 : Date.parse(report.generated_at) - 3600000;
-    const to = points.length ? Math.max(points[points.length - 1].t + 120000, from + 600000) : Date.parse(report.generated_at);
+    // The axis ends at the report's time, never after it (the running minute's bar is cut
+    // there); it starts a minute before the first order, ten minutes back at least.
+    const to = Date.parse(report.generated_at);
+    const from = points.length ? Math.min(points[0].t - 60000, to - 600000) : to - 3600000;
     C.lineChart(el.ordersChart, {
       from, to, step: 60000, points, bars: true,
       series: [{ label: t('report_bought'), cls: 's0', value: (p) => p.orders }],
