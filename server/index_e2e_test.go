@@ -131,7 +131,7 @@ func TestIndexStateIsTheJoins(t *testing.T) {
 	// The waiting page of an ended queue: it says so, with the end, and joins nothing.
 	res := call(t, "GET", in.url+"/q/s-ended?lang=en", "", nil, nil)
 	page := readAll(res)
-	if res.StatusCode != 200 || !strings.Contains(page, `data-reason="queue_ended"`) || !strings.Contains(page, `id="ends-at"`) ||
+	if res.StatusCode != 200 || !strings.Contains(page, `id="join-error" class="card notice" data-reason="queue_ended"`) || !strings.Contains(page, `id="ends-at"`) ||
 		strings.Contains(page, `id="room"`) {
 		t.Errorf("waiting page of an ended queue: %d\n%s", res.StatusCode, page)
 	}

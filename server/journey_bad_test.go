@@ -190,7 +190,7 @@ func TestJourneyBadMoments(t *testing.T) {
 	}
 	j.state(gil, "index")
 	gil.navigate(in.url + "/q/s-ended?lang=en")
-	gil.waitJS("the ended page", 5*time.Second, `document.getElementById('unavailable').dataset.reason === 'queue_ended' &&
+	gil.waitJS("the ended page", 5*time.Second, `document.getElementById('join-error').dataset.reason === 'queue_ended' &&
 		document.getElementById('ends-at').dataset.local === 'true'`)
 	j.state(gil, "ended-page")
 
