@@ -45,7 +45,7 @@ func getOrderPage(t *testing.T, in *instance, path string) orderPageView {
 	res := call(t, "GET", in.url+path, "", nil, nil, "Accept-Language", "en")
 	b, _ := io.ReadAll(res.Body)
 	page := string(b)
-	v := orderPageView{Status: res.StatusCode, Buy: strings.Contains(page, `id="buy"`), Chooser: strings.Contains(page, `id="chooser"`)}
+	v := orderPageView{Status: res.StatusCode, Buy: strings.Contains(page, `id="buy"`), Chooser: strings.Contains(page, `<input type="radio" name="product"`)}
 	if m := reShopState.FindStringSubmatch(page); m != nil {
 		v.State, v.Chosen = m[1], m[2]
 	} else {

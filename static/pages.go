@@ -114,6 +114,17 @@ type OrderPage struct {
 	Brand     Brand  // the queue's branding
 }
 
+// Chosen is the product of Products whose ID is ProductID: the one the page shows first
+// (the zero value when there is none).
+func (p OrderPage) Chosen() OrderProduct {
+	for _, x := range p.Products {
+		if x.ID == p.ProductID {
+			return x
+		}
+	}
+	return OrderProduct{}
+}
+
 // The states of the order page (its #shop[data-state]).
 const (
 	OrderReady       = "ready"

@@ -233,7 +233,7 @@
 
   /** renderChoices writes each choice's price and stock in the page's language. */
   function renderChoices() {
-    if (!el.chooser) return;
+    if (el.chooser.hidden) return;
     offered.forEach((p, id) => {
       const price = el.chooser.querySelector('[data-price-of="' + CSS.escape(id) + '"]');
       const stock = el.chooser.querySelector('[data-stock-of="' + CSS.escape(id) + '"]');
@@ -469,7 +469,7 @@
     const qty = Number(order.quantity) || (bought && bought.qty) || 1;
     const id = String(order.id || '');
     el.form.hidden = true;
-    if (el.chooser) el.chooser.hidden = true; // the token is used: nothing more to choose
+    el.chooser.hidden = true; // the token is used: nothing more to choose
     el.receiptProduct.textContent = (p && (p.name || p.id)) || order.product_id || '';
     el.receiptQty.textContent = num.format(qty);
     if (p) {
@@ -513,7 +513,7 @@
   el.form.addEventListener('submit', buy);
   el.copyRef.addEventListener('click', copyRef);
   el.qty.addEventListener('input', () => el.qty.removeAttribute('aria-invalid'));
-  if (el.chooser) {
+  if (!el.chooser.hidden) {
     el.chooser.addEventListener('change', (e) => {
       if (e.target && e.target.name === 'product' && e.target.checked) choose(e.target.value);
     });
