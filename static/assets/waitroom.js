@@ -34,6 +34,8 @@
  *     onPow(p)       {},             // proof of work: {state: 'solving' | 'solved' | 'retrying',
  *                                    //   difficulty, hashes, expected, ms}
  *     powWorkerUrl: '',              // optional; default baseUrl + '/static/pow-worker.js'
+ *     streamRetryMs: 30000,          // optional; while polling for the stream cap, how often to
+ *                                    //   ask for a stream again (at least 1000)
  *   });
  *   room.leave();  // DELETE the ticket (give up the place), then close
  *   room.close();  // stop listening; the place is kept (for a grace period)
@@ -79,7 +81,7 @@
  * X-RateLimit-Scope: ip is the cap (too_many_streams), and its Retry-After is the
  * polling interval (the status route's rate limit). The room then polls GET /status at
  * that interval — each answer becomes the same position/prequeue/admitted events — and
- * every STREAM_RETRY_MS asks with HEAD again, going back to the stream once the
+ * every streamRetryMs (30 s) asks with HEAD again, going back to the stream once the
  * address has a stream to spare. onPolling says when this happens.
  *
  * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
@@ -295,6 +297,7 @@
       this.polling = null;    // {interval_ms, retryAt}: polling /status for the stream cap
       this.pollTimer = 0;
       this.pollBusy = false;
+      this.streamRetryMs = Math.max(1000, Number(opts.streamRetryMs) || STREAM_RETRY_MS);
     }
 
     // --- public ---
@@ -644,7 +647,7 @@
             this._post({
               type: 'snapshot', id: this.id, state: this.state, position: this.last.position, admitted: this.last.admitted,
               prequeue: this.last.prequeue, soldOut: this.last.soldOut, skewMs: this.skewKnown ? this.skewMs : null,
-              polling: this.polling ? { polling: true, reason: 'too_many_streams', interval_ms: this.polling.interval_ms, retry_stream_ms: STREAM_RETRY_MS } : null,
+              polling: this.polling ? { polling: true, reason: 'too_many_streams', interval_ms: this.polling.interval_ms, retry_stream_ms: this.streamRetryMs } : null,
             });
           }
           break;
@@ -788,9 +791,9 @@
 
     _startPolling(everyMs) {
       const first = !this.polling;
-      this.polling = { interval_ms: everyMs, retryAt: Date.now() + STREAM_RETRY_MS };
+      this.polling = { interval_ms: everyMs, retryAt: Date.now() + this.streamRetryMs };
       if (first) {
-        const info = { polling: true, reason: 'too_many_streams', interval_ms: everyMs, retry_stream_ms: STREAM_RETRY_MS };
+        const info = { polling: true, reason: 'too_many_streams', interval_ms: everyMs, retry_stream_ms: this.streamRetryMs };
         this._post({ type: 'polling', id: this.id, info });
         this._call('onPolling', info);
       }
@@ -820,7 +823,7 @@
 
     async _pollOnce() {
       if (Date.now() >= this.polling.retryAt) {
-        this.polling.retryAt = Date.now() + STREAM_RETRY_MS;
+        this.polling.retryAt = Date.now() + this.streamRetryMs;
         const url = this._streamUrl();
         const every = await this._streamCap(url);
         if (this.closed || this.ended || !this.polling) return;
