@@ -59,7 +59,7 @@ func TestStreamCapBackToStream(t *testing.T) {
 	})()`)
 	p.waitJS("polling at 1 s for the cap, 2nd in line", 15*time.Second, `__log[0] === 'polling:true:1000:too_many_streams' && __pos === 2 && __state === 'live'`)
 	call(t, "DELETE", in.url+"/api/queues/sc/ticket", dropJoinAPI(t, in, "sc").Ticket, nil, nil) // a place behind: nothing moves
-	call(t, "DELETE", in.url+"/api/queues/sc/ticket", ahead.Ticket, nil, nil)                     // the first place leaves
+	call(t, "DELETE", in.url+"/api/queues/sc/ticket", ahead.Ticket, nil, nil)                    // the first place leaves
 	p.waitJS("the polled position moves up", 10*time.Second, `__pos === 1 && __log.length === 1`)
 
 	held.close()
