@@ -334,6 +334,9 @@ func TestJourneyIntegratorEmbed(t *testing.T) {
 	buyer.waitJS("the page explains it cannot reach the line", 10*time.Second,
 		`document.getElementById('notice').dataset.reason === 'unreachable' && !document.getElementById('notice').hidden`)
 	j.state(buyer, "embed before allowed_origins")
+	// The buyer closes the page (its join retries stop: one landing after step 3 would take
+	// a place before the two buyers below), the integrator does step 3, the buyer comes back.
+	buyer.navigate("about:blank")
 
 	in.allowOrigin(t)
 	in.waitCORS(t)
