@@ -1295,9 +1295,10 @@
   }
 
   /**
-   * Fills a currency <select> with the allowed codes ("KRW · South Korean won": typing KRW
-   * picks it), keeping `want` (listed even when the list lacks it). chooser: the first option
-   * is "Choose a currency" (the new-product form: a price without a currency is refused here).
+   * Fills a currency <select> with the allowed codes, keeping `want` (listed even when the
+   * list lacks it). chooser (the new-product form): the options name the currency too ("KRW ·
+   * South Korean won": typing KRW picks it) after a first "Choose a currency" (a price
+   * without a currency is refused here).
    */
   function fillCurrencySelect(sel, want, chooser) {
     // A server that does not send the list (the release before, during a rolling deploy):
@@ -1306,7 +1307,12 @@
       : [...new Set(['USD', ...productList.filter((p) => p && p.currency).map((p) => p.currency)])].sort();
     if (want && !codes.includes(want)) codes.push(want);
     const opts = chooser ? [new Option(t('admin_currency_choose'), '')] : [];
-    for (const code of codes) opts.push(new Option(currencyLabel(code), code));
+    for (const code of codes) {
+      // A row's narrow select shows the code; the form's names the currency too.
+      const o = new Option(chooser ? currencyLabel(code) : code, code);
+      if (!chooser) o.title = currencyLabel(code);
+      opts.push(o);
+    }
     replaceOptions(sel, opts);
     sel.value = want || '';
   }
