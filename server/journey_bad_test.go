@@ -30,6 +30,7 @@ const badFreeze = 20 * time.Second
 //   - with ben's and eve's streams open, fay's page is refused a third stream: it says why and
 //     polls; eve leaves (the confirmation, by keyboard: Escape stays, Tab + Enter leaves) and
 //     fay's polled position moves up;
+//   - hal's line sells out while he waits: no rate and no ETA any more;
 //   - gil reads the index with a queue in each of the six states and opens an ended one.
 func TestJourneyBadMoments(t *testing.T) {
 	began := time.Now()
@@ -44,6 +45,7 @@ func TestJourneyBadMoments(t *testing.T) {
 	}))
 	t.Cleanup(func() { _ = in.cmd.Process.Signal(syscall.SIGCONT) }) // never leave it stopped
 	j := newJourney(t, ctx)
+	t.Logf("server (built and started) and browser up after %v", time.Since(began).Round(time.Millisecond))
 
 	// (c) The token lapses on the order page: ana is let in at once (nobody ahead) with a
 	// 10-s token; her order page counts it down while the rest of the journey goes on.
@@ -168,6 +170,25 @@ func TestJourneyBadMoments(t *testing.T) {
 		return $('position').dataset.position === '3' && !$('stream-limit').hidden && $('conn-state').dataset.state === 'polling';
 	})()`)
 	j.state(fay, "polling-moved")
+
+	// Sold out while waiting: the line lets nobody in, so the page shows no rate and no ETA
+	// (it kept showing "Let in right now 0.2 per second").
+	mustAdmin(t, in, "PUT", "/admin/api/queues/gone", map[string]any{"rate_per_second": 0.2})
+	mustAdmin(t, in, "PUT", "/admin/api/products/gone-cap", map[string]any{"name": "Cap", "price": 1500, "stock": 3, "queue": "gone"})
+	for range 5 {
+		dropJoinAPI(t, in, "gone")
+	}
+	hal := j.person("hal", journeyPhone)
+	hal.navigate(in.url + "/q/gone?lang=en")
+	hal.waitJS("hal waits 6th with a rate", 10*time.Second, `document.getElementById('position').dataset.position === '6' &&
+		document.getElementById('rate').dataset.stopped === 'false' && document.getElementById('rate').dataset.value !== ''`)
+	mustAdmin(t, in, "PUT", "/admin/api/products/gone-cap", map[string]any{"name": "Cap", "price": 1500, "stock": 0, "queue": "gone"})
+	hal.waitJS("sold out: no rate, no ETA", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return !$('sold-out').hidden && $('rate').dataset.stopped === 'true' && $('rate').textContent === 'Nobody right now' &&
+			$('eta').textContent === 'Sold out';
+	})()`)
+	j.state(hal, "sold-out")
 
 	// The index: a queue in each of the six states; only open, paused and scheduled offer a
 	// join. An ended queue's page says it ended.
