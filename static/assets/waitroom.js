@@ -866,6 +866,8 @@
         next = Math.max(next, backoffMs(this.streamFailures++));
       }
       if (this.closed || this.ended || !this.polling || this.pollTimer) return;
+      // Admitted: only the token's expiry is left to hear (the local timer hears it too).
+      if (this.last.admitted) next = Math.max(next, 5000);
       this.pollTimer = this._later(() => this._poll(), next);
     }
 
