@@ -179,14 +179,18 @@ func TestBrandingLogo(t *testing.T) {
 	if res := call(t, "GET", in.url+"/q/b/logo", "", nil, nil); res.StatusCode != 404 {
 		t.Fatalf("a refused logo was stored: %d", res.StatusCode)
 	}
-	// 100 KiB is the logo's limit only: a 90 KiB logo is taken, a 65 KiB JSON body elsewhere
-	// is still 413.
-	near := append(append([]byte(nil), pngBytes...), bytes.Repeat([]byte{0}, 90<<10)...)
-	if res := call(t, "PUT", in.url+logo, adminToken, near, nil, "Content-Type", "image/png"); res.StatusCode != 200 {
-		t.Fatalf("a 90 KiB logo: %d", res.StatusCode)
+	// 100 KiB is the logo's limit only: a logo of exactly 100 KiB (102,400 bytes) is taken,
+	// one byte more is 413 with the limit named; a 65 KiB JSON body elsewhere is still 413.
+	var eBig brandingErr
+	res := call(t, "PUT", in.url+logo, adminToken, logoOfSize(t, pngBytes, 100<<10+1), &eBig, "Content-Type", "image/png")
+	if res.StatusCode != 413 || eBig.Error.Code != "body_too_large" {
+		t.Fatalf("a logo of 100 KiB + 1: %d %+v", res.StatusCode, eBig.Error)
+	}
+	if res := call(t, "PUT", in.url+logo, adminToken, logoOfSize(t, pngBytes, 100<<10), nil, "Content-Type", "image/png"); res.StatusCode != 200 {
+		t.Fatalf("a logo of exactly 100 KiB: %d", res.StatusCode)
 	}
 	if res := call(t, "DELETE", in.url+logo, adminToken, nil, nil); res.StatusCode != 204 {
-		t.Fatalf("delete the 90 KiB logo: %d", res.StatusCode)
+		t.Fatalf("delete the 100 KiB logo: %d", res.StatusCode)
 	}
 	var e413 brandingErr
 	fat := `{"brand_message":"` + strings.Repeat("x", 65<<10) + `"}`
@@ -204,7 +208,7 @@ func TestBrandingLogo(t *testing.T) {
 		Type    string `json:"type"`
 		Bytes   int    `json:"bytes"`
 	}
-	res := call(t, "PUT", in.url+logo, adminToken, pngBytes, &put, "Content-Type", "image/png")
+	res = call(t, "PUT", in.url+logo, adminToken, pngBytes, &put, "Content-Type", "image/png")
 	if res.StatusCode != 200 || put.Type != "image/png" || put.Bytes != len(pngBytes) || !strings.HasPrefix(put.LogoURL, "/q/b/logo?v=") {
 		t.Fatalf("upload: %d %+v", res.StatusCode, put)
 	}
@@ -269,4 +273,13 @@ func TestBrandingEscaped(t *testing.T) {
 			t.Errorf("%s: an inline style (the CSP forbids them)", path)
 		}
 	}
+}
+
+// logoOfSize is png padded with zero bytes to exactly n bytes (still a PNG by its signature).
+func logoOfSize(t *testing.T, png []byte, n int) []byte {
+	t.Helper()
+	if len(png) > n {
+		t.Fatalf("the PNG alone is %d bytes, over %d", len(png), n)
+	}
+	return append(append([]byte(nil), png...), bytes.Repeat([]byte{0}, n-len(png))...)
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,10 +19,12 @@ import (
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/static"
 )
 
 // TestBehindNginx runs deploy/nginx.conf, as shipped, under Debian's nginx in front of two
-// instances: the page and the API pass, a browser's same-origin join is accepted, streams
+// instances: the page and the API pass, the logo route takes 100 KiB and refuses more in
+// JSON, a hashed asset of another release is fetched from the next instance, a browser's same-origin join is accepted, streams
 // arrive unbuffered and uncompressed, the client address reaches the per-IP cap through
 // X-Forwarded-For, and when an instance dies its streams reopen through the proxy on the
 // other one and every user still gets exactly one token.
@@ -42,6 +47,8 @@ func TestBehindNginx(t *testing.T) {
 	if res := call(t, "GET", proxy+"/q/nx", "", nil, nil); res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src") {
 		t.Fatalf("waiting page through nginx: %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
 	}
+	checkNginxBodies(t, proxy)
+	checkNginxOtherRelease(t, bin, ins[0])
 
 	// Six buyers, each from an address of their own (127.0.0.10…15), joining the way a
 	// browser on the proxy's origin does and opening their stream through the proxy.
@@ -298,4 +305,96 @@ func clientFrom(t *testing.T, src string) *http.Client {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 	return &http.Client{Transport: specTransport{base: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}}
+}
+
+// checkNginxBodies: through the proxy a logo of exactly 100 KiB (102,400 bytes) is stored and
+// one byte more is refused with 413 in the server's JSON error shape (nginx answers it: an
+// HTML page would break the dashboard's error message); any other route refuses 64 KiB + 1
+// the same way.
+func checkNginxBodies(t *testing.T, proxy string) {
+	t.Helper()
+	png := brandingPNG(t, 16, 16)
+	logo := proxy + "/admin/api/queues/nx/logo"
+	var put struct {
+		Bytes int `json:"bytes"`
+	}
+	if res := call(t, "PUT", logo, adminToken, logoOfSize(t, png, 100<<10), &put, "Content-Type", "image/png"); res.StatusCode != 200 || put.Bytes != 102400 {
+		t.Fatalf("a logo of 100 KiB through nginx: %d, stored %d bytes", res.StatusCode, put.Bytes)
+	}
+	refused := func(what, method, url string, body []byte, ctype, message string) {
+		t.Helper()
+		var e brandingErr
+		res := call(t, method, url, adminToken, body, &e, "Content-Type", ctype)
+		if res.StatusCode != 413 || e.Error.Code != "body_too_large" || !strings.Contains(e.Error.Message, message) ||
+			!strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+			t.Fatalf("%s through nginx: %d %s %+v, want 413 body_too_large in JSON naming %q", what, res.StatusCode, res.Header.Get("Content-Type"), e.Error, message)
+		}
+	}
+	refused("a logo of 100 KiB + 1", "PUT", logo, logoOfSize(t, png, 100<<10+1), "image/png", "100 KiB (102,400 bytes)")
+	refused("a logo of 1 MiB", "PUT", logo, logoOfSize(t, png, 1<<20), "image/png", "100 KiB")
+	fat := []byte(`{"brand_message":"` + strings.Repeat("x", 64<<10) + `"}`)
+	refused("a 64 KiB + settings body", "PUT", proxy+"/admin/api/queues/nx", fat, "application/json", "64 KiB")
+	if res := call(t, "DELETE", logo, adminToken, nil, nil); res.StatusCode != 204 {
+		t.Fatalf("delete the logo through nginx: %d", res.StatusCode)
+	}
+}
+
+// checkNginxOtherRelease runs deploy/nginx.conf in front of an instance of another release
+// (it answers 404 for this release's hashed assets, as staticAsset does for a hash it lacks)
+// and the instance in: every fetch of a hashed asset succeeds (the proxy moves on to the
+// next instance on a 404 under /static/), a hash no instance has stays 404, and a 404 of the
+// API is an answer (not retried).
+func checkNginxOtherRelease(t *testing.T, bin string, in *instance) {
+	t.Helper()
+	var mu sync.Mutex
+	hits := map[string]int{}
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)[0]]++
+		mu.Unlock()
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "this asset belongs to another release", http.StatusNotFound)
+	}))
+	t.Cleanup(old.Close)
+	proxy := runNginx(t, bin, "nginx.conf", map[string]string{
+		"server app1:8080": "server " + strings.TrimPrefix(old.URL, "http://"),
+		"server app2:8080": "server " + strings.TrimPrefix(in.url, "http://"),
+	})
+	// A plain client (not the contract-checking default): the other release's answers are
+	// not this release's contract.
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	get := func(path string) *http.Response {
+		t.Helper()
+		res, err := plain.Get(proxy + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res
+	}
+	for _, asset := range []string{"queue.js", "waitroom.js", "style.css", "order.js", "lang.js", "queue.js"} {
+		res := get(static.AssetURL(asset))
+		if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Cache-Control"), "immutable") {
+			t.Fatalf("%s through nginx beside another release: %d %q", static.AssetURL(asset), res.StatusCode, res.Header.Get("Cache-Control"))
+		}
+	}
+	if res := get("/static/queue.0123456789.js"); res.StatusCode != 404 {
+		t.Fatalf("a hash no instance has: %d, want 404", res.StatusCode)
+	}
+	apiOld := 0
+	for range 4 {
+		if res := get("/api/queues/nx/status"); res.StatusCode == 404 {
+			apiOld++
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits["static"] == 0 {
+		t.Fatal("the other release's instance was never asked for an asset: the retry was not exercised")
+	}
+	if apiOld == 0 || hits["api"] != apiOld {
+		t.Fatalf("API 404s from the other instance: %d seen by the client, %d asked: a 404 of the API must be the answer, not retried", apiOld, hits["api"])
+	}
+	t.Logf("beside another release: %d asset fetches met its 404 first and were served by the next instance", hits["static"])
 }

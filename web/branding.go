@@ -116,8 +116,8 @@ func pageBackground() string {
 }
 
 // putLogo stores the request body as the queue's logo: Content-Type image/png, image/jpeg or
-// image/webp (else 415), bytes of that type (else 422 field logo), at most 64 KiB (a larger
-// body is refused with 413 by the server's body limit before this runs).
+// image/webp (else 415), bytes of that type (else 422 field logo), at most queue.MaxLogoBytes
+// (100 KiB, 102,400 bytes: the contract's 100 KB); one byte more is 413 body_too_large.
 func (s *Server) putLogo(c *fiber.Ctx) error {
 	name := c.Params("queue")
 	if !queue.ValidName(name) {
@@ -131,7 +131,7 @@ func (s *Server) putLogo(c *fiber.Ctx) error {
 	}
 	body := c.Body()
 	if len(body) > queue.MaxLogoBytes {
-		return errorf(413, "body_too_large", "The logo is larger than 100 KiB.")
+		return errorf(413, "body_too_large", "The logo is larger than 100 KiB (102,400 bytes).")
 	}
 	l, err := s.d.Queue.PutLogo(c.UserContext(), name, mt, append([]byte(nil), body...))
 	if errors.Is(err, queue.ErrInvalid) {
