@@ -306,6 +306,9 @@ func TestJourneyIntegratorRedirect(t *testing.T) {
 	default:
 		t.Fatal("the return to the shop carried no #wr_token=")
 	}
+	if c := tokenClaims(t, tok); c["aud"] != "demo" {
+		t.Fatalf("the token handed back: %v", c)
+	}
 	replay := j.person("someone-else", journeyDesktop)
 	replay.navigate(in.shop + "/redirect.html?shared=1#wr_token=" + tok)
 	replay.waitJS("the replay refused", 10*time.Second, `document.getElementById('status').dataset.state === 'used' && !document.getElementById('join').hidden`)
@@ -340,8 +343,9 @@ func TestJourneyIntegratorEmbed(t *testing.T) {
 
 	in.allowOrigin(t)
 	in.waitCORS(t)
-	for range 2 { // two buyers ahead, through the API
-		call(t, "POST", in.room.url+"/api/queues/demo/join", "", nil, nil)
+	var ahead [2]joinResp // two buyers ahead, through the API
+	for i := range ahead {
+		call(t, "POST", in.room.url+"/api/queues/demo/join", "", nil, &ahead[i])
 	}
 	buyer.navigate(in.shop + "/embed.html")
 	buyer.waitJS("third in line, live, the product shown", 15*time.Second,
@@ -351,6 +355,13 @@ func TestJourneyIntegratorEmbed(t *testing.T) {
 		t.Fatalf("price on the page: %q", got)
 	}
 	j.state(buyer, "embed waiting")
+	// The line moves, pushed across origins: the two ahead leave, one after the other.
+	for i, want := range []string{"2", "1"} {
+		if res := call(t, "DELETE", in.room.url+"/api/queues/demo/ticket", ahead[i].Ticket, nil, nil); res.StatusCode != http.StatusNoContent {
+			t.Fatalf("buyer %d ahead leaves: %d", i+1, res.StatusCode)
+		}
+		buyer.waitJS("number "+want+" in line", 10*time.Second, `document.getElementById('place').dataset.position === '`+want+`'`)
+	}
 
 	in.admin(t, "PUT", "/admin/api/queues/demo", map[string]any{"rate_per_second": 5})
 	buyer.waitJS("the turn", 20*time.Second, `document.getElementById('place').dataset.position === '0' && !document.getElementById('buy').hidden`)
