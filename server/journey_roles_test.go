@@ -69,7 +69,7 @@ type j5Draw struct {
 //   - Each of her changes is in the audit log view with her name.
 func TestJourneyRoles(t *testing.T) {
 	began := time.Now()
-	ctx, in := browserInstance(t, "j5-roles", 240*time.Second, map[string]string{
+	ctx, in := browserInstance(t, "j5-roles", 300*time.Second, map[string]string{
 		"WR_ADMIN_TOKENS": "olga:operator:" + j5OperatorToken + ",victor:viewer:" + j5ViewerToken,
 	})
 	// What is already there: a queue with a product, an invite code and a logo.
