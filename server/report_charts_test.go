@@ -39,7 +39,8 @@ const chartOverlapJS = `(() => {
 // TestReportChartLabelsNeverOverlap: the report page's charts (charts.js, also the
 // dashboard's history charts) in English, Korean and Japanese, at 1280 and 375 px, for
 // spans from two minutes to eight days: no time-axis label overlaps its neighbour or
-// leaves the chart, and each chart keeps at least two labels.
+// leaves the chart, and each chart keeps at least two labels; nor do the wait
+// distribution's bar labels.
 func TestReportChartLabelsNeverOverlap(t *testing.T) {
 	ctx, in := browserInstance(t, "charts", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/charts", map[string]any{"rate_per_second": 10})

@@ -307,6 +307,9 @@
     }
     const slot = pw / Math.max(1, bars.length);
     const bw = Math.max(2, Math.min(48, slot * 0.7));
+    svg.replaceChildren();
+    const widest = bars.reduce((m, b) => Math.max(m, labelWidth(svg, b.label)), 0);
+    const every = Math.max(1, Math.ceil((widest + GAP) / slot));
     bars.forEach((b, i) => {
       const cx = m.l + slot * i + slot / 2;
       const rect = make('rect', { x: (cx - bw / 2).toFixed(1), y: y(b.value).toFixed(1), width: bw.toFixed(1),
@@ -314,8 +317,8 @@
       rect.append(make('title', null, b.label + ': ' + fmt(b.value)));
       nodes.push(rect);
       if (b.value > 0) nodes.push(make('text', { x: cx, y: y(b.value) - 3, 'text-anchor': 'middle', class: 'tick bar-value' }, compact.format(b.value)));
-      // Labels thin out when the bars are narrow.
-      const every = Math.ceil(bars.length / Math.max(1, Math.floor(pw / 56)));
+      // Labels thin out when the bars are narrow: every k-th, k the smallest that keeps the
+      // widest label GAP px from the next one shown.
       if (i % every === 0) nodes.push(make('text', { x: cx, y: h - 6, 'text-anchor': 'middle', class: 'tick tick-x' }, b.label));
     });
     nodes.push(make('line', { x1: m.l, x2: w - m.r, y1: m.t + ph + 0.5, y2: m.t + ph + 0.5, class: 'axis-line' }));
