@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,20 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 	}
 	if _, body := get(in.url+"/?lang=xx", "Accept-Language", "ko"); !strings.Contains(body, `<html lang="ko">`) {
 		t.Error("an unknown ?lang= must be ignored")
+	}
+	// The buyer pages embed the buyer messages only; the dashboard and the report all of them.
+	block := regexp.MustCompile(`(?s)<script type="application/json" id="wr-messages">(.*?)</script>`)
+	for path, staff := range map[string]bool{"/": false, "/q/lq": false, "/q/lq/order": false, "/admin": true, "/admin/queues/lq/report": true} {
+		_, body := get(in.url+path, "Accept-Language", "ko")
+		m := block.FindStringSubmatch(body)
+		if m == nil {
+			t.Errorf("%s: no #wr-messages", path)
+			continue
+		}
+		if has := strings.Contains(m[1], `"admin_title"`); has != staff {
+			t.Errorf("%s: the dashboard's messages in #wr-messages: %v, want %v (%d bytes)", path, has, staff, len(m[1]))
+		}
+		t.Logf("%s: #wr-messages %d bytes (ko)", path, len(m[1]))
 	}
 	logs := in.logs.String()
 	for _, want := range []string{"fr.json: new language fr, 2 keys", "keys missing, shown in English", "unknown keys ignored: no_such_key"} {

@@ -143,7 +143,7 @@ func TestTheFirstTablesAreTranslated(t *testing.T) {
 	if len(en) != len(ko) || len(en) != len(ja) {
 		t.Errorf("en %d keys, ko %d, ja %d", len(en), len(ko), len(ja))
 	}
-	for _, k := range []string{"admin_branding", "admin_brand_name", "admin_logo", "admin_save_branding"} {
+	for _, k := range []string{"admin_branding", "admin_brand_name", "admin_logo_remove", "admin_save_branding"} {
 		if ko[k] == "" || ja[k] == "" || ko[k] == en[k] || ja[k] == en[k] {
 			t.Errorf("%s: en %q ko %q ja %q", k, en[k], ko[k], ja[k])
 		}
