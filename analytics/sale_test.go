@@ -76,6 +76,15 @@ func TestReportSaleEdges(t *testing.T) {
 	if rp, err = e.st.Report(ctx, name); err != nil {
 		t.Fatal(err)
 	}
+	// Stock is back (a product with stock left): the report still says when it sold out
+	// (it used to say "not sold out" as soon as any product had stock).
+	e.product(t, "edge-p", name, 3)
+	if rp, err = e.st.Report(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if rp.SoldOutAt == nil || !rp.SoldOutAt.Equal(ps[0].From) {
+		t.Errorf("restocked: sold out at %v, want the first sell-out %v", rp.SoldOutAt, ps[0].From)
+	}
 	if len(rp.SoldOutPeriods) != 2 || rp.SoldOutPeriods[1].To == nil || !rp.SoldOutPeriods[1].To.Equal(st.SoldOutPeriods[1].To) ||
 		!rp.SoldOutPeriods[0].From.Equal(ps[0].From) {
 		t.Errorf("after the restock: periods %+v, want the second ended at %v", rp.SoldOutPeriods, st.SoldOutPeriods[1].To)
