@@ -200,8 +200,9 @@ func TestJourneySaleDay(t *testing.T) {
 		b.p.waitJS("the pre-queue", 10*time.Second, `(() => {
 			const $ = (id) => document.getElementById(id);
 			return !$('prequeue').hidden && $('waiting').hidden && /^[0-9a-f]{16,}$/.test($('draw-id-box').dataset.drawId) &&
-				$('conn-state').dataset.state === 'live' && $('prequeue-size').dataset.value === '`+strconv.Itoa(i+1)+`';
+				$('conn-state').dataset.state === 'live' && Number($('prequeue-size').dataset.value) >= `+strconv.Itoa(i+1)+`;
 		})()`)
+		lap(b.p.name + " in the pre-queue")
 		if got := b.p.eval(`document.documentElement.lang`); got != b.lang {
 			t.Fatalf("%s's page is in %q, want %q", b.p.name, got, b.lang)
 		}
@@ -209,6 +210,7 @@ func TestJourneySaleDay(t *testing.T) {
 		b.drawID = b.p.eval(`document.getElementById('draw-id-box').dataset.drawId`)
 		line.tickets[j2Ticket(b.p, q)] = b.p.name
 		j.state(b.p, "prequeue ("+b.lang+")")
+		lap(b.p.name + " checked")
 	}
 	if buyers[0].title == buyers[1].title || buyers[1].title == buyers[2].title || buyers[0].title == buyers[2].title {
 		t.Errorf("the pre-queue titles are not in three languages: %q %q %q", buyers[0].title, buyers[1].title, buyers[2].title)
