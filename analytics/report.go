@@ -20,7 +20,8 @@ import (
 // last recorded step (so a report read right after the end counts the end), and
 // StillWaiting is the line now (every lane and the pre-queue). Unaccounted is what the
 // identity misses: 0 unless an instance of the release before counted nothing of what it
-// did (a rolling deploy), or the history is older than its 90 days.
+// did (a rolling deploy), the history is older than its 90 days, or the line changed
+// between the reads of the running totals (they are one pipeline, not one transaction).
 type Report struct {
 	Queue       string     `json:"queue"`
 	GeneratedAt time.Time  `json:"generated_at"`

@@ -10,9 +10,9 @@ var messagesReport = map[string][3]string{
 	"report_identity": {"{joined} joined = {admitted} admitted + {abandoned} abandoned + {left} left the line + {dropped} dropped at the end + {waiting} still waiting",
 		"참여 {joined} = 입장 {admitted} + 이탈 {abandoned} + 대기 취소 {left} + 종료 시 정리 {dropped} + 아직 대기 {waiting}",
 		"参加 {joined} = 入場 {admitted} + 離脱 {abandoned} + 取り消し {left} + 終了時に打ち切り {dropped} + まだ待機 {waiting}"},
-	"report_unaccounted": {"{n} places are not accounted for: instances of an older release took part and did not count them.",
-		"{n}개의 자리는 집계되지 않았습니다. 이전 릴리스의 인스턴스가 함께 실행되어 세지 않았습니다.",
-		"{n} 件の順番は集計されていません。旧リリースのインスタンスが動いていて数えていませんでした。"},
+	"report_unaccounted": {"{n} places are not accounted for: instances of an older release took part and did not count them, or the line changed while the report was read (read it again).",
+		"{n}개의 자리는 집계되지 않았습니다. 이전 릴리스의 인스턴스가 함께 실행되어 세지 않았거나, 보고서를 읽는 동안 대기열이 바뀌었습니다(다시 불러오세요).",
+		"{n} 件の順番は集計されていません。旧リリースのインスタンスが動いていて数えなかったか、レポートの読み込み中に待ち行列が変わりました(もう一度読み込んでください)。"},
 	"report_expired_part": {"Tokens expired unused are part of the admitted.", "사용되지 않고 만료된 토큰은 입장에 포함됩니다.", "使われずに期限切れになったトークンは入場に含まれます。"},
 	// Sold out: each period, from the sell-out to the restock.
 	"report_soldout_periods": {"Sold out", "품절 기간", "売り切れ期間"},
