@@ -197,7 +197,12 @@ func TestBrowserTruthStale(t *testing.T) {
 	}
 	t.Logf("SIGSTOP: %q after %v (label %q, %q)", buyer.eval(`document.getElementById('stale').textContent`), after.Round(100*time.Millisecond),
 		buyer.eval(`document.getElementById('conn-state').textContent`), buyer.eval(`document.getElementById('updated').textContent`))
-	buyer.waitJS("the numbers dimmed", 2*time.Second, `getComputedStyle(document.querySelector('#waiting .stats')).opacity === '0.5'`)
+	// Stale numbers are greyed (grayscale, the muted text colour, a dashed outline) rather than
+	// made transparent: half-transparent text failed contrast (axe: 2.09:1, 2.62:1).
+	buyer.waitJS("the numbers greyed", 2*time.Second, `(() => {
+		const st = getComputedStyle(document.querySelector('#waiting .stats'));
+		return st.filter === 'grayscale(1)' && st.opacity === '1';
+	})()`)
 	truthShots(t, shots, buyer, "stale")
 
 	if err := in.cmd.Process.Signal(syscall.SIGCONT); err != nil {
