@@ -108,7 +108,7 @@ if [[ " $passes " == *" single "* ]]; then
   t0=$SECONDS
   jlog=$(mktemp)
   jrc=0
-  WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -run '^TestJourney' -v ./server >"$jlog" 2>&1 || jrc=$?
+  WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -parallel 3 -run '^TestJourney' -v ./server >"$jlog" 2>&1 || jrc=$?
   if [ "$jrc" -ne 0 ]; then cat "$jlog"; else grep -E '^\s*(--- |PASS|ok )|axe-core:|^openapi:' "$jlog"; fi
   rm -f "$jlog"
   echo "test.sh: the journey suite took $((SECONDS - t0)) s"

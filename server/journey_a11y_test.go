@@ -33,6 +33,7 @@ import (
 // A control comes first: axe must see a page broken on purpose, else "no findings" would
 // prove nothing.
 func TestJourneyA11yStates(t *testing.T) {
+	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	// The deadline is a guard for a machine under load, not the budget (the suite's running
 	// time is measured by the test command).
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)

@@ -33,6 +33,7 @@ const badFreeze = 20 * time.Second
 //   - hal's line sells out while he waits: no rate and no ETA any more;
 //   - gil reads the index with a queue in each of the six states and opens an ended one.
 func TestJourneyBadMoments(t *testing.T) {
+	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()

@@ -68,6 +68,7 @@ type j5Draw struct {
 //     seed revealed matches the commitment).
 //   - Each of her changes is in the audit log view with her name.
 func TestJourneyRoles(t *testing.T) {
+	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	began := time.Now()
 	ctx, in := browserInstance(t, "j5-roles", 300*time.Second, map[string]string{
 		"WR_ADMIN_TOKENS": "olga:operator:" + j5OperatorToken + ",victor:viewer:" + j5ViewerToken,

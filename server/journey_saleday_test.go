@@ -91,6 +91,7 @@ func (l *j2Line) buy(n int) []string {
 //     sold-out periods (the first ended by the restock), the orders chart ending at the
 //     report's time; the page shows the API's numbers.
 func TestJourneySaleDay(t *testing.T) {
+	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	began := time.Now()
 	lap := func(what string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), what) }
 	ctx, in := browserInstance(t, "journey-saleday", 180*time.Second, nil)

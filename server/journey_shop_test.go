@@ -28,6 +28,7 @@ import (
 // Waiting is reached deterministically: each queue holds one admitted buyer already with
 // max_active 1, so the person waits first in line until the cap is lifted.
 func TestJourneyMultiQueueShop(t *testing.T) {
+	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	ctx, in := browserInstance(t, "journey-shop", 150*time.Second, map[string]string{"WR_DEMO": "true"})
 	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"name": "Seoul runner", "price": 189000, "currency": "KRW", "stock": 10, "queue": "line"})
 	mustAdmin(t, in, "PUT", "/admin/api/products/ticket", map[string]any{"name": "Festival day pass", "price": 4500, "currency": "EUR", "stock": 20, "queue": "fest"})

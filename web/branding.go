@@ -131,7 +131,7 @@ func (s *Server) putLogo(c *fiber.Ctx) error {
 	}
 	body := c.Body()
 	if len(body) > queue.MaxLogoBytes {
-		return errorf(413, "body_too_large", "The logo is larger than 100 KiB (102,400 bytes).")
+		return errLogoTooLarge()
 	}
 	l, err := s.d.Queue.PutLogo(c.UserContext(), name, mt, append([]byte(nil), body...))
 	if errors.Is(err, queue.ErrInvalid) {

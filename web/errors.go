@@ -51,6 +51,11 @@ func ErrorHandler(log zerolog.Logger) fiber.ErrorHandler { return handleError(lo
 func handleError(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := mapError(err)
+		if e.Code == "body_too_large" && isLogoUpload(c) {
+			// Past queue.MaxLogoBytes Fiber refuses the body before putLogo runs; the answer
+			// names the logo's limit, as putLogo's own does.
+			e = errLogoTooLarge()
+		}
 		switch {
 		case e.Status >= 500 && e.Code == "instance_full":
 			// Shedding at the stream budget is the instance working as meant; /metrics counts it.

@@ -292,9 +292,20 @@ const maxBody = 64 << 10
 
 // bodyLimit answers 413 body_too_large for a body over maxBody, except on the logo upload.
 func bodyLimit(c *fiber.Ctx) error {
-	if len(c.Request().Body()) > maxBody && !(c.Method() == fiber.MethodPut &&
-		strings.HasPrefix(c.Path(), "/admin/api/queues/") && strings.HasSuffix(c.Path(), "/logo")) {
+	if len(c.Request().Body()) > maxBody && !isLogoUpload(c) {
 		return errorf(413, "body_too_large", "The request body is larger than 64 KiB.")
 	}
 	return c.Next()
+}
+
+// isLogoUpload tells whether the request is the logo upload (PUT /admin/api/queues/{q}/logo),
+// the one route whose body may reach queue.MaxLogoBytes.
+func isLogoUpload(c *fiber.Ctx) bool {
+	return c.Method() == fiber.MethodPut && strings.HasPrefix(c.Path(), "/admin/api/queues/") && strings.HasSuffix(c.Path(), "/logo")
+}
+
+// errLogoTooLarge is the answer to a logo over queue.MaxLogoBytes (100 KiB), whichever check
+// sees it first: Fiber's body limit or putLogo.
+func errLogoTooLarge() *Error {
+	return errorf(413, "body_too_large", "The logo is larger than 100 KiB (102,400 bytes).")
 }
