@@ -192,9 +192,15 @@ func parseRange(part string) (tag string, q float64, ok bool) {
 // change.
 func Messages(lang string) map[string]string {
 	cat := current.Load()
-	table, ok := cat.tables[lang]
+	return cat.copyOf(cat.tables, lang)
+}
+
+// copyOf is a fresh copy of the table of lang in tables (English when lang has none), with
+// lang_codes added.
+func (cat *catalog) copyOf(tables map[string]map[string]string, lang string) map[string]string {
+	table, ok := tables[lang]
 	if !ok {
-		table = cat.tables[LangEnglish]
+		table = tables[LangEnglish]
 	}
 	out := make(map[string]string, len(table)+1)
 	for k, v := range table {
@@ -210,16 +216,7 @@ func Messages(lang string) map[string]string {
 // dashboard's words.
 func BuyerMessages(lang string) map[string]string {
 	cat := current.Load()
-	table, ok := cat.buyer[lang]
-	if !ok {
-		table = cat.buyer[LangEnglish]
-	}
-	out := make(map[string]string, len(table)+1)
-	for k, v := range table {
-		out[k] = v
-	}
-	out["lang_codes"] = cat.codes
-	return out
+	return cat.copyOf(cat.buyer, lang)
 }
 
 // isBuyerKey tells the buyer messages from the others by where a key is written, so
