@@ -342,8 +342,8 @@ func checkNginxBodies(t *testing.T, proxy string) {
 // checkNginxOtherRelease runs deploy/nginx.conf in front of an instance of another release
 // (it answers 404 for this release's hashed assets, as staticAsset does for a hash it lacks)
 // and the instance in: every fetch of a hashed asset succeeds (the proxy moves on to the
-// next instance on a 404 under /static/), a hash no instance has stays 404, and a 404 of the
-// API is an answer (not retried).
+// next instance on a 404 under /static/), a hash no instance has stays 404 and is sent with
+// no-store, and a 404 of the API is an answer (not retried).
 func checkNginxOtherRelease(t *testing.T, bin string, in *instance) {
 	t.Helper()
 	var mu sync.Mutex
@@ -352,7 +352,7 @@ func checkNginxOtherRelease(t *testing.T, bin string, in *instance) {
 		mu.Lock()
 		hits[strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 2)[0]]++
 		mu.Unlock()
-		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Cache-Control", "public, max-age=300") // as the release before sends its 404s
 		http.Error(w, "this asset belongs to another release", http.StatusNotFound)
 	}))
 	t.Cleanup(old.Close)
@@ -379,8 +379,8 @@ func checkNginxOtherRelease(t *testing.T, bin string, in *instance) {
 			t.Fatalf("%s through nginx beside another release: %d %q", static.AssetURL(asset), res.StatusCode, res.Header.Get("Cache-Control"))
 		}
 	}
-	if res := get("/static/queue.0123456789.js"); res.StatusCode != 404 {
-		t.Fatalf("a hash no instance has: %d, want 404", res.StatusCode)
+	if res := get("/static/queue.0123456789.js"); res.StatusCode != 404 || res.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("a hash no instance has: %d %q, want 404 no-store (a browser must not keep it)", res.StatusCode, res.Header.Get("Cache-Control"))
 	}
 	apiOld := 0
 	for range 4 {

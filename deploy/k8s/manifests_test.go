@@ -520,7 +520,19 @@ func check(m *manifests, settings map[string]setting) []string {
 		}
 		next := strings.Fields(an["nginx.ingress.kubernetes.io/proxy-next-upstream"])
 		tries, err := strconv.Atoi(an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
-		if err != nil || tries < 2 || tries > 5 {
+		servesStatic := false
+		for _, r := range ing.Spec.Rules {
+			for _, path := range pathsOf(r) {
+				servesStatic = servesStatic || path.Path == "/static"
+			}
+		}
+		switch {
+		case servesStatic && (err != nil || tries != 0):
+			// A hashed asset is on the pods of its release only: during a rolling update (up to
+			// the HPA's 16 pods and a surge) a bound of a few tries can miss every new pod. nginx
+			// tries each pod at most once per request, so 0 ("no limit") is every pod once.
+			bad("Ingress %s: path /static needs proxy-next-upstream-tries \"0\" (every pod once), has %q", ing.Name, an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
+		case !servesStatic && (err != nil || tries < 2 || tries > 5):
 			bad("Ingress %s: proxy-next-upstream-tries=%q: want a bound of 2 to 5", ing.Name, an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
 		}
 		for _, r := range ing.Spec.Rules {
@@ -824,8 +836,11 @@ func TestChecksCatchMistakes(t *testing.T) {
 			ingressOf(t, m, "/api").Annotations["nginx.ingress.kubernetes.io/proxy-next-upstream"] = "error timeout http_404"
 		}, "must not retry a 404"},
 		{"retries unbounded", func(m *manifests) {
-			delete(ingressOf(t, m, "/static").Annotations, "nginx.ingress.kubernetes.io/proxy-next-upstream-tries")
-		}, "proxy-next-upstream-tries"},
+			delete(ingressOf(t, m, "/api").Annotations, "nginx.ingress.kubernetes.io/proxy-next-upstream-tries")
+		}, "want a bound of 2 to 5"},
+		{"another release's asset tried on a few pods only", func(m *manifests) {
+			ingressOf(t, m, "/static").Annotations["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"] = "3"
+		}, `path /static needs proxy-next-upstream-tries "0"`},
 		{"a path routed twice", func(m *manifests) {
 			ing := ingressOf(t, m, "/static")
 			ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressOf(t, m, "/api").Spec.Rules[0].HTTP.Paths[1])
@@ -868,4 +883,12 @@ func setEnv(m *manifests, name, value string) {
 		}
 	}
 	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// pathsOf is the HTTP paths of an Ingress rule (none for a rule without http).
+func pathsOf(r networkingv1.IngressRule) []networkingv1.HTTPIngressPath {
+	if r.HTTP == nil {
+		return nil
+	}
+	return r.HTTP.Paths
 }
