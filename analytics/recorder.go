@@ -229,6 +229,13 @@ func (r *Recorder) flush(ctx context.Context, boundary time.Time) {
 	}
 	if err != nil {
 		r.warn(err, "history: steps not recorded")
+		return
+	}
+	// Only a written log counts as recorded: after a failed write the next step carries it again.
+	for _, row := range rows {
+		if row.sellouts != nil {
+			r.soldLogs[row.queue] = row.soldLogKey
+		}
 	}
 }
 
@@ -262,8 +269,7 @@ func (r *Recorder) rows(ctx context.Context, done []*stepAcc) ([]stepRow, error)
 			expired: st.Expired, left: st.Left, dropped: st.Dropped, hist: acc.hist, rate: st.RatePerSecond,
 			reason: st.RateReason}
 		if k := soldLogKey(st.SoldOutPeriods); k != r.soldLogs[acc.queue] {
-			row.sellouts = sellouts(st)
-			r.soldLogs[acc.queue] = k
+			row.sellouts, row.soldLogKey = sellouts(st), k // remembered once written (flush)
 		}
 		if n := len(acc.samples); n > 0 && int64(n) == acc.hist.count() {
 			p50, p95 := exactQuantile(acc.samples, 0.5), exactQuantile(acc.samples, 0.95)

@@ -36,6 +36,7 @@ type stepRow struct {
 	rate                                       float64
 	reason                                     string
 	sellouts                                   []SoldOutPeriod // to record: the queue's log, when it changed
+	soldLogKey                                 string          // sellouts' key (soldLogKey), remembered once written
 }
 
 // insertStep writes one 10-s row. The deltas come from the queue's latest earlier row

@@ -102,7 +102,7 @@
   let token = null;          // {token, expires_at, expires_at_ms}
   let tokenTimer = null;
   let product = null;
-  let attempt = null;        // {key, productId, qty, inUse}: one purchase attempt
+  let attempt = null;        // {key, productId, qty, inUse, shown}: one purchase attempt
   let busy = false;
   let done = false;          // an order went through, or admission is gone
   let blockedUntil = 0;      // after a 429
@@ -361,7 +361,7 @@
     }
     // Same product and quantity as the unfinished attempt: it is a retry of it.
     if (!attempt || attempt.qty !== qty || attempt.productId !== productId) {
-      attempt = { key: uuid(), qty, productId, inUse: 0 };
+      attempt = { key: uuid(), qty, productId, inUse: 0, shown: product };
     }
     attempt.inUse = 0;
 
@@ -380,7 +380,9 @@
    * quietly, a few times, while the button stays busy.
    */
   async function send() {
-    const shown = product; // the product (and price) the buyer saw when clicking
+    // The product (and price) the buyer saw when clicking: the attempt's, not whatever the
+    // chooser shows now (a 409 retry runs send() again after the choice may have moved).
+    const shown = attempt.shown || product;
     let res;
     try {
       res = await fetch('/api/orders', {

@@ -847,6 +847,8 @@
     room = W.join({
       queue,
       invite,
+      // The proof-of-work worker of this page's release (content-hashed, like the scripts).
+      powWorkerUrl: roomEl.dataset.powWorker || '',
       onPow(p) { if (live()) renderPow(p); },
       onJoin(j) {
         if (!live()) return;

@@ -81,7 +81,7 @@
  * X-RateLimit-Scope: ip is the cap (too_many_streams), and its Retry-After is the
  * polling interval (the status route's rate limit). The room then polls GET /status at
  * that interval — each answer becomes the same position/prequeue/admitted events — and
- * every streamRetryMs (30 s) asks with HEAD again, going back to the stream once the
+ * every streamRetryMs (30 s, ± 20 %) asks with HEAD again, going back to the stream once the
  * address has a stream to spare. onPolling says when this happens.
  *
  * On admission the token is kept in sessionStorage under 'wr_token:<queue>'
@@ -660,7 +660,8 @@
             if (msg.soldOut && !this.last.soldOut && !msg.admitted) this._handle('sold_out', {}, false, true);
             if (msg.admitted) this._handle('admitted', msg.admitted, false, true);
             if (msg.state) this._setState(msg.state);
-            if (msg.polling) this._call('onPolling', msg.polling);
+            // A new holder that streams sends polling null: a follower that showed polling stops.
+            this._call('onPolling', msg.polling || { polling: false });
             this.lastBeat = Date.now();
           }
           break;
@@ -791,13 +792,18 @@
 
     _startPolling(everyMs) {
       const first = !this.polling;
-      this.polling = { interval_ms: everyMs, retryAt: Date.now() + this.streamRetryMs };
+      this.polling = { interval_ms: everyMs, retryAt: Date.now() + this._retryIn() };
       if (first) {
         const info = { polling: true, reason: 'too_many_streams', interval_ms: everyMs, retry_stream_ms: this.streamRetryMs };
         this._post({ type: 'polling', id: this.id, info });
         this._call('onPolling', info);
       }
       if (!this.pollTimer && !this.pollBusy) this._poll();
+    }
+
+    /** streamRetryMs ± 20 %: pages of one address refused together do not all ask again at once. */
+    _retryIn() {
+      return Math.round(this.streamRetryMs * (0.8 + 0.4 * Math.random()));
     }
 
     _stopPolling() {
@@ -823,7 +829,7 @@
 
     async _pollOnce() {
       if (Date.now() >= this.polling.retryAt) {
-        this.polling.retryAt = Date.now() + this.streamRetryMs;
+        this.polling.retryAt = Date.now() + this._retryIn();
         const url = this._streamUrl();
         const every = await this._streamCap(url);
         if (this.closed || this.ended || !this.polling) return;
