@@ -268,6 +268,14 @@ func (h *Hub) AcquireIP(ip string) error {
 	return nil
 }
 
+// IPFull tells whether ip has reached its stream cap on this instance, taking nothing (the
+// HEAD of a stream asks this; taking and giving back a slot could refuse a GET in between).
+func (h *Hub) IPFull(ip string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ips[ip] >= h.cfg.MaxPerIP
+}
+
 // ReleaseIP gives back a slot taken by AcquireIP.
 func (h *Hub) ReleaseIP(ip string) {
 	h.mu.Lock()

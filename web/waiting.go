@@ -199,10 +199,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		// The head of a stream without its body (EventSource never sends HEAD). It answers
 		// the per-address cap as GET would: a page whose stream was refused asks this way
 		// why (EventSource cannot read a refusal's status).
-		if err := s.d.Hub.AcquireIP(ip); errors.Is(err, stream.ErrTooMany) {
+		if s.d.Hub.IPFull(ip) {
 			return s.tooManyStreams()
-		} else if err == nil {
-			s.d.Hub.ReleaseIP(ip)
 		}
 		c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 		c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
