@@ -254,8 +254,9 @@ func TestDrawRerunAfterLeaderLoss(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "rerun", 0, 0)
-	start := time.Now().Add(300 * time.Millisecond)
-	f.schedule(t, "rerun", start)
+	// The start is an hour away while the 500 join (on a busy machine 500 joins can outlast
+	// any short start), then moved to just ahead: all 500 are in the pre-queue at the start.
+	f.schedule(t, "rerun", time.Now().Add(time.Hour))
 	var tickets []queue.Ticket
 	for range 500 {
 		tk, _ := f.signer.New("rerun")
@@ -264,6 +265,8 @@ func TestDrawRerunAfterLeaderLoss(t *testing.T) {
 		}
 		tickets = append(tickets, tk)
 	}
+	start := time.Now().Add(50 * time.Millisecond)
+	f.schedule(t, "rerun", start)
 	time.Sleep(time.Until(start) + 5*time.Millisecond)
 	// A join after the start freezes the list (nobody has drawn yet).
 	late, _ := f.signer.New("rerun")
