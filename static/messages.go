@@ -16,7 +16,7 @@ var messages = map[string][2]string{
 
 	// Index.
 	"index_title":       {"Lines", "대기열"},
-	"index_heading":     {"Open lines", "참여 가능한 대기열"},
+	"index_heading":     {"All lines", "전체 대기열"},
 	"index_intro":       {"Pick a line to join. You will be let in in the order you arrived.", "참여할 대기열을 고르세요. 도착한 순서대로 입장합니다."},
 	"index_waiting":     {"Waiting", "대기 인원"},
 	"index_rate":        {"Let in per second", "초당 입장"},

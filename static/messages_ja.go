@@ -15,7 +15,7 @@ var messagesJA = map[string]string{
 
 	// Index.
 	"index_title":       "待ち行列",
-	"index_heading":     "参加できる待ち行列",
+	"index_heading":     "すべての待ち行列",
 	"index_intro":       "参加する待ち行列を選んでください。到着した順に入場できます。",
 	"index_waiting":     "待っている人数",
 	"index_rate":        "1秒あたりの入場",
