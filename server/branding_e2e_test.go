@@ -183,14 +183,10 @@ func TestBrandingLogo(t *testing.T) {
 	// one byte more is 413 with the limit named; a 65 KiB JSON body elsewhere is still 413.
 	var eBig brandingErr
 	res := call(t, "PUT", in.url+logo, adminToken, logoOfSize(t, pngBytes, 100<<10+1), &eBig, "Content-Type", "image/png")
+	// Fiber's body limit (100 KiB) refuses this one before putLogo runs; the answer names the
+	// logo's limit all the same (it said "64 KiB").
 	if res.StatusCode != 413 || eBig.Error.Code != "body_too_large" || eBig.Error.Message != "The logo is larger than 100 KiB (102,400 bytes)." {
 		t.Fatalf("a logo of 100 KiB + 1: %d %+v", res.StatusCode, eBig.Error)
-	}
-	// Far past the limit Fiber refuses the body before the handler; the answer is the same.
-	var eHuge brandingErr
-	if res := call(t, "PUT", in.url+logo, adminToken, logoOfSize(t, pngBytes, 1<<20), &eHuge, "Content-Type", "image/png"); res.StatusCode != 413 ||
-		eHuge.Error.Message != "The logo is larger than 100 KiB (102,400 bytes)." {
-		t.Fatalf("a logo of 1 MiB: %d %+v", res.StatusCode, eHuge.Error)
 	}
 	if res := call(t, "PUT", in.url+logo, adminToken, logoOfSize(t, pngBytes, 100<<10), nil, "Content-Type", "image/png"); res.StatusCode != 200 {
 		t.Fatalf("a logo of exactly 100 KiB: %d", res.StatusCode)
