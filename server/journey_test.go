@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,50 +129,9 @@ func (j *journey) check(p *journeyPerson, name, how string) {
 	j.t.Helper()
 	j.states++
 	what := fmt.Sprintf("%s: %s (%s)", p.name, name, how)
-	j.findings = append(j.findings, j.axeOnce(p, what)...)
+	j.findings = append(j.findings, axeCheck(j.t, p.browserPage, j.axe, what)...)
 	file := fmt.Sprintf("%02d-%s-%s-%s", j.states, p.name, name, strings.NewReplacer(" ", "", "px", "").Replace(how))
 	j.snap(p, regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(file, "_")+".jpg")
-}
-
-// axeOnce runs axe-core once on the page as it is now (violations and the count of rules that
-// passed come from the same run), injecting it only when the page does not have it yet. The
-// script is the test's, injected with the DevTools protocol, which the page's CSP does not
-// govern. Every violation is logged; the serious and critical ones are returned.
-func (j *journey) axeOnce(p *journeyPerson, what string) []string {
-	j.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 60*time.Second)
-	defer cancel()
-	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`)); err != nil || !ok {
-		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](j.axe+"\n;typeof axe === 'object'")); err != nil || !ok {
-			j.t.Fatalf("%s: inject axe-core: %v %v\n%s", what, ok, err, p.diagnose())
-		}
-	}
-	var res struct {
-		Passes     int            `json:"passes"`
-		Violations []axeViolation `json:"violations"`
-	}
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r =>
-		JSON.stringify({passes: r.passes.length, violations: r.violations}))`, chromedp.EvalAwaitPromise))
-	if err == nil {
-		err = json.Unmarshal([]byte(raw), &res)
-	}
-	if err != nil {
-		j.t.Fatalf("%s: axe.run: %v\n%s", what, err, p.diagnose())
-	}
-	if res.Passes < 10 {
-		j.t.Fatalf("%s: axe checked too little (%d rules passed): is it running?", what, res.Passes)
-	}
-	var bad []string
-	for _, v := range res.Violations {
-		for _, n := range v.Nodes {
-			line := fmt.Sprintf("%s: [%s] %s (%s) at %v: %s — %s", what, v.Impact, v.ID, v.Help, n.Target, n.HTML, strings.ReplaceAll(n.Summary, "\n", " "))
-			j.t.Log("axe: " + line)
-			if v.Impact == "serious" || v.Impact == "critical" {
-				bad = append(bad, line)
-			}
-		}
-	}
-	return bad
 }
 
 // snap saves what the person sees (the viewport, JPEG): cheap enough for every state, where
