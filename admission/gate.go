@@ -16,7 +16,28 @@ type TokenStore interface {
 	CheckToken(ctx context.Context, t queue.Ticket, token string) (queue.Verdict, time.Time, error)
 	ConsumeToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
 	ReleaseToken(ctx context.Context, t queue.Ticket, token, reqKey string) error
+	// TokenRevoked reports whether an operator revoked token (its jti) in t's queue.
+	TokenRevoked(ctx context.Context, t queue.Ticket, token string) (bool, error)
 }
+
+// Bounds on what one request may make a gate do, whatever it carries (a Cookie header
+// can hold about 90 valid ticket cookies).
+const (
+	// MaxTicketCookies is how many ticket cookies of a request are read (each an HMAC
+	// check); the ones after them are not parsed.
+	MaxTicketCookies = 8
+	// MaxTokenChecks is how many token-store script calls a bare token may cost: the
+	// caller's tickets tried plus the tickets of other queues asked about (to answer
+	// token_wrong_queue). A signed token names its ticket: one call.
+	MaxTokenChecks = 4
+	// MaxGateCommands is the most Redis commands one gate decision sends: MaxTokenChecks
+	// script calls, the revocation check (one EXISTS) and, for a claim of a revoked bare
+	// token, the release of that claim. A signed token costs at most 2 (EXISTS + the
+	// script); one whose kid is unknown costs at most one key re-read (HGETALL, at most
+	// once a second per instance) and nothing else. GET /api/verify never claims: at most
+	// MaxTokenChecks + 1.
+	MaxGateCommands = MaxTokenChecks + 2
+)
 
 // Ticket cookies (API.md, Hardening): one per queue, and the first release's single one,
 // still read for a day after the upgrade.
@@ -68,6 +89,7 @@ var (
 	errWrongQueue    = refuse(403, "token_wrong_queue", "This admission token was given by another queue than the one that sells this.")
 	errTicketMissing = refuse(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
 	errTicketInvalid = refuse(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
+	errTokenRevoked  = refuse(401, "token_revoked", "This admission token was revoked by the operator.")
 )
 
 // WrongQueue is the refusal for a token or ticket of another queue than the route's.
@@ -169,11 +191,21 @@ func (g *Gate) signed(ctx context.Context, r Request, queues []string, reqKey st
 		return Pass{}, errNotYours
 	}
 	p := Pass{Ticket: t, jti: c.ID, key: reqKey}
+	revoked, err := g.Tokens.TokenRevoked(ctx, t, c.ID)
+	switch {
+	case err != nil:
+		return p, err
+	case revoked:
+		return Pass{}, errTokenRevoked
+	}
 	p.Verdict, err = op(t, c.ID)
 	if err != nil {
 		return p, err
 	}
-	return p, verdictRefusal(p.Verdict)
+	if rf := verdictRefusal(p.Verdict); rf != nil {
+		return p, rf
+	}
+	return p, nil
 }
 
 // ticketFor is the caller's ticket for queue name: the explicit one (which must be of that
@@ -209,7 +241,7 @@ func (r Request) cookie(name string) string {
 
 // bare handles a token of the release before signed tokens (a UUID), valid for one token
 // lifetime after the upgrade: it names no queue or ticket, so the caller's tickets for
-// the route's queues are tried in turn.
+// the route's queues are tried in turn — at most MaxTokenChecks token-store calls in all.
 func (g *Gate) bare(ctx context.Context, r Request, queues []string, reqKey string, op func(queue.Ticket, string) (queue.Verdict, error)) (Pass, error) {
 	if !queue.ValidToken(r.Token) {
 		return Pass{}, errTokenInvalid
@@ -220,7 +252,9 @@ func (g *Gate) bare(ctx context.Context, r Request, queues []string, reqKey stri
 	}
 	var p Pass
 	var err error
-	for _, t := range tickets {
+	tried := 0
+	for _, t := range tickets[:min(len(tickets), MaxTokenChecks)] {
+		tried++
 		p = Pass{Ticket: t, jti: r.Token, key: reqKey}
 		if p.Verdict, err = op(t, r.Token); err != nil || p.Verdict != queue.TokenUnknown {
 			break
@@ -229,15 +263,32 @@ func (g *Gate) bare(ctx context.Context, r Request, queues []string, reqKey stri
 	if err != nil {
 		return p, err
 	}
-	if p.Verdict == queue.TokenUnknown && g.tokenOfOtherQueue(ctx, r, queues) {
+	if p.Verdict == queue.TokenUnknown && len(queues) > 0 && g.tokenOfOtherQueue(ctx, r, queues, MaxTokenChecks-tried) {
 		return p, errWrongQueue
 	}
-	return p, verdictRefusal(p.Verdict)
+	if rf := verdictRefusal(p.Verdict); rf != nil {
+		return p, rf
+	}
+	// Live for this ticket: refused when revoked (checked after the token is found, so
+	// the tickets tried each cost one call, not two). A claim just taken is given back.
+	revoked, err := g.Tokens.TokenRevoked(ctx, p.Ticket, r.Token)
+	switch {
+	case err != nil:
+		return p, err
+	case revoked:
+		if p.Verdict == queue.TokenLive && reqKey != "" {
+			_ = g.Tokens.ReleaseToken(ctx, p.Ticket, r.Token, reqKey)
+		}
+		return Pass{}, errTokenRevoked
+	}
+	return p, nil
 }
 
 // bareTickets are the caller's tickets for the route's queues: an explicit ticket must be
-// of one of them; else each queue's cookie (or the legacy one) holding a ticket of it. A
-// caller whose only tickets are of other queues is refused token_wrong_queue.
+// of one of them; else each queue's cookie (or the legacy one) holding a ticket of it;
+// with no route queue (GET /api/verify without X-Waitroom-Queue), the request's first
+// MaxTicketCookies ticket cookies. A caller whose only tickets are of other queues is
+// refused token_wrong_queue.
 func (g *Gate) bareTickets(r Request, queues []string) ([]queue.Ticket, *Refusal) {
 	if r.Ticket != "" {
 		t, err := g.Tickets.Parse(r.Ticket)
@@ -253,7 +304,7 @@ func (g *Gate) bareTickets(r Request, queues []string) ([]queue.Ticket, *Refusal
 	if len(queues) == 0 {
 		out = g.cookieTickets(r)
 	}
-	for _, q := range queues {
+	for _, q := range queues[:min(len(queues), MaxTokenChecks)] {
 		for _, cookie := range []string{TicketCookie(q), LegacyTicketCookie} {
 			if t, err := g.Tickets.Parse(r.cookie(cookie)); err == nil && t.Queue == q && !slices.Contains(out, t) {
 				out = append(out, t)
@@ -270,14 +321,19 @@ func (g *Gate) bareTickets(r Request, queues []string) ([]queue.Ticket, *Refusal
 	return nil, errTicketMissing
 }
 
-// cookieTickets lists the valid tickets of every ticket cookie of the request.
+// cookieTickets lists the valid tickets of the request's first MaxTicketCookies ticket
+// cookies (the ones after them are not parsed).
 func (g *Gate) cookieTickets(r Request) []queue.Ticket {
 	var out []queue.Ticket
 	if r.Cookies == nil {
 		return nil
 	}
+	seen := 0
 	r.Cookies(func(name, v string) {
 		if name != LegacyTicketCookie && !strings.HasPrefix(name, TicketCookiePrefix) {
+			return
+		}
+		if seen++; seen > MaxTicketCookies {
 			return
 		}
 		if t, err := g.Tickets.Parse(v); err == nil && !slices.Contains(out, t) {
@@ -287,20 +343,16 @@ func (g *Gate) cookieTickets(r Request) []queue.Ticket {
 	return out
 }
 
-// maxOtherChecks bounds the Redis calls an unknown bare token may cost: a Cookie header
-// could carry dozens of valid tickets.
-const maxOtherChecks = 4
-
 // tokenOfOtherQueue reports whether a bare token unknown in the route's queues is live for
-// a ticket cookie of another queue (named after its ticket's queue), at most
-// maxOtherChecks of them.
-func (g *Gate) tokenOfOtherQueue(ctx context.Context, r Request, queues []string) bool {
+// a ticket cookie of another queue (named after its ticket's queue), asking about at most
+// budget of them.
+func (g *Gate) tokenOfOtherQueue(ctx context.Context, r Request, queues []string, budget int) bool {
 	checked := 0
 	for _, o := range g.cookieTickets(r) {
 		if slices.Contains(queues, o.Queue) || r.cookie(TicketCookie(o.Queue)) == "" {
 			continue
 		}
-		if checked++; checked > maxOtherChecks {
+		if checked++; checked > budget {
 			return false
 		}
 		if v, _, err := g.Tokens.CheckToken(ctx, o, r.Token); err == nil && v != queue.TokenUnknown {
@@ -310,7 +362,7 @@ func (g *Gate) tokenOfOtherQueue(ctx context.Context, r Request, queues []string
 	return false
 }
 
-func verdictRefusal(v queue.Verdict) error {
+func verdictRefusal(v queue.Verdict) *Refusal {
 	switch v {
 	case queue.TokenLive, queue.TokenShared, queue.TokenReplay:
 		return nil
