@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -81,7 +83,7 @@ const iatSkew = time.Minute
 // are refused before any key is used), a kid this deployment publishes, a valid Ed25519
 // signature, our issuer, and claims of the right shape; an expired token is ErrExpired.
 func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
-	if len(raw) == 0 || len(raw) > MaxTokenLen || !compactJWS(raw) {
+	if len(raw) == 0 || len(raw) > MaxTokenLen || !compactJWS(raw) || !canonicalSegments(raw) {
 		return Claims{}, ErrMalformed
 	}
 	var c Claims
@@ -103,7 +105,7 @@ func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
 		}
 		return k.Public, nil
 	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(r.cfg.Issuer),
-		jwt.WithExpirationRequired(), jwt.WithLeeway(0))
+		jwt.WithExpirationRequired(), jwt.WithLeeway(0), jwt.WithStrictDecoding())
 	switch {
 	case err == nil:
 	case keyErr != nil:
@@ -127,6 +129,28 @@ func (r *KeyRing) Verify(ctx context.Context, raw string) (Claims, error) {
 		return Claims{}, ErrClaims
 	}
 	return c, nil
+}
+
+// segment is the one spelling of a JWS segment: base64url without padding, and the unused
+// low bits of the last character zero.
+var segment = base64.RawURLEncoding.Strict()
+
+// canonicalSegments reports whether each of raw's three segments is the one base64url
+// spelling of its bytes. The lenient decoder reads up to 16 spellings of one Ed25519
+// signature (the last character's 4 unused bits) and several of a header or payload, so
+// anything keyed on the token string (a shop's deny-list, an auth_request cache) would see
+// one admission as many tokens.
+func canonicalSegments(raw string) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := segment.DecodeString(p); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // compactJWS reports whether s holds only the characters of a compact JWS (base64url and
