@@ -143,23 +143,27 @@ func (l *LiveLimits) refresh(ctx context.Context) {
 	}
 }
 
-// Put validates v, stores it for every instance and uses it here at once.
-func (l *LiveLimits) Put(ctx context.Context, v Limits) error {
+// Put validates v, stores it for every instance and uses it here at once; it returns what
+// it stored (a rate of -0 is stored as 0).
+func (l *LiveLimits) Put(ctx context.Context, v Limits) (Limits, error) {
 	ctx, cancel := l.q.bound(ctx)
 	defer cancel()
 	if err := v.Validate(); err != nil {
-		return err
+		return Limits{}, err
+	}
+	for _, r := range []*float64{&v.OrderPerTicket, &v.OrderGlobal, &v.JoinPerIP, &v.JoinGlobal, &v.StatusPerTicket} {
+		*r = positiveZero(*r)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return Limits{}, err
 	}
 	if err := l.q.rdb.Set(ctx, limitsKey, b, 0).Err(); err != nil {
-		return fail("put limits", err)
+		return Limits{}, fail("put limits", err)
 	}
 	l.cur.Store(&v)
 	l.loaded.Store(time.Now().UnixNano())
-	return nil
+	return v, nil
 }
 
 // rejectCountTimeout bounds the best-effort count of a refused request.

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -31,14 +32,21 @@ func TestLiveLimitsAcrossReleases(t *testing.T) {
 	}
 	next := a.Get()
 	next.JoinPerIP = 9
-	if err := a.Put(ctx, next); err != nil || a.Get().JoinPerIP != 9 {
+	if _, err := a.Put(ctx, next); err != nil || a.Get().JoinPerIP != 9 {
 		t.Fatalf("put: %v, now %v", err, a.Get().JoinPerIP)
 	}
 	// b reads a stale snapshot without waiting, which asks its loop for a fresh one.
 	testwait.For(t, 3*time.Second, "the other store to see the change", func() bool { return b.Get().JoinPerIP == 9 })
 	bad := next
 	bad.StatusPerTicketBurst = -1
-	if err := a.Put(ctx, bad); err == nil {
+	if _, err := a.Put(ctx, bad); err == nil {
 		t.Fatal("a negative burst was stored")
+	}
+	// -0 is a rate of 0 (off), stored and answered as 0.
+	negZero := next
+	negZero.JoinGlobal = math.Copysign(0, -1)
+	got, err := a.Put(ctx, negZero)
+	if err != nil || math.Signbit(got.JoinGlobal) || math.Signbit(a.Get().JoinGlobal) {
+		t.Fatalf("-0 stored as %v (now %v), %v", got.JoinGlobal, a.Get().JoinGlobal, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,6 +206,9 @@ func (s Settings) Validate() error {
 	if err := s.validateBrand(); err != nil {
 		return err
 	}
+	if err := s.validateBidi(); err != nil {
+		return err
+	}
 	switch {
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
@@ -229,35 +231,10 @@ func (s Settings) Validate() error {
 	return nil
 }
 
-// NormalizeOrigin returns the canonical form of an allowed origin — scheme "http" or
-// "https", a host, an optional port, nothing else (no path, query, fragment or userinfo),
-// lower case — or an error naming what is wrong.
-func NormalizeOrigin(o string) (string, error) {
-	if len(o) == 0 || len(o) > 200 || strings.TrimSpace(o) != o || strings.ContainsAny(o, "\\@ \t\r\n") {
-		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example.", o)
-	}
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
-		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example (scheme, host and port only).", o)
-	}
-	if u.Port() != "" {
-		if p := u.Port(); len(p) > 5 || strings.Trim(p, "0123456789") != "" {
-			return "", invalid("allowed_origins", "%q has a bad port.", o)
-		}
-	}
-	// A browser's Origin never names the scheme's default port.
-	host := strings.ToLower(u.Host)
-	if (u.Scheme == "https" && u.Port() == "443") || (u.Scheme == "http" && u.Port() == "80") {
-		host = strings.TrimSuffix(host, ":"+u.Port())
-	}
-	return strings.ToLower(u.Scheme) + "://" + host, nil
-}
-
 // Apply returns s with the fields the patch sets.
 func (p SettingsPatch) Apply(s Settings) Settings {
 	if p.RatePerSecond != nil {
-		s.RatePerSecond = *p.RatePerSecond
+		s.RatePerSecond = positiveZero(*p.RatePerSecond)
 	}
 	if p.MaxActive != nil {
 		s.MaxActive = *p.MaxActive
@@ -278,7 +255,7 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 		s.PowDifficulty = *p.PowDifficulty
 	}
 	if p.PriorityShare != nil {
-		s.PriorityShare = *p.PriorityShare
+		s.PriorityShare = positiveZero(*p.PriorityShare)
 	}
 	if p.AllowedOrigins != nil {
 		s.AllowedOrigins = *p.AllowedOrigins

@@ -90,11 +90,13 @@ func (s *Server) statusLimit(c *fiber.Ctx, t queue.Ticket) error {
 func (s *Server) getLimits(c *fiber.Ctx) error { return c.JSON(s.lim.Get()) }
 
 func (s *Server) putLimits(c *fiber.Ctx) error {
+	// A partial body: the keys it names change, the others keep their values.
 	v := s.lim.Get()
-	if err := decodeJSON(c, &v); err != nil {
+	if err := decodeStrict(c.Body(), &v); err != nil {
 		return err
 	}
-	if err := s.lim.Put(c.UserContext(), v); err != nil {
+	v, err := s.lim.Put(c.UserContext(), v)
+	if err != nil {
 		if errors.Is(err, queue.ErrInvalid) {
 			return invalidError("invalid_limits", err)
 		}
