@@ -90,6 +90,7 @@ var (
 	errTicketMissing = refuse(401, "ticket_missing", "The ticket the token was issued to is required (cookie or Authorization: Bearer).")
 	errTicketInvalid = refuse(401, "ticket_invalid", "The ticket is missing, malformed or forged.")
 	errTokenRevoked  = refuse(401, "token_revoked", "This admission token was revoked by the operator.")
+	errKeyRevoked    = refuse(401, "token_revoked", "The key that signed this admission token was revoked by the operator.")
 )
 
 // WrongQueue is the refusal for a token or ticket of another queue than the route's.
@@ -177,6 +178,8 @@ func (g *Gate) signed(ctx context.Context, r Request, queues []string, reqKey st
 		return Pass{}, err
 	case errors.Is(err, ErrExpired):
 		return Pass{}, errTokenExpired
+	case errors.Is(err, ErrKeyRevoked):
+		return Pass{}, errKeyRevoked
 	case err != nil:
 		return Pass{}, refuse(401, "token_invalid", "This admission token is not valid here.")
 	}

@@ -30,8 +30,12 @@ import (
 // KeyStore keeps the signing keys where every instance reads them (implemented by
 // *queue.Queue: a Redis hash).
 type KeyStore interface {
-	SigningKeys(ctx context.Context) ([]queue.StoredKey, error)
+	// SigningKeys reads the keys and the revoked key ids (with when, Unix ms).
+	SigningKeys(ctx context.Context) ([]queue.StoredKey, map[string]int64, error)
 	PutSigningKeys(ctx context.Context, keys []queue.StoredKey, drop []string) error
+	// RevokeSigningKey deletes kid and marks it revoked at atMs, writes keys and forgets
+	// the marks of the kids in forget, in one transaction.
+	RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []queue.StoredKey, forget []string) error
 	// LockFirstSigningKey reports whether this caller may make a deployment's first key
 	// (a lock held for ttl).
 	LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error)
@@ -84,9 +88,10 @@ type Key struct {
 
 // keySet is one immutable view of the keys, swapped atomically on refresh.
 type keySet struct {
-	keys  []Key // newest SignsFrom first
-	byKid map[string]*Key
-	jwks  []byte
+	keys    []Key // newest SignsFrom first
+	byKid   map[string]*Key
+	revoked map[string]int64 // revoked kid -> when (Unix ms)
+	jwks    []byte
 }
 
 // KeyRing signs and verifies admission tokens with the deployment's keys.
@@ -231,18 +236,22 @@ func (r *KeyRing) add(ctx context.Context, now, signsFrom time.Time) (Key, error
 
 // stored is k as the store keeps it, retiring at retired.
 func (k Key) stored(retired time.Time) queue.StoredKey {
-	return queue.StoredKey{Kid: k.Kid, Public: k.Public, CreatedMs: k.Created.UnixMilli(),
-		SignsFromMs: k.SignsFrom.UnixMilli(), RetiredMs: retired.UnixMilli(), Sealed: k.sealed}
+	s := queue.StoredKey{Kid: k.Kid, Public: k.Public, CreatedMs: k.Created.UnixMilli(),
+		SignsFromMs: k.SignsFrom.UnixMilli(), Sealed: k.sealed}
+	if !retired.IsZero() {
+		s.RetiredMs = retired.UnixMilli() // zero: no successor
+	}
+	return s
 }
 
 func (r *KeyRing) reload(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	stored, err := r.store.SigningKeys(ctx)
+	stored, revoked, err := r.store.SigningKeys(ctx)
 	if err != nil {
 		return err
 	}
-	set := &keySet{byKid: make(map[string]*Key, len(stored))}
+	set := &keySet{byKid: make(map[string]*Key, len(stored)), revoked: revoked}
 	for _, s := range stored {
 		if len(s.Public) != ed25519.PublicKeySize || s.Kid != Thumbprint(s.Public) {
 			r.cfg.Log.Warn().Str("kid", s.Kid).Msg("admission: a stored signing key is malformed; ignored")
@@ -306,10 +315,15 @@ func (r *KeyRing) current(now time.Time) (*Key, bool) {
 }
 
 // lookup finds kid, re-reading the store (at most once a second) when it is unknown: a
-// key another instance has just made. An error is the store's (Redis unreachable).
+// key another instance has just made. An error is the store's (Redis unreachable), or
+// ErrKeyRevoked for a key known to be revoked.
 func (r *KeyRing) lookup(ctx context.Context, kid string) (*Key, bool, error) {
-	if k, ok := r.set.Load().byKid[kid]; ok {
+	set := r.set.Load()
+	if k, ok := set.byKid[kid]; ok {
 		return k, true, nil
+	}
+	if _, ok := set.revoked[kid]; ok {
+		return nil, false, ErrKeyRevoked
 	}
 	now := time.Now().UnixMilli()
 	last := r.lastForce.Load()
@@ -320,7 +334,11 @@ func (r *KeyRing) lookup(ctx context.Context, kid string) (*Key, bool, error) {
 		r.lastForce.Store(0) // let the next request try again
 		return nil, false, err
 	}
-	k, ok := r.set.Load().byKid[kid]
+	set = r.set.Load()
+	if _, ok := set.revoked[kid]; ok {
+		return nil, false, ErrKeyRevoked
+	}
+	k, ok := set.byKid[kid]
 	return k, ok, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,13 +27,30 @@ type StoredKey struct {
 	RetiredMs int64 `json:"retired_ms,omitempty"`
 }
 
-// SigningKeys reads every stored signing key (one HGETALL).
-func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, error) {
+// revokedField prefixes the field of a revoked key in the same hash: "revoked:<kid>" →
+// {"revoked_ms":…}. A reader that knows no revocation skips it (it is not a key), and one
+// hash keeps a key's removal and its mark in one transaction on one slot.
+const revokedField = "revoked:"
+
+type revokedMark struct {
+	RevokedMs int64 `json:"revoked_ms"`
+}
+
+// SigningKeys reads every stored signing key and the revoked key ids with when they were
+// revoked (Unix ms), in one HGETALL. A key that is also marked revoked is left out.
+func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, map[string]int64, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	m, err := q.rdb.HGetAll(ctx, signingKeysKey).Result()
 	if err != nil {
-		return nil, fail("read signing keys", err)
+		return nil, nil, fail("read signing keys", err)
+	}
+	revoked := map[string]int64{}
+	for f, v := range m {
+		var r revokedMark
+		if kid, ok := strings.CutPrefix(f, revokedField); ok && json.Unmarshal([]byte(v), &r) == nil {
+			revoked[kid] = r.RevokedMs
+		}
 	}
 	out := make([]StoredKey, 0, len(m))
 	for kid, v := range m {
@@ -40,9 +58,38 @@ func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, error) {
 		if err := json.Unmarshal([]byte(v), &k); err != nil || k.Kid != kid {
 			continue // not ours to read; left alone
 		}
+		if _, gone := revoked[kid]; gone {
+			continue // written back by an instance that had not read the revocation yet
+		}
 		out = append(out, k)
 	}
-	return out, nil
+	return out, revoked, nil
+}
+
+// RevokeSigningKey deletes key kid, marks it revoked at atMs, writes keys (whose
+// retirement the removal changed) and deletes the marks of the kids in forget, in one
+// transaction.
+func (q *Queue) RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []StoredKey, forget []string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	mark, _ := json.Marshal(revokedMark{RevokedMs: atMs})
+	pipe := q.rdb.TxPipeline()
+	for _, k := range keys {
+		b, err := json.Marshal(k)
+		if err != nil {
+			return fmt.Errorf("encode signing key: %w", err)
+		}
+		pipe.HSet(ctx, signingKeysKey, k.Kid, b)
+	}
+	pipe.HDel(ctx, signingKeysKey, kid)
+	pipe.HSet(ctx, signingKeysKey, revokedField+kid, mark)
+	for _, f := range forget {
+		pipe.HDel(ctx, signingKeysKey, revokedField+f)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fail("revoke signing key", err)
+	}
+	return nil
 }
 
 // PutSigningKeys writes keys (new ones, or ones whose retirement changed) and deletes the

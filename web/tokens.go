@@ -79,10 +79,17 @@ func (s *Server) redeem(c *fiber.Ctx) error {
 		return err
 	case errors.Is(err, admission.ErrExpired):
 		return errorf(401, "token_expired", "This admission token has expired.")
+	case errors.Is(err, admission.ErrKeyRevoked):
+		return errorf(401, "token_revoked", "The key that signed this admission token was revoked by the operator.")
 	case err != nil:
 		return errorf(401, "token_invalid", "This admission token is not valid here.")
 	}
 	t := queue.Ticket{Queue: claims.Audience, ID: claims.Subject}
+	if revoked, err := s.d.Queue.TokenRevoked(ctx, t, claims.ID); err != nil {
+		return err
+	} else if revoked {
+		return errorf(401, "token_revoked", "This admission token was revoked by the operator.")
+	}
 	key := "redeem-" + newID()
 	v, exp, err := s.d.Queue.ClaimToken(ctx, t, claims.ID, key, false)
 	if err != nil {
