@@ -6,8 +6,9 @@
 -- KEYS[5]  seen      ZSET  ticket -> last sign of life (ms), for abandonment
 -- KEYS[6]  clock     HASH  admission state (head, measured rate; seq_p/head_p, seq_b/head_b
 --                          of the invite lanes)
--- KEYS[7]  places    ZSET  the places of one client address: ticket -> sequence (unused
---                          when ARGV[3] is empty)
+-- KEYS[7]  places    ZSET  the places of one client address: ticket -> sequence (9e15 for a
+--                          pre-queue place); unused when ARGV[3] is empty. A member counts
+--                          while its ticket's row says the place lives (live() below).
 -- KEYS[8]  pow       STRING the single-use record of the presented proof-of-work challenge
 -- KEYS[9]  invites   HASH  code -> "lane:uses_left:expires_ms:max_uses:created_ms"
 -- KEYS[10] invitexp  ZSET  code -> expires_ms
@@ -25,7 +26,8 @@
 -- ARGV[2] "1" to join, "0" to only read the state (status)
 -- ARGV[3] the client address key ("" = not capped)
 -- ARGV[4] difficulty of the verified proof-of-work challenge presented ("" = none)
--- ARGV[5] how long the challenge record is kept (ms; until the challenge expires)
+-- ARGV[5] the presented challenge's expiry (Unix ms): on Redis time, a challenge past it is
+--         refused (-7) and its record is kept until it (whatever the instance's clock says)
 -- ARGV[6] invite code ("" = none)
 -- ARGV[7] a fresh token (UUID) for a passthrough admission
 -- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
@@ -34,9 +36,10 @@
 --   woke: 1 when this join ended the queue's rest (clock idle, see admit.lua): the caller
 --   wakes the admission loops.
 --   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
---   only), -4 the address holds places_per_ip live places already, -5 a new place needs a
---   proof of work and none came, -6 the proof is for a lower difficulty than the queue's
---   (-5 and -6 return {code, difficulty}), -7 the challenge was used already, -8 the invite
+--   only), -4 the address holds its cap of live places already (places_per_ip, or its
+--   share of max_active), -5 a new place needs a proof of work and none came, -6 the proof
+--   is for a lower difficulty than the queue's (-5 and -6 return {code, difficulty}), -7 the
+--   challenge was used already or has expired (on Redis time), -8 the invite
 --   code is unknown (never made, revoked, used up, or another queue's) or expired (a
 --   normal waiter who brought it keeps the place), -9 the sale has ended (ends_at), -10 sold
 --   out, -11 the queue's method is reject.
@@ -48,7 +51,7 @@ local idle_flag = nil
 local function main()
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms')
+  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip')
 local closed = cf[1] == '1'
 local method = cf[7] or 'fifo'
 local sold_out = cf[8] == '1'
@@ -218,23 +221,57 @@ if need > 0 then
   if ARGV[4] == '' then return {-5, need} end
   if (tonumber(ARGV[4]) or 0) < need then return {-6, need} end
 end
--- The per-address cap. Places are admitted in sequence order, so every place of the address
--- at or below the head has left the line (admitted, left or abandoned) and is dropped here;
--- one that left ahead of the head still counts until the head passes it (stricter, never
--- looser). The key expires a day after the address last joined. Places taken while the
--- cap was 0 are not counted when a cap is set later.
+-- The per-address cap (places.go): places_per_ip and, where max_active is set, a share of
+-- it (max(1, floor(max_active × share))). A place of the address counts from its join
+-- until its ticket's row says it ended: it left, was abandoned, dropped or retired (no
+-- row), its token was used (u) or has expired (a past its expiry, or e) — an admitted place
+-- keeps counting while its token lives. An invite place never counts. The set is only
+-- checked when it is full: its oldest members (at most SCAN) are read in one HMGET and
+-- the ended ones dropped, so a join costs at most ZCARD, ZRANGE and one HMGET of SCAN
+-- fields. The key expires a day after the address last joined (no token lives longer).
+-- Places taken while the cap was 0 are not counted when a cap is set later.
 local cap = tonumber(cf[4] or '100') or 100
 if ARGV[3] ~= '' and cap > 0 then
-  local head = tonumber(redis.call('HGET', KEYS[6], 'head') or '0') or 0
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', head)
-  if redis.call('ZCARD', KEYS[7]) >= cap then return {-4} end
+  local max_active = tonumber(cf[12] or '0') or 0
+  local ipshare = tonumber(cf[15] or '0.1') or 0.1
+  if max_active > 0 and ipshare > 0 then
+    cap = math.min(cap, math.max(1, math.floor(max_active * ipshare + 1e-9)))
+  end
+  local n = redis.call('ZCARD', KEYS[7])
+  if n >= cap then
+    local SCAN = 1000
+    local m = redis.call('ZRANGE', KEYS[7], 0, SCAN - 1)
+    local rows = redis.call('HMGET', KEYS[4], unpack(m))
+    local ended = {}
+    for i, tk in ipairs(m) do
+      local row = rows[i]
+      local live = false
+      if row and not string.match(row, ':[pb]$') then
+        local c = string.sub(row, 1, 1)
+        if c == 'w' or c == 'q' then
+          live = true
+        elseif c == 'a' then
+          live = (tonumber(string.match(row, '^a:%d+:[^:]*:(%d+)') or '0') or 0) > now
+        end
+      end
+      if not live then ended[#ended + 1] = tk end
+    end
+    if #ended > 0 then redis.call('ZREM', KEYS[7], unpack(ended)) end
+    if n - #ended >= cap then return {-4} end
+  end
 end
--- After the cap: a proof refused for the cap is not spent.
-if need > 0 and not redis.call('SET', KEYS[8], '1', 'NX', 'PX', ARGV[5]) then return {-7} end
+-- After the cap: a proof refused for the cap is not spent. The challenge's expiry is
+-- checked on Redis time, and its record kept until then, so instances whose clocks
+-- disagree cannot use one challenge twice.
+if need > 0 then
+  local cexp = tonumber(ARGV[5]) or 0
+  if cexp <= now then return {-7} end
+  if not redis.call('SET', KEYS[8], '1', 'NX', 'PX', cexp - now) then return {-7} end
+end
 
 -- A scheduled queue before its start: the place is in the pre-queue, drawn at the start. It
--- counts against the address cap until the key expires (its sequence is not known yet:
--- stricter, never looser); it needs no sign of life before the start.
+-- counts against the address cap like any place (scored last: its sequence is not known
+-- yet); it needs no sign of life before the start.
 if phase == 's' and now < starts then
   local idx = redis.call('HINCRBY', KEYS[17], 'joins', 1)
   redis.call('ZADD', KEYS[15], idx, ARGV[1])

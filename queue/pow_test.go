@@ -307,3 +307,77 @@ func BenchmarkPowVerify(b *testing.B) {
 		}
 	})
 }
+
+// TestPowRecordOnRedisTime: a challenge's single-use record follows Redis time, not the
+// clock of the instance that verified it. An instance whose clock is 3 minutes behind
+// Redis verifies a challenge that expired a minute ago (for it, the challenge is fresh):
+// the join script refuses it (before, the record was kept for time.Until(expiry) — 1 ms —
+// so the same challenge made a second place). An instance 100 s behind issues a challenge
+// that, on Redis time, expires in 20 s: the record is kept exactly that long.
+func TestPowRecordOnRedisTime(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.mkQueue(t, "pwt", 0, 0)
+	diff := 4
+	if _, _, err := f.q.Put(ctx, "pwt", queue.SettingsPatch{PowDifficulty: &diff}); err != nil {
+		t.Fatal(err)
+	}
+	redisNow, err := f.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lagging instance's view of "now".
+	behind := redisNow.Add(-3 * time.Minute)
+	c := f.signer.NewChallenge("pwt", diff, behind)
+	p, err := f.signer.VerifyPow("pwt", c.Challenge, solve(t, c.Challenge, diff), behind.Add(time.Second))
+	if err != nil {
+		t.Fatalf("the lagging instance verifies its challenge: %v", err)
+	}
+	places := 0
+	for i := range 2 {
+		tk, _ := f.signer.New("pwt")
+		_, _, err := f.q.JoinWith(ctx, tk, queue.JoinOptions{Pow: p})
+		switch {
+		case err == nil:
+			places++
+			// How long was its record kept? (Before: 1 ms; the next join came after it.)
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				if n, _ := f.rdb.Exists(ctx, "wr:{q:pwt}:pow:"+p.ID).Result(); n == 0 {
+					break
+				}
+			}
+		case !errors.Is(err, queue.ErrPowInvalid):
+			t.Fatalf("join %d with the expired challenge: %v", i, err)
+		}
+	}
+	t.Logf("a challenge expired on Redis time 1 min ago, verified by an instance 3 min behind: %d places from it", places)
+	if places != 0 {
+		t.Fatalf("%d places from a challenge expired on Redis time, want 0", places)
+	}
+	if n, _ := f.rdb.Exists(ctx, "wr:{q:pwt}:pow:"+p.ID).Result(); n != 0 {
+		t.Fatal("a refused expired challenge left a record")
+	}
+
+	// Expiry in Unix seconds: the challenge ends between 19 and 20 s from Redis's now.
+	skewed := redisNow.Add(-100 * time.Second)
+	c = f.signer.NewChallenge("pwt", diff, skewed)
+	p, err = f.signer.VerifyPow("pwt", c.Challenge, solve(t, c.Challenge, diff), skewed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := f.signer.New("pwt")
+	if _, created, err := f.q.JoinWith(ctx, tk, queue.JoinOptions{Pow: p}); err != nil || !created {
+		t.Fatalf("join with a live challenge: %v %v", created, err)
+	}
+	ttl, err := f.rdb.PTTL(ctx, "wr:{q:pwt}:pow:"+p.ID).Result()
+	now2, _ := f.rdb.Time(ctx).Result()
+	want := p.Expires.Sub(now2)
+	t.Logf("record TTL %v; the challenge expires in %v on Redis time", ttl, want)
+	if err != nil || ttl <= 0 || ttl > p.Expires.Sub(redisNow) || ttl < want-2*time.Second {
+		t.Fatalf("single-use record TTL %v (%v), want about %v: until the challenge's expiry on Redis time", ttl, err, want)
+	}
+	other, _ := f.signer.New("pwt")
+	if _, _, err := f.q.JoinWith(ctx, other, queue.JoinOptions{Pow: p}); !errors.Is(err, queue.ErrPowInvalid) {
+		t.Fatalf("the challenge again: %v, want ErrPowInvalid", err)
+	}
+}

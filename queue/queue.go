@@ -228,7 +228,7 @@ func (q *Queue) Join(ctx context.Context, t Ticket) (Place, bool, error) {
 
 // JoinFrom is Join for a caller at client (an address key, e.g. an IPv4 address or an
 // IPv6 /64): a new place is refused with ErrTooManyPlaces while client holds the queue's
-// places_per_ip live places.
+// Settings.AddressCap live places (places.go).
 func (q *Queue) JoinFrom(ctx context.Context, t Ticket, client string) (Place, bool, error) {
 	return q.JoinWith(ctx, t, JoinOptions{Client: client})
 }
@@ -278,10 +278,12 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	if join {
 		mode = "1"
 	}
-	powDiff, powTTL := "", int64(1)
+	// The challenge's expiry goes to the script as it is: the script checks it, and keeps
+	// the single-use record until it, on Redis time (not on this instance's clock).
+	powDiff, powExp := "", int64(0)
 	if o.Pow.ID != "" {
 		powDiff = strconv.Itoa(o.Pow.Difficulty)
-		powTTL = max(1, time.Until(o.Pow.Expires).Milliseconds())
+		powExp = o.Pow.Expires.UnixMilli()
 	}
 	invite := o.Invite
 	if invite != "" && !validCode(invite) {
@@ -299,14 +301,14 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// The place (or a passthrough admission) is on a replica before the answer: a
 		// failover of the master cannot take back what the page was told (README "Failover").
 		var acks int64
-		res, acks, err = q.evalWait(ctx, joinScript, keys, t.ID, mode, o.Client, powDiff, powTTL, invite, token)
+		res, acks, err = q.evalWait(ctx, joinScript, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token)
 		acked = err == nil && acks >= int64(q.cfg.ReplicaAcks)
 		if err == nil && !acked {
 			q.m.unconfirmed.WithLabelValues(t.Queue).Inc()
 			q.ackShort(t.Queue)
 		}
 	} else {
-		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powTTL, invite, token).Slice()
+		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token).Slice()
 	}
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)

@@ -20,6 +20,9 @@ type Settings struct {
 	Paused        bool          `json:"paused"`
 	Closed        bool          `json:"closed"`
 	PlacesPerIP   int64         `json:"places_per_ip"` // live places one client address may hold; 0 = no limit
+	// MaxActiveSharePerIP is the share (0..1) of max_active one client address may hold as
+	// live places where max_active > 0 (at least 1; 0 = no share cap; places.go).
+	MaxActiveSharePerIP float64 `json:"max_active_share_per_ip"`
 	// PowDifficulty is the proof-of-work a new place costs: leading zero bits of
 	// SHA-256(challenge ":" nonce); 0 = none.
 	PowDifficulty int `json:"pow_difficulty"`
@@ -149,6 +152,8 @@ type SettingsPatch struct {
 	AutoTargetP95   *time.Duration
 	TokenTTLMin     *time.Duration
 	TokenTTLHalveAt *int64
+	// MaxActiveSharePerIP: nil keeps the value (DefaultMaxActiveSharePerIP when created).
+	MaxActiveSharePerIP *float64
 }
 
 // Limits of the settings accepted by Put.
@@ -159,6 +164,8 @@ const (
 	// DefaultPlacesPerIP is generous enough that a carrier's NAT (many buyers behind one
 	// address) is not punished, and small enough that one script cannot hold a line.
 	DefaultPlacesPerIP = 100
+	// DefaultMaxActiveSharePerIP: one address holds at most a tenth of max_active (places.go).
+	DefaultMaxActiveSharePerIP = 0.1
 	// MaxPowDifficulty is far beyond any sane setting (2^32 hashes is minutes of a
 	// desktop's time); it only bounds the input.
 	MaxPowDifficulty     = 32
@@ -176,7 +183,7 @@ const (
 
 // DefaultSettings are used for fields left out when a queue is created.
 func DefaultSettings(name string) Settings {
-	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP,
+	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP, MaxActiveSharePerIP: DefaultMaxActiveSharePerIP,
 		PriorityShare: DefaultPriorityShare, RateMode: RateFixed, AutoMin: 1, AutoMax: 100,
 		AutoTargetP95: DefaultAutoTarget, TokenTTLHalveAt: DefaultTokenTTLHalveAt}
 }
@@ -190,6 +197,8 @@ func (s Settings) Validate() error {
 		return invalid("max_active", "max_active must be between 0 (no cap) and %d.", MaxMaxActive)
 	case s.PlacesPerIP < 0 || s.PlacesPerIP > MaxPlacesPerIP:
 		return invalid("places_per_ip", "places_per_ip must be between 0 (no limit) and %d.", MaxPlacesPerIP)
+	case !(s.MaxActiveSharePerIP >= 0 && s.MaxActiveSharePerIP <= 1):
+		return invalid("max_active_share_per_ip", "max_active_share_per_ip must be between 0 (no share cap) and 1.")
 	case s.PowDifficulty < 0 || s.PowDifficulty > MaxPowDifficulty:
 		return invalid("pow_difficulty", "pow_difficulty must be between 0 (off) and %d bits.", MaxPowDifficulty)
 	case !(s.PriorityShare >= 0 && s.PriorityShare <= 1):
@@ -250,6 +259,9 @@ func (p SettingsPatch) Apply(s Settings) Settings {
 	}
 	if p.PlacesPerIP != nil {
 		s.PlacesPerIP = *p.PlacesPerIP
+	}
+	if p.MaxActiveSharePerIP != nil {
+		s.MaxActiveSharePerIP = positiveZero(*p.MaxActiveSharePerIP)
 	}
 	if p.PowDifficulty != nil {
 		s.PowDifficulty = *p.PowDifficulty
@@ -395,6 +407,9 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created || p.PlacesPerIP != nil {
 		fields = append(fields, "places_per_ip", cur.PlacesPerIP)
 	}
+	if created || p.MaxActiveSharePerIP != nil {
+		fields = append(fields, "max_active_share_per_ip", strconv.FormatFloat(cur.MaxActiveSharePerIP, 'f', -1, 64))
+	}
 	if created || p.PowDifficulty != nil {
 		fields = append(fields, "pow_difficulty", cur.PowDifficulty)
 	}
@@ -494,7 +509,7 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 	}
 	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
 		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
-		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP,
+		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP, MaxActiveSharePerIP: &s.MaxActiveSharePerIP,
 		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
 		Method: &s.Method, AutoRedirect: &s.AutoRedirect,
 		BrandName: &s.BrandName, BrandColor: &s.BrandColor, BrandMessage: &s.BrandMessage, SupportURL: &s.SupportURL,
@@ -528,6 +543,10 @@ func parseSettings(name string, m map[string]string) Settings {
 	places := int64(DefaultPlacesPerIP) // queues made before the setting existed
 	if v, ok := m["places_per_ip"]; ok {
 		places, _ = strconv.ParseInt(v, 10, 64)
+	}
+	ipShare := DefaultMaxActiveSharePerIP // queues made before the setting existed
+	if v, ok := m["max_active_share_per_ip"]; ok {
+		ipShare, _ = strconv.ParseFloat(v, 64)
 	}
 	pow, _ := strconv.Atoi(m["pow_difficulty"])
 	share := DefaultPriorityShare // queues made before the setting existed
@@ -571,7 +590,7 @@ func parseSettings(name string, m map[string]string) Settings {
 		AllowedOrigins: origins,
 		Name:           name, RatePerSecond: rate, MaxActive: maxActive,
 		TokenTTL: time.Duration(ttl) * time.Millisecond,
-		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places,
+		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places, MaxActiveSharePerIP: ipShare,
 		PowDifficulty: pow, PriorityShare: share, AutoRedirect: m["auto_redirect"] == "1",
 		BrandName: m["brand_name"], BrandColor: m["brand_color"], BrandMessage: m["brand_message"], SupportURL: m["support_url"],
 	}
