@@ -61,6 +61,7 @@ type config struct {
 	Issuer           string
 	KeyPublishDelay  time.Duration
 	KeyRefresh       time.Duration
+	JWKSMaxAge       time.Duration
 	TokenFormat      string
 	AcceptBareTokens bool
 	ProxyHeader      string
@@ -249,11 +250,12 @@ var settings = []setting{
 		c.Issuer = v
 		return nil
 	}},
-	{"WR_KEY_PUBLISH_DELAY", "60s", "a rotated signing key is in the JWKS this long before it signs (longer than WR_KEY_REFRESH and the JWKS cache lifetime, 15 s)", durSetting(func(c *config) *time.Duration { return &c.KeyPublishDelay }, 100*time.Millisecond)},
+	{"WR_KEY_PUBLISH_DELAY", "60s", "a rotated signing key is in the JWKS this long before it signs; must be longer than WR_KEY_REFRESH + WR_JWKS_MAX_AGE (every instance has re-read the keys, then every verifier's cached JWKS has expired), else the server does not start", durSetting(func(c *config) *time.Duration { return &c.KeyPublishDelay }, 100*time.Millisecond)},
 	{"WR_KEY_REFRESH", "30s", "how often each instance re-reads the signing keys from Redis (and at once on an unknown kid)", durSetting(func(c *config) *time.Duration { return &c.KeyRefresh }, 50*time.Millisecond)},
+	{"WR_JWKS_MAX_AGE", "15s", "how long verifiers may cache /.well-known/jwks.json (its Cache-Control max-age, whole seconds); shorter lets WR_KEY_PUBLISH_DELAY be shorter, for more JWKS fetches", durSetting(func(c *config) *time.Duration { return &c.JWKSMaxAge }, 0)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
-	{"WR_PROXY_HEADER", "", "client address header your proxy sets, e.g. X-Forwarded-For; the proxy must overwrite it (as deploy/nginx.conf does), not append", strSetting(func(c *config) *string { return &c.ProxyHeader })},
-	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs whose WR_PROXY_HEADER is believed; empty = every peer's (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {
+	{"WR_PROXY_HEADER", "", "client address header your proxies set, e.g. X-Forwarded-For, appended to (nginx $proxy_add_x_forwarded_for, most load balancers) or overwritten (as deploy/nginx.conf does); the client is the rightmost entry that is not a trusted proxy", strSetting(func(c *config) *string { return &c.ProxyHeader })},
+	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs: WR_PROXY_HEADER is read only from these peers, and its entries from the right that are in the list are skipped as proxies; empty = every peer's header, its rightmost entry only (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {
 		for _, p := range strings.Split(v, ",") {
 			p = strings.TrimSpace(p)
 			if net.ParseIP(p) == nil {
@@ -294,6 +296,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Tick > c.LeaseTTL/4 {
 		return config{}, fmt.Errorf("invalid WR_TICK=%v: must be at most a quarter of WR_LEASE_TTL (%v), or the lease lapses between renewals", c.Tick, c.LeaseTTL)
+	}
+	if c.KeyPublishDelay <= c.KeyRefresh+c.JWKSMaxAge {
+		return config{}, fmt.Errorf("invalid WR_KEY_PUBLISH_DELAY=%v: must be longer than WR_KEY_REFRESH (%v) + WR_JWKS_MAX_AGE (%v) = %v, or a verifier may meet a token signed by a key it has not seen yet",
+			c.KeyPublishDelay, c.KeyRefresh, c.JWKSMaxAge, c.KeyRefresh+c.JWKSMaxAge)
 	}
 	if err := web.CheckAdminTokens(c.AdminToken, c.AdminViewerToken, c.AdminTokens); err != nil {
 		return config{}, fmt.Errorf("invalid admin tokens: %v", err)

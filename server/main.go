@@ -201,7 +201,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		MaxConns: maxConns, MaxStreams: maxStreams,
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue,
-		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,

@@ -63,6 +63,8 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 		case e.Status >= 500:
 			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", c.Path()).Int("status", e.Status).Msg("request failed")
 		}
+		// An error is never cached, whatever the handler had allowed before it failed.
+		c.Set(fiber.HeaderCacheControl, "no-store")
 		if e.RetryAfter > 0 {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
 		}

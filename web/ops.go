@@ -90,7 +90,7 @@ func (s *Server) requestLog(c *fiber.Ctx) error {
 		ev = s.log.Warn()
 	}
 	ev.Str("request_id", id).Str("method", c.Method()).Str("path", c.Path()).Int("status", status).
-		Dur("latency", time.Since(start)).Str("ip", c.IP()).Msg("request")
+		Dur("latency", time.Since(start)).Str("ip", clientIP(c)).Msg("request")
 	return nil
 }
 

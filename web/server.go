@@ -38,8 +38,8 @@ type OrderStore interface {
 // Config tunes the HTTP server. Zero fields take the documented defaults.
 type Config struct {
 	AdminToken     string        // bearer for /admin/api; empty disables the admin API
-	ProxyHeader    string        // e.g. X-Forwarded-For when behind a proxy that overwrites it; empty = peer address
-	TrustedProxies []string      // peers whose ProxyHeader is believed; empty = every peer
+	ProxyHeader    string        // e.g. X-Forwarded-For when behind proxies; empty = peer address
+	TrustedProxies []string      // proxies whose ProxyHeader is believed (addresses, CIDRs); empty = every peer's rightmost entry
 	ReadTimeout    time.Duration // whole request must arrive within (10 s): slowloris guard
 	WriteTimeout   time.Duration // per response (15 s); user streams are hijacked, the admin stream moves its deadline per write
 	IdleTimeout    time.Duration // keep-alive idle (60 s)
@@ -57,6 +57,9 @@ type Config struct {
 	// AdminTokens are the admin tokens besides AdminToken (role operator, actor "admin"):
 	// WR_ADMIN_VIEWER_TOKEN and WR_ADMIN_TOKENS, each with its name and role (roles.go).
 	AdminTokens []AdminToken
+	// JWKSMaxAge is how long a verifier may cache /.well-known/jwks.json (WR_JWKS_MAX_AGE;
+	// 0: max-age=0, not kept).
+	JWKSMaxAge time.Duration
 }
 
 // Deps are the parts the server is wired to.
@@ -104,6 +107,7 @@ type Server struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	conns     atomic.Int64 // open client connections (the listener's count)
+	proxies   proxyTrust   // how the client address is found (client.go)
 }
 
 // New builds the server and its routes.
@@ -124,7 +128,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{})}
+	proxies, err := newProxyTrust(cfg.ProxyHeader, cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies}
 	handKeys := d.Keys
 	if d.BareTokens {
 		handKeys = nil
@@ -145,10 +153,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 		IdleTimeout:             cfg.IdleTimeout,
 		Immutable:               true, // params and headers outlive the handler in stream set-up
 		ErrorHandler:            handleError(d.Log),
-		ProxyHeader:             cfg.ProxyHeader,
 		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
 		TrustedProxies:          cfg.TrustedProxies,
-		EnableIPValidation:      true, // with ProxyHeader: the first valid address of X-Forwarded-For
+		// No ProxyHeader: c.IP() would believe the leftmost forwarded entry. The client
+		// address is clientIP (client.go); Fiber's trust list only guards what it reads
+		// itself (X-Forwarded-Proto and -Host).
 		// Read a multipart body by its Content-Length like any other: fasthttp v1.51's
 		// pre-parse stops at the closing boundary and serves the rest as a request (a
 		// request hidden in a body would pass a proxy). Nothing here reads multipart forms.
@@ -189,17 +198,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) routes() {
 	app := s.app
+	app.Use(s.clientAddress)
+	app.Use(noStore) // every answer, errors included, unless its handler allows a cache (nostore.go)
 	app.Use(s.requestLog)
 	app.Use(bodyLimit)
 	// A panic in one handler must not take down the process and every stream on it.
 	app.Use(recover.New())
 	app.Use(noSniff)
+	app.Use(notModified)
 	app.Use(s.cors)
 	app.Use(s.sameOrigin)
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", s.metricsHandler())
-	app.Get("/.well-known/jwks.json", s.jwks)
+	app.Get("/.well-known/jwks.json", s.jwksCache, s.jwks)
 
 	api := app.Group("/api")
 	api.Post("/queues/:queue/join", s.join)
@@ -280,7 +292,7 @@ func (s *Server) scheme(c *fiber.Ctx) string {
 	if c.Context().IsTLS() {
 		return "https"
 	}
-	if len(s.cfg.TrustedProxies) > 0 && c.IsProxyTrusted() && strings.EqualFold(c.Get("X-Forwarded-Proto"), "https") {
+	if len(s.proxies.nets) > 0 && s.proxies.trusts(peerAddr(c)) && strings.EqualFold(c.Get("X-Forwarded-Proto"), "https") {
 		return "https"
 	}
 	return "http"
