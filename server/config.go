@@ -57,6 +57,8 @@ type config struct {
 	UnboundQueue     string
 	MaxConns         int
 	MaxStreams       int
+	AdminStreamsTok  int
+	AdminStreamsInst int
 	FailOpen         bool
 	Issuer           string
 	KeyPublishDelay  time.Duration
@@ -213,6 +215,8 @@ var settings = []setting{
 	}},
 	{"WR_MAX_CONNS", "0", "most open client connections, streams included; past it a new connection is closed at accept (0 = the open-file limit minus a reserve for the Redis and PostgreSQL pools and files: 19,807 at 20,000)", intSetting(func(c *config) *int { return &c.MaxConns }, 0, 10_000_000)},
 	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
+	{"WR_ADMIN_STREAMS_PER_TOKEN", "4", "most open /admin/api/stream connections of one admin token on an instance; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsTok }, 1, 10_000)},
+	{"WR_ADMIN_STREAMS_PER_INSTANCE", "64", "most open /admin/api/stream connections on an instance, every token together; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsInst }, 1, 100_000)},
 	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (during a rolling deploy from plain to sharded)", func(c *config, v string) error {
 		if !queue.ValidPubSub(v) {
 			return fmt.Errorf("must be auto, plain, sharded or both")

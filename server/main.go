@@ -199,6 +199,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	a.limits = q.LiveLimits(lim)
 	srv, err = web.New(web.Config{
 		MaxConns: maxConns, MaxStreams: maxStreams,
+		AdminStreamsPerToken: cfg.AdminStreamsTok, AdminStreamsPerInstance: cfg.AdminStreamsInst,
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue,
 		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,

@@ -57,6 +57,10 @@ type Config struct {
 	// AdminTokens are the admin tokens besides AdminToken (role operator, actor "admin"):
 	// WR_ADMIN_VIEWER_TOKEN and WR_ADMIN_TOKENS, each with its name and role (roles.go).
 	AdminTokens []AdminToken
+	// AdminStreamsPerToken and AdminStreamsPerInstance bound the open /admin/api/stream
+	// connections of one admin token and of the instance (defaults 4 and 64; past them 429).
+	AdminStreamsPerToken    int
+	AdminStreamsPerInstance int
 	// JWKSMaxAge is how long a verifier may cache /.well-known/jwks.json (WR_JWKS_MAX_AGE;
 	// 0: max-age=0, not kept).
 	JWKSMaxAge time.Duration
@@ -103,6 +107,8 @@ type Server struct {
 	drawCache drawOrders
 	// soldOut coordinates the sold-out re-checks (soldout.go).
 	soldOut soldOutChecks
+	// snap is the shared view of every queue that the index and the admin stats read (snapshot.go).
+	snap snapshot
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -193,6 +199,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
 	err := s.app.ShutdownWithContext(ctx)
 	s.soldOut.wait() // pending re-checks end at closing; one in flight finishes first
+	s.snap.wait()    // the snapshot's wake watcher and refresh end at closing
 	return err
 }
 

@@ -1,0 +1,184 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Overview is one queue as the pages that list every queue show it (the index, the admin
+// stats): its stats, its logo's ETag, whether it rests, and a fingerprint of its settings.
+// Overviews reads many queues in one pipeline; Probes tells cheaply which of them changed.
+type Overview struct {
+	QueueStats
+	LogoETag string
+	// Resting: the queue's last tick put it to rest (clock idle): no tick runs, and nothing
+	// of it changes until a join or a settings change wakes it — or a write that publishes
+	// no wake (a sold-out flag, a logo, an edit in Redis), which Probes finds.
+	Resting bool
+	// Sum fingerprints the settings hash (Probe.Sum of the same hash is equal).
+	Sum uint64
+}
+
+// Probe is what Probes reads of a queue: enough to tell that a resting queue changed
+// without a wake.
+type Probe struct {
+	Exists   bool
+	Sum      uint64
+	Resting  bool
+	LogoETag string
+}
+
+// Changed reports whether the queue p probes differs from what o read.
+func (p Probe) Changed(o Overview) bool {
+	return !p.Exists || p.Sum != o.Sum || p.Resting != o.Resting || p.LogoETag != o.LogoETag
+}
+
+// overviewBatch is how many queues one pipeline reads (bounds a pipeline's memory).
+const overviewBatch = 500
+
+// Overviews reads the named queues, 7 commands each in pipelines of overviewBatch queues
+// (plus one ZCARD per invite lane that has waiters): the settings, the normal line, the
+// live tokens, the clock (totals, rates, lag, rest), the lease, the pre-queue, the logo.
+// A queue that does not exist is left out of the map.
+func (q *Queue) Overviews(ctx context.Context, names []string) (map[string]Overview, error) {
+	out := make(map[string]Overview, len(names))
+	for len(names) > 0 {
+		n := min(len(names), overviewBatch)
+		if err := q.overviews(ctx, names[:n], out); err != nil {
+			return nil, err
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
+func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Overview) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	type reads struct {
+		cfg       *redis.MapStringStringCmd
+		w, a, pq  *redis.IntCmd
+		c         *redis.SliceCmd
+		l, logo   *redis.StringCmd
+		wp, wb    *redis.IntCmd
+		laneReads bool
+	}
+	rs := make([]reads, len(names))
+	now := fmt.Sprint(time.Now().UnixMilli())
+	pipe := q.rdb.Pipeline()
+	for i, n := range names {
+		k := keysFor(n)
+		rs[i] = reads{cfg: pipe.HGetAll(ctx, k.cfg()), w: pipe.ZCard(ctx, k.waiting()),
+			a: pipe.ZCount(ctx, k.active(), now, "+inf"),
+			c: pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate", "idle"),
+			l: pipe.Get(ctx, k.lease()), pq: pipe.ZCard(ctx, k.pre()), logo: pipe.HGet(ctx, logoKey(n), "etag")}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fail("overviews", err)
+	}
+	// A lane whose counter has not passed its head is empty: its length is only asked for
+	// when it may have waiters (as Stats does).
+	pipe = q.rdb.Pipeline()
+	lanes := false
+	for i, n := range names {
+		v := rs[i].c.Val()
+		if len(v) != 9 {
+			continue
+		}
+		k := keysFor(n)
+		if toInt(v[3]) > toInt(v[4]) {
+			rs[i].wp, lanes = pipe.ZCard(ctx, k.laneWaiting(laneP)), true
+		}
+		if toInt(v[5]) > toInt(v[6]) {
+			rs[i].wb, lanes = pipe.ZCard(ctx, k.laneWaiting(laneB)), true
+		}
+	}
+	if lanes {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fail("overviews", err)
+		}
+	}
+	for i, n := range names {
+		r := rs[i]
+		cfg := r.cfg.Val()
+		if len(cfg) == 0 {
+			continue
+		}
+		o := Overview{QueueStats: QueueStats{Settings: parseSettings(n, cfg), Waiting: r.w.Val(), ActiveTokens: r.a.Val(),
+			Leader: r.l.Val(), Prequeue: r.pq.Val()}, LogoETag: r.logo.Val(), Sum: settingsSum(cfg)}
+		if v := r.c.Val(); len(v) == 9 {
+			o.AdmittedTotal = toInt(v[0])
+			o.AdmitRate = toFloat(v[1])
+			if v[1] == nil {
+				o.AdmitRate = toFloat(v[7]) // a leader of the release before keeps only the estimate
+			}
+			o.TickLagMs = toFloat(v[2])
+			o.Resting = toString(v[8]) == "1"
+		}
+		if r.wp != nil {
+			o.WaitingPriority = r.wp.Val()
+		}
+		if r.wb != nil {
+			o.WaitingBypass = r.wb.Val()
+		}
+		out[n] = o
+	}
+	return nil
+}
+
+// Probes reads 3 commands per named queue (the settings hash, the rest flag, the logo's
+// ETag), in pipelines of overviewBatch queues: what changes a resting queue without a wake.
+func (q *Queue) Probes(ctx context.Context, names []string) (map[string]Probe, error) {
+	out := make(map[string]Probe, len(names))
+	for len(names) > 0 {
+		n := min(len(names), overviewBatch)
+		if err := q.probes(ctx, names[:n], out); err != nil {
+			return nil, err
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
+func (q *Queue) probes(ctx context.Context, names []string, out map[string]Probe) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	cfgs := make([]*redis.MapStringStringCmd, len(names))
+	idle := make([]*redis.StringCmd, len(names))
+	logo := make([]*redis.StringCmd, len(names))
+	pipe := q.rdb.Pipeline()
+	for i, n := range names {
+		k := keysFor(n)
+		cfgs[i], idle[i], logo[i] = pipe.HGetAll(ctx, k.cfg()), pipe.HGet(ctx, k.clock(), "idle"), pipe.HGet(ctx, logoKey(n), "etag")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fail("probes", err)
+	}
+	for i, n := range names {
+		cfg := cfgs[i].Val()
+		out[n] = Probe{Exists: len(cfg) > 0, Sum: settingsSum(cfg), Resting: idle[i].Val() == "1", LogoETag: logo[i].Val()}
+	}
+	return nil
+}
+
+// settingsSum fingerprints a settings hash (FNV-1a over its sorted fields).
+func settingsSum(m map[string]string) uint64 {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		_, _ = h.Write([]byte(k))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(m[k]))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}

@@ -1,0 +1,447 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/stream"
+)
+
+// The shared snapshot: the index page, GET /admin/api/stats and every /admin/api/stream of
+// an instance read one view of every queue, refreshed at most once per snapshotEvery however
+// many readers ask. A refresh reads only the queues that may have changed since the last:
+//   - the queues named on the wake channel since (a join into a resting queue, a PUT of
+//     its settings, a new queue) — the instance follows that channel, no command;
+//   - the queues that are awake (their last read did not find them resting: their tick
+//     may change them at any time);
+//   - those of a slice of the resting queues whose probe (3 commands: settings hash, rest
+//     flag, logo) differs from the last read — every queue is probed once per probeEvery,
+//     for the writes that publish no wake (a sold-out flag, a logo, the rest check of a
+//     schedule instant, an edit in Redis).
+//
+// Everything is read again after the wake subscription was (re)established (wakes published
+// meanwhile are lost), and the list of names every namesEvery (wakes add new names at once).
+// With no reader there is no refresh: the snapshot's idle cost is zero.
+const (
+	snapshotEvery = time.Second
+	// A reader answers from a view up to snapshotServeStale old while a newer one is read;
+	// past that it waits for the refresh.
+	snapshotServeStale = 3 * time.Second
+	probeEvery         = 30 * time.Second
+	namesEvery         = time.Minute
+	// snapshotTimeout bounds one refresh (a full read of 10,000 queues takes well under it).
+	snapshotTimeout = 10 * time.Second
+	// adminWantedFor: the admin part (instances, rejected counts, the stats JSON) is read
+	// while an admin reader asked for it within this long.
+	adminWantedFor = 5 * time.Second
+)
+
+// snapshot is the Server's shared view of every queue (the zero value is ready; it starts
+// following the wake channel at its first reader and stops at Shutdown).
+type snapshot struct {
+	start sync.Once
+	ready chan struct{} // closed at the wake channel's first subscription (or its timeout)
+	wg    sync.WaitGroup
+
+	mu          sync.Mutex
+	view        *snapView
+	err         error         // the last refresh's failure (nil after a success)
+	busy        chan struct{} // closed when the running refresh ends; nil when none runs
+	started     time.Time     // when the last refresh started
+	dirty       map[string]bool
+	all         bool // read every queue at the next refresh
+	adminWanted time.Time
+	refreshes   int // refreshes run (tests)
+
+	// The refresher's own state: one refresh runs at a time.
+	names    []string // every known queue name, sorted
+	known    map[string]bool
+	namesAt  time.Time
+	queues   map[string]*queue.Overview
+	cursor   int // the next name to probe
+	probedAt time.Time
+
+	streams adminStreams
+}
+
+// snapView is one refresh's result; it is never changed once published.
+type snapView struct {
+	at      time.Time // when its refresh started: nothing in it is older
+	entries []snapEntry
+	admin   bool // instances, rejected and the stats JSON were read
+	ins     []queue.Instance
+	sse     int64
+	rej     map[string]int64
+
+	statsOnce sync.Once
+	stats     statsJSON
+	statsBody []byte
+}
+
+type snapEntry struct {
+	name string
+	ov   *queue.Overview
+}
+
+// snapStart starts following the wake channel (once) and returns the snapshot.
+func (s *Server) snapStart() *snapshot {
+	sn := &s.snap
+	sn.start.Do(func() {
+		sn.ready = make(chan struct{})
+		var readyOnce sync.Once
+		ctx, cancel := context.WithCancel(context.Background())
+		sn.wg.Add(2)
+		go func() {
+			defer sn.wg.Done()
+			select {
+			case <-s.closing:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		go func() {
+			defer sn.wg.Done()
+			defer cancel()
+			s.d.Queue.WatchWakes(ctx, func(name string) {
+				sn.mu.Lock()
+				if sn.dirty == nil {
+					sn.dirty = map[string]bool{}
+				}
+				sn.dirty[name] = true
+				sn.mu.Unlock()
+			}, func() {
+				sn.mu.Lock()
+				sn.all = true
+				sn.mu.Unlock()
+				readyOnce.Do(func() { close(sn.ready) })
+			})
+		}()
+		// Without a subscription after a second the first refresh reads everything anyway.
+		go func() {
+			select {
+			case <-sn.ready:
+			case <-time.After(time.Second):
+				readyOnce.Do(func() { close(sn.ready) })
+			}
+		}()
+	})
+	return sn
+}
+
+// wait ends with the snapshot's goroutines (after s.closing is closed).
+func (sn *snapshot) wait() { sn.wg.Wait() }
+
+// snapshotView returns a view at most snapshotEvery old, or up to snapshotServeStale old
+// while the refresh runs; admin asks for the admin part too. A refresh starts at most once
+// per snapshotEvery, whoever asks; a refresh that fails leaves the last view in use (an
+// error only when there is none).
+func (s *Server) snapshotView(ctx context.Context, admin bool) (*snapView, error) {
+	sn := s.snapStart()
+	sn.mu.Lock()
+	if admin {
+		sn.adminWanted = time.Now()
+	}
+	v := sn.view
+	ok := v != nil && (!admin || v.admin)
+	if ok && time.Since(v.at) < snapshotEvery {
+		sn.mu.Unlock()
+		return v, nil
+	}
+	if sn.busy == nil && time.Since(sn.started) >= snapshotEvery {
+		sn.busy = make(chan struct{})
+		sn.started = time.Now()
+		sn.refreshes++
+		sn.wg.Add(1)
+		go s.refreshSnapshot(sn.busy)
+	}
+	busy, lastErr := sn.busy, sn.err
+	sn.mu.Unlock()
+	if ok && time.Since(v.at) < snapshotServeStale {
+		return v, nil
+	}
+	if busy == nil { // the last refresh failed less than snapshotEvery ago
+		if ok {
+			return v, nil
+		}
+		return nil, lastErr
+	}
+	select {
+	case <-busy:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	sn.mu.Lock()
+	nv, err := sn.view, sn.err
+	sn.mu.Unlock()
+	if nv != nil && (!admin || nv.admin) {
+		return nv, nil
+	}
+	if err == nil {
+		err = errSnapshotUnavailable
+	}
+	return nil, err
+}
+
+var errSnapshotUnavailable = errorf(503, "unavailable", "The list of queues cannot be read right now; try again.")
+
+// refreshSnapshot runs one refresh and publishes its view; done is closed at the end.
+func (s *Server) refreshSnapshot(done chan struct{}) {
+	sn := &s.snap
+	defer sn.wg.Done()
+	select {
+	case <-sn.ready:
+	case <-s.closing:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-stop:
+		}
+	}()
+	sn.mu.Lock()
+	dirty, all := sn.dirty, sn.all
+	sn.dirty, sn.all = nil, false
+	admin := time.Since(sn.adminWanted) < adminWantedFor
+	at := sn.started
+	sn.mu.Unlock()
+	v, unread, err := s.readSnapshot(ctx, at, dirty, all, admin)
+	sn.mu.Lock()
+	if err != nil {
+		// Nothing is lost: what was to be read is read by the next refresh.
+		for _, n := range append(unread, slices.Collect(maps.Keys(dirty))...) {
+			if sn.dirty == nil {
+				sn.dirty = map[string]bool{}
+			}
+			sn.dirty[n] = true
+		}
+		sn.all = sn.all || all
+		sn.err = err
+	} else {
+		sn.view, sn.err = v, nil
+	}
+	sn.busy = nil
+	sn.mu.Unlock()
+	close(done)
+}
+
+// readSnapshot reads what changed and builds the next view (only the refresher calls it).
+// On a failure it also returns the names it meant to read, for the next refresh.
+func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool) (*snapView, []string, error) {
+	sn := &s.snap
+	q := s.d.Queue
+	full := all || sn.queues == nil
+	fresh := map[string]bool{}
+	if full || sn.names == nil || at.Sub(sn.namesAt) >= namesEvery {
+		names, err := q.Names(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		known := make(map[string]bool, len(names))
+		for _, n := range names {
+			known[n] = true
+			if !sn.known[n] {
+				fresh[n] = true
+			}
+		}
+		sn.names, sn.namesAt, sn.known = names, at, known
+	}
+	added := false
+	for n := range dirty {
+		if !sn.known[n] {
+			sn.known[n], added = true, true
+			sn.names = append(sn.names, n)
+		}
+	}
+	if added {
+		sort.Strings(sn.names)
+	}
+	var read []string
+	if full {
+		read = sn.names
+	} else {
+		want := map[string]bool{}
+		for n := range dirty {
+			want[n] = true
+		}
+		for n, o := range sn.queues {
+			if !o.Resting {
+				want[n] = true // awake: its ticks change it
+			}
+		}
+		for n := range fresh {
+			want[n] = true // a name the last re-read of the list brought
+		}
+		// Probe a share of the names so that each is probed once per probeEvery.
+		if len(sn.names) > 0 {
+			k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds())+1)
+			var probe []string
+			for range k {
+				sn.cursor %= len(sn.names)
+				if n := sn.names[sn.cursor]; !want[n] {
+					probe = append(probe, n)
+				}
+				sn.cursor++
+			}
+			if len(probe) > 0 {
+				ps, err := q.Probes(ctx, probe)
+				if err != nil {
+					return nil, slices.Collect(maps.Keys(want)), err
+				}
+				for n, p := range ps {
+					o, had := sn.queues[n]
+					if (had && p.Changed(*o)) || (!had && p.Exists) {
+						want[n] = true
+					}
+				}
+			}
+			sn.probedAt = at
+		}
+		for n := range want {
+			read = append(read, n)
+		}
+	}
+	ovs, err := q.Overviews(ctx, read)
+	if err != nil {
+		return nil, read, err
+	}
+	if full {
+		sn.queues = make(map[string]*queue.Overview, len(ovs))
+		sn.probedAt = at
+	}
+	for _, n := range read {
+		if o, ok := ovs[n]; ok {
+			sn.queues[n] = &o
+		} else {
+			delete(sn.queues, n)
+		}
+	}
+	v := &snapView{at: at, entries: make([]snapEntry, 0, len(sn.queues))}
+	for _, n := range sn.names {
+		if o := sn.queues[n]; o != nil {
+			v.entries = append(v.entries, snapEntry{name: n, ov: o})
+		}
+	}
+	if admin {
+		ins, err := q.Instances(ctx)
+		if err != nil {
+			return nil, read, err
+		}
+		v.admin, v.ins = true, ins
+		for _, in := range ins {
+			v.sse += in.SSEConnections
+		}
+		if s.lim != nil {
+			v.rej = s.lim.RejectedCounts(ctx)
+		}
+	}
+	return v, nil, nil
+}
+
+// statsOf is the admin stats object of a view (built once per view, shared by every reader).
+func (s *Server) statsOf(v *snapView) (statsJSON, []byte) {
+	v.statsOnce.Do(func() {
+		out := statsJSON{Instances: []queue.Instance{}, Queues: make([]queueStatsJSON, 0, len(v.entries)),
+			SSEConnections: v.sse, RateLimitRejected: v.rej, ServerTime: v.at.UTC().Format(stream.TimeFormat)}
+		if v.ins != nil {
+			out.Instances = v.ins
+		}
+		for _, e := range v.entries {
+			out.Queues = append(out.Queues, queueStatsEntry(e.name, e.ov))
+		}
+		v.stats = out
+		v.statsBody, _ = json.Marshal(out)
+	})
+	return v.stats, v.statsBody
+}
+
+// queueStatsEntry is one queue of the admin stats, from its overview.
+func queueStatsEntry(n string, o *queue.Overview) queueStatsJSON {
+	st := o.QueueStats
+	leader := st.Leader
+	if i := strings.LastIndexByte(leader, ':'); i > 0 {
+		leader = leader[:i]
+	}
+	b := brandJSON{BrandName: st.BrandName, BrandColor: st.BrandColor, BrandMessage: st.BrandMessage, SupportURL: st.SupportURL}
+	if o.LogoETag != "" {
+		u := logoURL(n, o.LogoETag)
+		b.LogoURL = &u
+	}
+	return queueStatsJSON{
+		Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
+		RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
+		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
+		PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
+		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
+		TokenTTLEffectiveSeconds: int64(st.EffectiveTTL(st.Waiting + st.WaitingPriority + st.WaitingBypass).Seconds()),
+		dropDayJSON:              dropDay(st.Settings, st.Prequeue), brandJSON: b,
+	}
+}
+
+// adminStreams counts the open admin streams per token (actor) and in all.
+type adminStreams struct {
+	mu      sync.Mutex
+	total   int
+	byActor map[string]int
+}
+
+// Default bounds of the admin streams (Config.AdminStreamsPerToken, AdminStreamsPerInstance).
+const (
+	DefaultAdminStreamsPerToken    = 4
+	DefaultAdminStreamsPerInstance = 64
+)
+
+// acquire takes a stream slot for actor, or answers why not (429).
+func (a *adminStreams) acquire(actor string, perToken, perInstance int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byActor == nil {
+		a.byActor = map[string]int{}
+	}
+	switch {
+	case a.byActor[actor] >= perToken:
+		return &Error{Status: 429, Code: "too_many_streams", Scope: "admin_token", RetryAfter: 5,
+			Message: "This admin token holds its most open admin streams on this instance; close one (another tab of the dashboard)."}
+	case a.total >= perInstance:
+		return &Error{Status: 429, Code: "too_many_streams", Scope: "instance", RetryAfter: 5,
+			Message: "This instance holds its most open admin streams; try again later."}
+	}
+	a.byActor[actor]++
+	a.total++
+	return nil
+}
+
+func (a *adminStreams) release(actor string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.total--
+	if a.byActor[actor]--; a.byActor[actor] <= 0 {
+		delete(a.byActor, actor)
+	}
+}
+
+// acquireAdminStream takes one of the configured admin stream slots for actor (defaults
+// for zero bounds), or answers 429; releaseAdminStream gives it back when the stream ends.
+func (s *Server) acquireAdminStream(actor string) error {
+	perToken, perInstance := s.cfg.AdminStreamsPerToken, s.cfg.AdminStreamsPerInstance
+	if perToken <= 0 {
+		perToken = DefaultAdminStreamsPerToken
+	}
+	if perInstance <= 0 {
+		perInstance = DefaultAdminStreamsPerInstance
+	}
+	return s.snap.streams.acquire(actor, perToken, perInstance)
+}
+
+func (s *Server) releaseAdminStream(actor string) { s.snap.streams.release(actor) }
