@@ -287,10 +287,11 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	return c.Status(status).JSON(s.queueSnapshot(c.UserContext(), st))
 }
 
-// parseQueueBody reads a partial queue settings body (the queue validates the values).
+// parseQueueBody reads a partial queue settings body strictly (decodeStrict: exactly the keys
+// of queueBody); the queue validates the values.
 func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 	var b queueBody
-	if err := decodeBody(body, &b); err != nil {
+	if err := decodeStrict(body, &b); err != nil {
 		return queue.SettingsPatch{}, err
 	}
 	p = queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
@@ -373,7 +374,7 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 		return errorf(404, "product_not_found", "Product ids are 1-64 characters of A-Z a-z 0-9 _ -.")
 	}
 	var b productBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := decodeStrict(c.Body(), &b); err != nil {
 		return err
 	}
 	// The queue the product is sold through before the change: when it moves, the queue it

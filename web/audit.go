@@ -2,7 +2,8 @@ package web
 
 // The audit of admin changes: a middleware on every changing admin route (so the handlers
 // stay as they are) snapshots the target's state before the handler runs and, when the
-// answer is a success (status < 400), records before → after with the admin token's name.
+// answer is a success (status < 400) and the state changed, records before → after with the
+// admin token's name (a request that stores what was there records nothing).
 // Invite codes, tokens and secrets never go into an entry: invites.create records how many
 // codes of which lane until when, invite.revoke the code's first auditCodePrefix characters.
 
@@ -10,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -90,9 +92,44 @@ func (s *Server) audit(t auditTarget) fiber.Handler {
 		case auditLimits:
 			e.Action, e.Target, e.After = "limits.update", "limits", responseJSON(c)
 		}
+		if !created && unchanged(t, e.Before, e.After) {
+			return nil // the request stored what was there: nothing to record
+		}
 		s.d.Audit.Record(e)
 		return nil
 	}
+}
+
+// auditReadOnly are the keys of a queue's snapshot that no request sets (the line's own
+// state): a difference in them alone is not a change made by the request.
+var auditReadOnly = []string{"sold_out", "ended", "prequeue", "draw", "rate_reason"}
+
+// unchanged reports whether a successful request left its target as it was: a queue, a
+// product or the limits whose state after equals the state before, or a logo stored again
+// with the same bytes (the same URL). Revocations, rotations and new invites always change
+// something. A state that could not be read (nil) counts as a change.
+func unchanged(t auditTarget, before, after json.RawMessage) bool {
+	switch t {
+	case auditQueue, auditProduct, auditLimits:
+		return sameJSON(before, after, auditReadOnly...)
+	case auditLogo:
+		return sameJSON(before, after, "type", "bytes") // PUT answers these too
+	}
+	return false
+}
+
+// sameJSON reports whether two JSON objects hold the same values, leaving out the keys
+// ignore; false when either is missing or not an object.
+func sameJSON(a, b json.RawMessage, ignore ...string) bool {
+	var ma, mb map[string]any
+	if a == nil || b == nil || json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil || ma == nil || mb == nil {
+		return false
+	}
+	for _, k := range ignore {
+		delete(ma, k)
+		delete(mb, k)
+	}
+	return reflect.DeepEqual(ma, mb)
 }
 
 func pick(cond bool, yes, no string) string {

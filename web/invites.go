@@ -55,13 +55,14 @@ func inviteError(err error) error {
 	return err
 }
 
-// parseInviteBody reads a create request: 400 when it is not JSON, 422 invalid_invites
+// parseInviteBody reads a create request strictly (decodeStrict): 400 when it is not JSON
+// or gives a key twice, 422 unknown_field for a key it does not take, 422 invalid_invites
 // naming the field otherwise.
 func parseInviteBody(body []byte) (queue.InviteSpec, error) {
 	var b inviteBody
-	if err := decodeBody(body, &b); err != nil {
+	if err := decodeStrict(body, &b); err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.Status == 422 {
+		if errors.As(err, &e) && e.Code == "invalid_field" {
 			e.Code = "invalid_invites"
 		}
 		return queue.InviteSpec{}, err
