@@ -249,6 +249,8 @@ func (s *Server) routes() {
 	admin.Delete("/queues/:queue/invites/:code", s.audit(auditInviteCode), s.revokeInvite)
 	admin.Get("/keys", s.listKeys)
 	admin.Post("/keys/rotate", s.audit(auditKeys), s.rotateKeys)
+	admin.Delete("/keys/:kid", s.revokeKey)            // audited in revoke.go
+	admin.Post("/queues/:queue/revoke", s.revokeToken) // audited in revoke.go
 	admin.Get("/limits", s.getLimits)
 	admin.Put("/limits", s.audit(auditLimits), s.putLimits)
 	admin.Get("/queues/:queue/history", s.history)
