@@ -98,6 +98,9 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if errors.Is(err, queue.ErrTooManyPlaces) {
 		s.m.rejected.WithLabelValues("ip", "/api/queues/join").Inc()
 		s.lim.CountRejected(c.UserContext(), "ip")
+		// Final: the page and waitroom.js do not retry it (Retry-After is only the contract's
+		// rule for every 429). Said so that a buyer behind a shared address understands it.
+		return &Error{Status: 429, Code: "too_many_places", Scope: "ip", RetryAfter: 60, Message: tooManyPlacesMessage}
 	}
 	if err != nil {
 		return err
@@ -109,6 +112,11 @@ func (s *Server) join(c *fiber.Ctx) error {
 	}
 	return c.Status(status).JSON(s.placeBody(t, raw, p))
 }
+
+// tooManyPlacesMessage is the join's answer when the caller's address holds its cap of
+// live places (places_per_ip, or its share of max_active; queue/places.go).
+const tooManyPlacesMessage = "Your network (one internet address) already holds as many places in this line as it may. " +
+	"A place counts until it leaves the line or its admission is used or expires. Use a place you already have, or try again later."
 
 func (s *Server) setTicketCookie(c *fiber.Ctx, name, raw string) {
 	secure := s.scheme(c) == "https"
