@@ -239,7 +239,8 @@ type JoinOptions struct {
 	Client string
 	// Pow is a verified proof of work (see VerifyPow); the zero value is none. A queue with
 	// pow_difficulty > 0 refuses a new place without one (ErrPowRequired), and each
-	// challenge makes one place at most (ErrPowInvalid).
+	// challenge makes one place at most, until its expiry on Redis time (ErrPowInvalid
+	// after it, whatever this instance's clock says).
 	Pow PowProof
 	// Invite is an invite code ("" = none): a valid one puts the place in the invite's lane
 	// (and a new place with it needs no proof of work); an invalid one is ErrInviteInvalid.
