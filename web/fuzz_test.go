@@ -1,8 +1,11 @@
 package web
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -68,7 +71,7 @@ func FuzzProductBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var b productBody
-		err := decodeBody(body, &b)
+		err := decodeStrict(body, &b)
 		if err == nil {
 			err = toPatch(b).Validate()
 		}
@@ -120,12 +123,13 @@ func FuzzQueueSettings(f *testing.F) {
 
 // The live limits body likewise.
 func FuzzLimitsBody(f *testing.F) {
-	for _, s := range []string{`{"join_per_ip_per_second":-1}`, `{"order_global_burst":99999999999}`, `{"status_per_ticket_per_second":1e400}`, `{}`} {
+	for _, s := range []string{`{"join_per_ip_per_second":-1}`, `{"order_global_burst":99999999999}`, `{"status_per_ticket_per_second":1e400}`, `{}`,
+		`{"join_global_per_second":-0}`, `{"JOIN_GLOBAL_PER_SECOND":3}`, `{"join_global_burst":1,"join_global_burst":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		l := queue.DefaultLimits()
-		err := decodeBody(body, &l)
+		err := decodeStrict(body, &l)
 		if err == nil {
 			err = l.Validate()
 		}
@@ -141,4 +145,107 @@ func FuzzLimitsBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzAdminBody: the strict decoder never panics and answers 400 or 422 with the JSON error
+// shape; a body it accepts is a UTF-8 JSON object that names each key once (at every
+// depth) and only keys of the target type, spelt exactly. Checked against encoding/json:
+// the keys the tokens name are as many as the keys of the decoded maps (a duplicate
+// would collapse), and every top-level key is a field name of the target.
+func FuzzAdminBody(f *testing.F) {
+	for _, s := range []string{`{"rate_per_second":1,"RATE_PER_SECOND":7}`, `{"rate_per_secnd":9}`,
+		`{"rate_per_second":1,"rate_per_second":7}`, `{"inner":{"a":"x","a":"y"}}`, `{"raw":{"k":[{"k":1,"k":2}]}}`,
+		`{"rate\u005fper_second":1}`, `{"list":[{"a":"x"},{"A":"y"}]}`, `{"auto_min":1,"rate_mode":"auto"}`,
+		`{"brand_message":"\u202e"}`, `{"allowed_origins":["https://a.example:0443"]}`, `null`, `[]`, `{} {}`, "{\"raw\":\"\xff\"}",
+		`{"starts_at":null,"ends_at":"2030-01-01T00:00:00Z","method":"fifo"}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, target := range []any{&queueBody{}, &strictOuter{}} {
+			err := decodeStrict(body, target)
+			if err != nil {
+				var e *Error
+				if !errors.As(err, &e) || (e.Status != 400 && e.Status != 422) || e.Message == "" {
+					t.Fatalf("body %q: %v", body, err)
+				}
+				if e.Code == codeUnknownField || e.Code == codeDuplicateKey {
+					last := e.Field[strings.LastIndexAny(e.Field, ".]")+1:]
+					if !strings.Contains(string(body), last) && !bytes.ContainsRune(body, '\\') {
+						t.Fatalf("body %q: %s names %q, not in the body", body, e.Code, e.Field)
+					}
+				}
+				continue
+			}
+			if !utf8.Valid(body) || !json.Valid(body) {
+				t.Fatalf("accepted %q: not UTF-8 JSON", body)
+			}
+			var top map[string]json.RawMessage
+			if json.Unmarshal(body, &top) != nil || top == nil {
+				t.Fatalf("accepted %q: not an object", body)
+			}
+			fields, _ := jsonFields(reflect.TypeOf(target).Elem())
+			for k := range top {
+				if _, ok := fields[k]; !ok {
+					t.Fatalf("accepted %q with the key %q", body, k)
+				}
+			}
+			var all any
+			_ = json.Unmarshal(body, &all)
+			if n, m := keyTokens(body), mapKeys(all); n != m {
+				t.Fatalf("accepted %q: %d keys written, %d distinct", body, n, m)
+			}
+		}
+	})
+}
+
+// keyTokens counts the object keys a JSON text writes.
+func keyTokens(b []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	n := 0
+	var walk func() bool
+	walk = func() bool {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				if _, err := dec.Token(); err != nil {
+					return false
+				}
+				n++
+				if !walk() {
+					return false
+				}
+			}
+			_, err = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if !walk() {
+					return false
+				}
+			}
+			_, err = dec.Token()
+		}
+		return err == nil
+	}
+	walk()
+	return n
+}
+
+// mapKeys counts the keys of every object in a decoded JSON value.
+func mapKeys(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, x := range v {
+			n += 1 + mapKeys(x)
+		}
+	case []any:
+		for _, x := range v {
+			n += mapKeys(x)
+		}
+	}
+	return n
 }

@@ -55,11 +55,11 @@ func decodeStrict(body []byte, v any) error {
 		// json.Valid passed, so the tokens cannot fail; kept for safety.
 		return errorf(400, "malformed_json", "The request body is not valid JSON.")
 	}
-	if w.dup != "" {
+	if w.hasDup {
 		return &Error{Status: 400, Code: codeDuplicateKey, Field: w.dup,
 			Message: "Key " + strconv.Quote(w.dup) + " is given twice; give each key once."}
 	}
-	if w.unknown != "" {
+	if w.hasUnknown {
 		return unknownFieldError(w.unknown, w.unknownIn)
 	}
 	return decodeBody(body, v)
@@ -85,10 +85,12 @@ func unknownFieldError(path string, known []string) *Error {
 // keyWalk reads one JSON value's tokens, noting the first key given twice and the first
 // key the target type does not take.
 type keyWalk struct {
-	dec       *json.Decoder
-	dup       string   // path of the first duplicate key
-	unknown   string   // path of the first unknown key
-	unknownIn []string // the keys its object takes
+	dec        *json.Decoder
+	hasDup     bool
+	dup        string // path of the first duplicate key
+	hasUnknown bool
+	unknown    string   // path of the first unknown key ("" is a key too)
+	unknownIn  []string // the keys its object takes
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
@@ -128,15 +130,15 @@ func (w *keyWalk) value(t reflect.Type, path string) error {
 			if path != "" {
 				kp = path + "." + k
 			}
-			if seen[k] && w.dup == "" {
-				w.dup = kp
+			if seen[k] && !w.hasDup {
+				w.hasDup, w.dup = true, kp
 			}
 			seen[k] = true
 			next := elem
 			if fields != nil {
 				ft, ok := fields[k]
-				if !ok && w.unknown == "" {
-					w.unknown, w.unknownIn = kp, names
+				if !ok && !w.hasUnknown {
+					w.hasUnknown, w.unknown, w.unknownIn = true, kp, names
 				}
 				next = ft
 			}
