@@ -38,23 +38,25 @@ func (p Probe) Changed(o Overview) bool {
 	return !p.Exists || p.Sum != o.Sum || p.Resting != o.Resting || p.LogoETag != o.LogoETag
 }
 
-// overviewBatch is how many queues one pipeline reads (bounds a pipeline's memory).
-const overviewBatch = 500
+// overviewBatch is how many queues one pipeline reads: it bounds a pipeline's memory and
+// keeps each pipeline well inside the per-call deadline (OpTimeout) on a busy server.
+const overviewBatch = 100
 
 // Overviews reads the named queues, 7 commands each in pipelines of overviewBatch queues
 // (plus one ZCARD per invite lane that has waiters): the settings, the normal line, the
 // live tokens, the clock (totals, rates, lag, rest), the lease, the pre-queue, the logo.
-// A queue that does not exist is left out of the map.
-func (q *Queue) Overviews(ctx context.Context, names []string) (map[string]Overview, error) {
-	out := make(map[string]Overview, len(names))
-	for len(names) > 0 {
-		n := min(len(names), overviewBatch)
-		if err := q.overviews(ctx, names[:n], out); err != nil {
-			return nil, err
+// A queue that does not exist is left out of the map. On an error the map holds what the
+// pipelines before it read, and read says how many of names (from the first) were read.
+func (q *Queue) Overviews(ctx context.Context, names []string) (out map[string]Overview, read int, err error) {
+	out = make(map[string]Overview, len(names))
+	for read < len(names) {
+		n := min(len(names)-read, overviewBatch)
+		if err := q.overviews(ctx, names[read:read+n], out); err != nil {
+			return out, read, err
 		}
-		names = names[n:]
+		read += n
 	}
-	return out, nil
+	return out, read, nil
 }
 
 func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Overview) error {

@@ -65,7 +65,9 @@ type snapshot struct {
 	known    map[string]bool
 	namesAt  time.Time
 	queues   map[string]*queue.Overview
-	cursor   int // the next name to probe
+	pending  map[string]bool // names still to read in full (all of them after a resubscription)
+	redoAll  bool            // a full read failed before it knew the names
+	cursor   int             // the next name to probe
 	probedAt time.Time
 
 	streams adminStreams
@@ -144,49 +146,52 @@ func (sn *snapshot) wait() { sn.wg.Wait() }
 // error only when there is none).
 func (s *Server) snapshotView(ctx context.Context, admin bool) (*snapView, error) {
 	sn := s.snapStart()
-	sn.mu.Lock()
-	if admin {
-		sn.adminWanted = time.Now()
-	}
-	v := sn.view
-	ok := v != nil && (!admin || v.admin)
-	if ok && time.Since(v.at) < snapshotEvery {
-		sn.mu.Unlock()
-		return v, nil
-	}
-	if sn.busy == nil && time.Since(sn.started) >= snapshotEvery {
-		sn.busy = make(chan struct{})
-		sn.started = time.Now()
-		sn.refreshes++
-		sn.wg.Add(1)
-		go s.refreshSnapshot(sn.busy)
-	}
-	busy, lastErr := sn.busy, sn.err
-	sn.mu.Unlock()
-	if ok && time.Since(v.at) < snapshotServeStale {
-		return v, nil
-	}
-	if busy == nil { // the last refresh failed less than snapshotEvery ago
-		if ok {
+	for {
+		sn.mu.Lock()
+		if admin {
+			sn.adminWanted = time.Now()
+		}
+		v := sn.view
+		ok := v != nil && (!admin || v.admin)
+		if ok && time.Since(v.at) < snapshotEvery {
+			sn.mu.Unlock()
 			return v, nil
 		}
-		return nil, lastErr
+		if sn.busy == nil && time.Since(sn.started) >= snapshotEvery {
+			sn.busy = make(chan struct{})
+			sn.started = time.Now()
+			sn.refreshes++
+			sn.wg.Add(1)
+			go s.refreshSnapshot(sn.busy)
+		}
+		busy, lastErr, next := sn.busy, sn.err, sn.started.Add(snapshotEvery)
+		sn.mu.Unlock()
+		if ok && time.Since(v.at) < snapshotServeStale {
+			return v, nil
+		}
+		var wait <-chan time.Time
+		switch {
+		case busy != nil:
+		case lastErr != nil: // the last refresh failed less than snapshotEvery ago
+			if ok {
+				return v, nil
+			}
+			return nil, lastErr
+		default: // the last refresh was too recent and had no admin part: the next one has
+			t := time.NewTimer(time.Until(next))
+			defer t.Stop()
+			wait = t.C
+		}
+		select {
+		case <-busy: // nil while waiting for the timer
+		case <-wait:
+		case <-ctx.Done():
+			if ok {
+				return v, nil
+			}
+			return nil, errSnapshotUnavailable
+		}
 	}
-	select {
-	case <-busy:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	sn.mu.Lock()
-	nv, err := sn.view, sn.err
-	sn.mu.Unlock()
-	if nv != nil && (!admin || nv.admin) {
-		return nv, nil
-	}
-	if err == nil {
-		err = errSnapshotUnavailable
-	}
-	return nil, err
 }
 
 var errSnapshotUnavailable = errorf(503, "unavailable", "The list of queues cannot be read right now; try again.")
@@ -226,7 +231,8 @@ func (s *Server) refreshSnapshot(done chan struct{}) {
 			}
 			sn.dirty[n] = true
 		}
-		sn.all = sn.all || all
+		sn.all = sn.all || sn.redoAll // else what a full read did not get to stays pending
+		sn.redoAll = false
 		sn.err = err
 	} else {
 		sn.view, sn.err = v, nil
@@ -237,28 +243,43 @@ func (s *Server) refreshSnapshot(done chan struct{}) {
 }
 
 // readSnapshot reads what changed and builds the next view (only the refresher calls it).
-// On a failure it also returns the names it meant to read, for the next refresh.
-func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool) (*snapView, []string, error) {
+// On a failure it also returns the names it did not get to, for the next refresh; what it
+// read is kept (a full read of many queues makes progress even when a pipeline times out).
+func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool) (v *snapView, unread []string, err error) {
 	sn := &s.snap
 	q := s.d.Queue
-	full := all || sn.queues == nil
-	fresh := map[string]bool{}
-	if full || sn.names == nil || at.Sub(sn.namesAt) >= namesEvery {
+	if sn.queues == nil {
+		sn.queues = map[string]*queue.Overview{}
+		all = true
+	}
+	want := map[string]bool{}
+	if all || sn.names == nil || at.Sub(sn.namesAt) >= namesEvery {
 		names, err := q.Names(ctx)
 		if err != nil {
-			return nil, nil, err
+			if all {
+				sn.redoAll = true
+			}
+			return nil, slices.Collect(maps.Keys(dirty)), err
 		}
 		known := make(map[string]bool, len(names))
 		for _, n := range names {
 			known[n] = true
 			if !sn.known[n] {
-				fresh[n] = true
+				want[n] = true // a name the last re-read of the list brought
 			}
 		}
 		sn.names, sn.namesAt, sn.known = names, at, known
 	}
+	if all {
+		// Everything, read progressively: what a failed refresh did not get to stays pending.
+		sn.pending = make(map[string]bool, len(sn.names))
+		for _, n := range sn.names {
+			sn.pending[n] = true
+		}
+	}
 	added := false
 	for n := range dirty {
+		want[n] = true
 		if !sn.known[n] {
 			sn.known[n], added = true, true
 			sn.names = append(sn.names, n)
@@ -267,67 +288,58 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	if added {
 		sort.Strings(sn.names)
 	}
-	var read []string
-	if full {
-		read = sn.names
-	} else {
-		want := map[string]bool{}
-		for n := range dirty {
-			want[n] = true
+	for n := range sn.pending {
+		want[n] = true
+	}
+	for n, o := range sn.queues {
+		if !o.Resting {
+			want[n] = true // awake: its ticks change it
 		}
-		for n, o := range sn.queues {
-			if !o.Resting {
-				want[n] = true // awake: its ticks change it
-			}
-		}
-		for n := range fresh {
-			want[n] = true // a name the last re-read of the list brought
-		}
-		// Probe a share of the names so that each is probed once per probeEvery.
-		if len(sn.names) > 0 {
-			k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds())+1)
-			var probe []string
-			for range k {
-				sn.cursor %= len(sn.names)
-				if n := sn.names[sn.cursor]; !want[n] {
-					probe = append(probe, n)
-				}
-				sn.cursor++
-			}
-			if len(probe) > 0 {
-				ps, err := q.Probes(ctx, probe)
-				if err != nil {
-					return nil, slices.Collect(maps.Keys(want)), err
-				}
-				for n, p := range ps {
-					o, had := sn.queues[n]
-					if (had && p.Changed(*o)) || (!had && p.Exists) {
-						want[n] = true
-					}
-				}
-			}
+	}
+	// Probe a share of the names so that each is probed once per probeEvery.
+	if len(sn.names) > 0 && len(sn.pending) < len(sn.names) {
+		if sn.probedAt.IsZero() {
 			sn.probedAt = at
 		}
-		for n := range want {
-			read = append(read, n)
+		k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds()))
+		var probe []string
+		for range k {
+			sn.cursor %= len(sn.names)
+			if n := sn.names[sn.cursor]; !want[n] {
+				probe = append(probe, n)
+			}
+			sn.cursor++
+		}
+		if k > 0 {
+			sn.probedAt = at
+		}
+		if len(probe) > 0 {
+			ps, err := q.Probes(ctx, probe)
+			if err != nil {
+				return nil, slices.Collect(maps.Keys(want)), err
+			}
+			for n, p := range ps {
+				o, had := sn.queues[n]
+				if (had && p.Changed(*o)) || (!had && p.Exists) {
+					want[n] = true
+				}
+			}
 		}
 	}
-	ovs, err := q.Overviews(ctx, read)
-	if err != nil {
-		return nil, read, err
-	}
-	if full {
-		sn.queues = make(map[string]*queue.Overview, len(ovs))
-		sn.probedAt = at
-	}
-	for _, n := range read {
+	read := slices.Sorted(maps.Keys(want))
+	ovs, done, err := q.Overviews(ctx, read)
+	for _, n := range read[:done] {
 		if o, ok := ovs[n]; ok {
 			sn.queues[n] = &o
 		} else {
 			delete(sn.queues, n)
 		}
+		delete(sn.pending, n)
 	}
-	v := &snapView{at: at, entries: make([]snapEntry, 0, len(sn.queues))}
+	if err != nil {
+		return nil, read[done:], err
+	}
+	v = &snapView{at: at, entries: make([]snapEntry, 0, len(sn.queues))}
 	for _, n := range sn.names {
 		if o := sn.queues[n]; o != nil {
 			v.entries = append(v.entries, snapEntry{name: n, ov: o})
@@ -336,7 +348,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	if admin {
 		ins, err := q.Instances(ctx)
 		if err != nil {
-			return nil, read, err
+			return nil, nil, err
 		}
 		v.admin, v.ins = true, ins
 		for _, in := range ins {
