@@ -538,6 +538,7 @@ func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
 
 func parseSettings(name string, m map[string]string) Settings {
 	rate, _ := strconv.ParseFloat(m["rate"], 64)
+	rate = positiveZero(rate) // "-0" written by an older release
 	maxActive, _ := strconv.ParseInt(m["max_active"], 10, 64)
 	ttl, _ := strconv.ParseInt(m["ttl_ms"], 10, 64)
 	places := int64(DefaultPlacesPerIP) // queues made before the setting existed
@@ -552,6 +553,7 @@ func parseSettings(name string, m map[string]string) Settings {
 	share := DefaultPriorityShare // queues made before the setting existed
 	if v, ok := m["priority_share"]; ok {
 		share, _ = strconv.ParseFloat(v, 64)
+		share = positiveZero(share)
 	}
 	var origins []string
 	if v := m["allowed_origins"]; v != "" {

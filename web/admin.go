@@ -36,9 +36,13 @@ type queueStatsJSON struct {
 	PriorityShare   float64  `json:"priority_share"`
 	AllowedOrigins  []string `json:"allowed_origins"`
 	AdmitRate       float64  `json:"admit_rate"`
-	AutoRedirect    bool     `json:"auto_redirect"`
-	TickLagMs       float64  `json:"tick_lag_ms"`
-	Leader          string   `json:"leader"`
+
+	// MaxActiveSharePerIP: the share of max_active one address may hold (queue.Settings).
+	MaxActiveSharePerIP float64 `json:"max_active_share_per_ip"`
+
+	AutoRedirect bool    `json:"auto_redirect"`
+	TickLagMs    float64 `json:"tick_lag_ms"`
+	Leader       string  `json:"leader"`
 	rateModeJSON
 	RateReason               string `json:"rate_reason"`
 	TokenTTLEffectiveSeconds int64  `json:"token_ttl_effective_seconds"`
@@ -144,7 +148,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 		out.Queues = append(out.Queues, queueStatsJSON{
 			Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
 			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP,
+			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP, MaxActiveSharePerIP: st.MaxActiveSharePerIP,
 			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
 			rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
 			TokenTTLEffectiveSeconds: int64(st.EffectiveTTL(st.Waiting + st.WaitingPriority + st.WaitingBypass).Seconds()),
@@ -216,6 +220,10 @@ type queueBody struct {
 	PowDifficulty   *int      `json:"pow_difficulty"`
 	PriorityShare   *float64  `json:"priority_share"`
 	AllowedOrigins  *[]string `json:"allowed_origins"`
+
+	// MaxActiveSharePerIP: the share (0..1) of max_active one address may hold.
+	MaxActiveSharePerIP *float64 `json:"max_active_share_per_ip"`
+
 	// starts_at and ends_at are RFC 3339 or null (null clears); read raw so that a bad
 	// time is a 422 naming the field, not a 400 for the whole body.
 	StartsAt json.RawMessage `json:"starts_at"`
@@ -251,6 +259,10 @@ type queueSettingsJSON struct {
 	PriorityShare   float64  `json:"priority_share"`
 	AllowedOrigins  []string `json:"allowed_origins"`
 	AutoRedirect    bool     `json:"auto_redirect"`
+
+	// MaxActiveSharePerIP: the share of max_active one address may hold.
+	MaxActiveSharePerIP float64 `json:"max_active_share_per_ip"`
+
 	rateModeJSON
 	RateReason string `json:"rate_reason"`
 	dropDayJSON
@@ -296,7 +308,7 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 	}
 	p = queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
 		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins,
-		AutoRedirect: b.AutoRedirect}
+		AutoRedirect: b.AutoRedirect, MaxActiveSharePerIP: b.MaxActiveSharePerIP}
 	if b.TokenTTLSeconds != nil {
 		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
 			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",

@@ -202,7 +202,7 @@ func (s *Server) queueSnapshot(ctx context.Context, st queue.QueueStats) queueSe
 	return queueSettingsJSON{
 		Name: st.Name, RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive,
 		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
-		PlacesPerIP: st.PlacesPerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
+		PlacesPerIP: st.PlacesPerIP, MaxActiveSharePerIP: st.MaxActiveSharePerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
 		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
 		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
 		brandJSON: s.brand(ctx, st.Settings),
