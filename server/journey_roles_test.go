@@ -171,6 +171,7 @@ func TestJourneyRoles(t *testing.T) {
 		{"POST", "/admin/api/queues/drop/invites", map[string]any{"count": 1, "lane": "bypass"}, nil},
 		{"DELETE", "/admin/api/queues/drop/invites/" + code, nil, nil},
 		{"POST", "/admin/api/keys/rotate", nil, nil},
+		{"DELETE", "/admin/api/keys/any-kid", nil, nil},
 		{"PUT", "/admin/api/limits", map[string]any{"join_global_burst": 7}, nil},
 	} {
 		var e errResp
@@ -332,6 +333,26 @@ func TestJourneyRoles(t *testing.T) {
 		`+card("seoul")+`.querySelector('[data-testid=commitment-note]').textContent.includes('check it against')`)
 
 	lap("started")
+	// A rotation leaves a key waiting to sign: its Revoke asks first, naming the
+	// consequence; Confirm removes it from the list and the JWKS.
+	olga.click("keys-rotate")
+	opsDialog(olga.browserPage, "Rotate the token signing key", true)
+	olga.waitJS("a revocable key", 10*time.Second, `document.querySelectorAll('#keys-rows [data-testid=key-revoke]').length === 1`)
+	kid := olga.eval(`document.querySelector('#keys-rows [data-testid=key-revoke]').closest('tr').querySelector('th').textContent`)
+	olga.do("revoke the key", 5*time.Second, chromedp.Click(chromedp.CSS(`#keys-rows [data-testid=key-revoke]`)))
+	olga.waitJS("the revoke_key dialog", 5*time.Second, `document.getElementById('confirm-dialog').dataset.kind === 'revoke_key' && !document.getElementById('confirm-undo').hidden`)
+	text = opsDialog(olga.browserPage, "Every admission token it signed is refused", true)
+	for _, want := range []string{kid, "queue again", "cached key set"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the key's confirmation %q does not say %q", text, want)
+		}
+	}
+	olga.waitJS("the key gone", 10*time.Second, `document.querySelectorAll('#keys-rows tr').length === 1 &&
+		document.querySelector('#keys-rows [data-testid=key-revoke]') === null && document.getElementById('keys-msg').textContent === 'Key revoked.'`)
+	if res := call(t, "GET", in.url+"/.well-known/jwks.json", "", nil, nil); strings.Contains(readAll(res), kid) {
+		t.Fatalf("the revoked key %s is still in the JWKS", kid)
+	}
+	lap("key revoked")
 	// 3. The audit log view: each of her changes, with her name.
 	olga.waitJS("her changes in the audit log", 15*time.Second, `(() => {
 		if (!window.__auditPoll || Date.now() - window.__auditPoll > 1000) { window.__auditPoll = Date.now(); document.getElementById('audit-refresh').click(); }
@@ -339,7 +360,8 @@ func TestJourneyRoles(t *testing.T) {
 		const has = (a, tg, s) => rows.some((r) => r.dataset.action === a && r.dataset.target === tg && r.textContent.includes(s));
 		return has('queue.create', 'queue:seoul', '') && has('product.create', 'product:hanbok', 'currency: KRW') &&
 			has('queue.update', 'queue:seoul', 'rate_per_second') && has('queue.update', 'queue:seoul', 'starts_at') &&
-			rows.filter((r) => r.dataset.action === 'queue.update' && r.dataset.target === 'queue:seoul' && r.textContent.includes('starts_at')).length >= 2;
+			rows.filter((r) => r.dataset.action === 'queue.update' && r.dataset.target === 'queue:seoul' && r.textContent.includes('starts_at')).length >= 2 &&
+			has('key.revoke', 'key:`+kid+`', '');
 	})()`)
 	rows := olga.eval(`[...document.querySelectorAll('#audit-rows tr[data-testid=audit-row]')].filter((r) => r.children[1].textContent === 'olga')
 		.map((r) => r.dataset.action + ' ' + r.dataset.target + ': ' + r.children[4].textContent.replace(/\s+/g, ' ').slice(0, 90)).join('\n')`)

@@ -19,6 +19,7 @@ var irreversibleKinds = []string{
 	"pause",         // PUT queue paused: true — nobody is let in
 	"remove_logo",   // DELETE …/logo — the file is gone
 	"revoke_invite", // DELETE …/invites/{code} — the code stops working for good
+	"revoke_key",    // DELETE /admin/api/keys/{kid} — the key and every token it signed stop working
 	"rotate_key",    // POST /admin/api/keys/rotate — a new signing key
 	"start_now",     // PUT queue starts_at: null while scheduled — the draw runs, the seed is revealed
 }

@@ -1602,6 +1602,7 @@
   const CONFIRM_KINDS = {
     start_now: { undo: false },     // starts_at null on a scheduled queue: the draw runs, the seed is revealed
     rotate_key: { undo: false },    // a new signing key
+    revoke_key: { undo: false },    // a signing key and every token it signed stop working
     revoke_invite: { undo: false }, // the code stops working
     remove_logo: { undo: false },   // the logo file is deleted
     pause: { undo: true },          // nobody is let in until resumed
@@ -1614,6 +1615,7 @@
     if (method === 'DELETE') {
       if (/^\/admin\/api\/queues\/[^/]+\/invites\/[^/]+$/.test(p)) return 'revoke_invite';
       if (/^\/admin\/api\/queues\/[^/]+\/logo$/.test(p)) return 'remove_logo';
+      if (/^\/admin\/api\/keys\/[^/]+$/.test(p)) return 'revoke_key';
       return 'delete';
     }
     if (method === 'POST' && p === '/admin/api/keys/rotate') return 'rotate_key';
@@ -1840,10 +1842,35 @@
       const fmt = (v) => (Number.isFinite(Date.parse(v)) ? new Date(v).toLocaleString(lang) : '–');
       const state = k.retired_at ? tx('admin_key_retired', 'retired {time}', { time: fmt(k.retired_at) })
         : k.kid === body.signing ? tx('admin_key_signing', 'signing') : tx('admin_key_verifying', 'verifies only');
-      tr.append(id, cell('td', fmt(k.created_at)), cell('td', fmt(k.signs_from)), cell('td', state));
+      const action = document.createElement('td');
+      if (k.kid !== body.signing) {
+        // Only a key that does not sign now can go (the server refuses the signing one).
+        const revoke = document.createElement('button');
+        revoke.type = 'button';
+        revoke.className = 'button-secondary';
+        revoke.dataset.testid = 'key-revoke';
+        revoke.textContent = t('admin_key_revoke');
+        revoke.setAttribute('aria-label', t('admin_key_revoke_named', { kid: k.kid }));
+        revoke.addEventListener('click', () => revokeKey(k.kid, revoke));
+        action.append(revoke);
+      }
+      tr.append(id, cell('td', fmt(k.created_at)), cell('td', fmt(k.signs_from)), cell('td', state), action);
       labelCells(tr, el.keysRows);
+      applyRole(tr);
       return tr;
     }));
+  }
+
+  async function revokeKey(kid, button) {
+    const conf = await confirmAction('revoke_key', t('admin_confirm_revoke_key', { kid }), t('admin_key_revoke'));
+    if (!conf) return;
+    button.disabled = true;
+    el.keysMsg.textContent = t('admin_saving');
+    const r = await api('DELETE', '/admin/api/keys/' + encodeURIComponent(kid), undefined, conf);
+    button.disabled = false;
+    if (!r.ok) { el.keysMsg.textContent = errorText(r.err); return; }
+    el.keysMsg.textContent = t('admin_key_revoked');
+    renderKeys(r.body);
   }
 
   async function loadKeys() {
