@@ -215,9 +215,6 @@ func (s Settings) Validate() error {
 	if err := s.validateBrand(); err != nil {
 		return err
 	}
-	if err := s.validateBidi(); err != nil {
-		return err
-	}
 	switch {
 	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
 		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
@@ -361,6 +358,11 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 			}
 		}
 		p.AllowedOrigins = &norm
+	}
+	// Rules for new values only: a value stored before the rule existed must not block a
+	// change of another setting (pausing a sale, say).
+	if err := p.Validate(); err != nil {
+		return Settings{}, false, err
 	}
 	prev := cur
 	cur = p.Apply(cur)

@@ -19,10 +19,19 @@ func bidiControl(s string) (rune, bool) {
 	return 0, false
 }
 
-// validateBidi refuses bidi controls in the branding texts a page shows.
-func (s Settings) validateBidi() error {
-	for _, f := range []struct{ field, v string }{{"brand_name", s.BrandName}, {"brand_message", s.BrandMessage}} {
-		if r, ok := bidiControl(f.v); ok {
+// Validate refuses, with an *InvalidError naming the field, what the patch sets that a rule
+// forbids in new values: bidi controls in the branding texts a page shows. It judges the
+// patch only (Put calls it), so a value stored before the rule existed does not block a
+// change of another setting; Settings.Validate checks ranges of the whole result.
+func (p SettingsPatch) Validate() error {
+	for _, f := range []struct {
+		field string
+		v     *string
+	}{{"brand_name", p.BrandName}, {"brand_message", p.BrandMessage}} {
+		if f.v == nil {
+			continue
+		}
+		if r, ok := bidiControl(*f.v); ok {
 			return invalid(f.field, "%s must not hold bidirectional controls (here %s): embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) can make text show in another order than it is written. The marks U+200E, U+200F and U+061C are allowed.",
 				f.field, fmt.Sprintf("U+%04X", r))
 		}

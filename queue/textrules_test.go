@@ -19,7 +19,7 @@ func TestSettingsBrandRefusesBidiControls(t *testing.T) {
 			if field == "brand_name" {
 				p = queue.SettingsPatch{BrandName: &text}
 			}
-			err := p.Apply(queue.DefaultSettings("q")).Validate()
+			err := p.Validate()
 			var ie *queue.InvalidError
 			if !errors.As(err, &ie) || ie.Field != field || !strings.Contains(ie.Message, "bidirectional") {
 				t.Errorf("%s with U+%04X: %v", field, r, err)
@@ -27,8 +27,12 @@ func TestSettingsBrandRefusesBidiControls(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{"\u200fשלום\u200e 123", "مرحبا \u061c1", "Line one\nline two"} {
-		if err := (queue.SettingsPatch{BrandMessage: &ok}).Apply(queue.DefaultSettings("q")).Validate(); err != nil {
+		p := queue.SettingsPatch{BrandMessage: &ok}
+		if err := p.Validate(); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
+		}
+		if err := p.Apply(queue.DefaultSettings("q")).Validate(); err != nil {
+			t.Errorf("%q refused by the settings: %v", ok, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -110,6 +111,24 @@ func TestAdminStrictBodies(t *testing.T) {
 		if len(got) != 1 || got[0].Action != "queue.update" || num(got[0].Before["rate_per_second"]) != 2 || num(got[0].After["rate_per_second"]) != 0 {
 			t.Errorf("the change 2 → 0: %+v", got)
 		}
+	})
+
+	// What the release before could store (it refused none of these) is read as it is and
+	// blocks no other change: pausing a queue must work whatever its brand_message holds.
+	t.Run("values stored by the release before", func(t *testing.T) {
+		err := rs.Client().HSet(context.Background(), "wr:{q:sq}:cfg", "rate", "-0", "brand_message", "x\u202ey",
+			"allowed_origins", `["https://a.example:99999","https://bücher.example"]`).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := raw("PUT", "/admin/api/queues/sq", `{"paused":true}`)
+		for _, want := range []string{`"rate_per_second":0,`, `"paused":true`, "\"brand_message\":\"x\u202ey\""} {
+			if !strings.Contains(got, want) {
+				t.Errorf("answer without %s: %s", want, got)
+			}
+		}
+		send("PUT", "/admin/api/queues/sq", `{"brand_message":"x\u202ey"}`, 422) // new values follow the rules
+		send("PUT", "/admin/api/queues/sq", `{"brand_message":"","allowed_origins":[],"paused":false}`, 200)
 	})
 
 	t.Run("values normalised", func(t *testing.T) {

@@ -98,12 +98,16 @@ func FuzzProductBody(f *testing.F) {
 // settings inside their documented ranges.
 func FuzzQueueSettings(f *testing.F) {
 	for _, s := range []string{`{"rate_per_second":1e308}`, `{"max_active":9223372036854775807}`, `{"places_per_ip":-1}`,
-		`{"token_ttl_seconds":9223372036854775807}`, `{"rate_per_second":5,"paused":true}`} {
+		`{"token_ttl_seconds":9223372036854775807}`, `{"rate_per_second":5,"paused":true}`, `{"rate_per_second":-0,"priority_share":-0}`,
+		`{"brand_message":"a\u2067b"}`, `{"brand_name":"\u200fשלום"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := parseQueueBody(body)
 		var s queue.Settings
+		if err == nil {
+			err = p.Validate() // as queue.Put: the patch's own rules, then the result's ranges
+		}
 		if err == nil {
 			s = p.Apply(queue.DefaultSettings("q"))
 			err = s.Validate()
@@ -115,7 +119,8 @@ func FuzzQueueSettings(f *testing.F) {
 			return
 		}
 		if !(s.RatePerSecond >= 0 && s.RatePerSecond <= queue.MaxRatePerSecond) || s.MaxActive < 0 || s.MaxActive > queue.MaxMaxActive ||
-			s.TokenTTL < queue.MinTokenTTL || s.TokenTTL > queue.MaxTokenTTL || s.PlacesPerIP < 0 || s.PlacesPerIP > queue.MaxPlacesPerIP {
+			s.TokenTTL < queue.MinTokenTTL || s.TokenTTL > queue.MaxTokenTTL || s.PlacesPerIP < 0 || s.PlacesPerIP > queue.MaxPlacesPerIP ||
+			math.Signbit(s.RatePerSecond) || math.Signbit(s.PriorityShare) || strings.ContainsAny(s.BrandMessage+s.BrandName, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069") {
 			t.Fatalf("body %q accepted as %+v", body, s)
 		}
 	})
