@@ -122,9 +122,12 @@ func TestRevokedTokenRefused(t *testing.T) {
 			}
 		}
 	}
-	// Again: the same answer (the mark renewed), and nothing else revoked.
-	if _, err := q.RevokeToken(ctx, "rv", jtis[0]); err != nil {
-		t.Fatal(err)
+	// Again: the same answer (the mark renewed, said to be a repeat), and nothing else revoked.
+	if r, err := q.RevokeToken(ctx, "rv", jtis[0]); err != nil || !r.Again {
+		t.Fatalf("revoke again: %+v %v", r, err)
+	}
+	if r.Again {
+		t.Fatal("the first revocation by ticket is said to be a repeat")
 	}
 	for _, bad := range []struct {
 		name string

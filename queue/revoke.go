@@ -34,6 +34,8 @@ type Revocation struct {
 	Ticket string    // the ticket id the token was issued to
 	Token  string    // the token as the store keeps it (a signed token's jti)
 	Until  time.Time // when the mark lapses (the token's expiry plus a minute)
+	// Again: the token was revoked already (its mark is renewed; nothing else changes).
+	Again bool
 }
 
 // RevokeToken revokes token (a signed token's jti, or a bare token) of queue name: from
@@ -75,11 +77,11 @@ func (q *Queue) revoke(ctx context.Context, name, token, ticket string) (Revocat
 	if err != nil {
 		return Revocation{}, fail("revoke token", err)
 	}
-	if len(res) < 3 || toString(res[0]) != "revoked" {
+	if len(res) < 4 || toString(res[0]) != "revoked" {
 		return Revocation{}, ErrTokenNotLive
 	}
 	return Revocation{Ticket: toString(res[1]), Token: token,
-		Until: time.Now().Add(time.Duration(toInt(res[2])) * time.Millisecond)}, nil
+		Until: time.Now().Add(time.Duration(toInt(res[2])) * time.Millisecond), Again: toInt(res[3]) == 1}, nil
 }
 
 // TokenRevoked reports whether token of t's queue was revoked (one EXISTS).

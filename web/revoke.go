@@ -3,7 +3,7 @@ package web
 // Revocation (operator role, audited): DELETE /admin/api/keys/{kid} removes a signing key,
 // POST /admin/api/queues/{queue}/revoke refuses one admission token from now on (API.md,
 // "Bounded costs and trust"; openapi.yaml). Each records its own audit entry (key.revoke,
-// token.revoke) once it has changed something; the entries hold public key material and a
+// token.revoke) when it has changed something (revoking a revoked token again does not); the entries hold public key material and a
 // token's first auditCodePrefix characters only, never a token or a ticket.
 
 import (
@@ -110,6 +110,9 @@ func (s *Server) revokeToken(c *fiber.Ctx) error {
 		return errorf(404, "token_not_found", "No live admission token: it was never issued in this queue, was used or has lapsed.")
 	case err != nil:
 		return err // ticket_not_found, queue_unavailable
+	}
+	if r.Again {
+		return c.SendStatus(fiber.StatusNoContent) // revoked already: no change to record
 	}
 	sum := sha256.Sum256([]byte(r.Ticket))
 	after, _ := json.Marshal(fiber.Map{"ticket_hash": hex.EncodeToString(sum[:]),
