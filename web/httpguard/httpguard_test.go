@@ -196,6 +196,36 @@ func TestGuardSemantics(t *testing.T) {
 	}
 }
 
+// TestGuardRevokedToken: a token revoked by an operator (queue.RevokeToken, by its jti) is
+// refused 401 token_revoked, signed or as its bare jti, and the handler never runs; the
+// queue's other tokens still pass.
+func TestGuardRevokedToken(t *testing.T) {
+	f := setup(t)
+	tickets, tokens := f.admitted(t, "drop", 2)
+	var calls atomic.Int64
+	srv := httptest.NewServer(httpguard.New(httpguard.Config{Tokens: f.q, Tickets: f.signer, Keys: f.keys, Queues: []string{"drop"}})(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { calls.Add(1); w.WriteHeader(http.StatusCreated) })))
+	defer srv.Close()
+	c, err := f.keys.Verify(context.Background(), tokens[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.q.RevokeToken(context.Background(), "drop", c.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{tokens[0], c.ID} {
+		if got := do(t, srv.URL, tickets[0], tok); got != (answer{401, "token_revoked"}) {
+			t.Errorf("revoked token %.8s…: %+v", tok, got)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("the handler ran %d times for a revoked token", calls.Load())
+	}
+	if got := do(t, srv.URL, tickets[1], tokens[1]); got.status != 201 {
+		t.Fatalf("an unrevoked token: %+v", got)
+	}
+}
+
 // TestGuardRedisDown: with Redis gone the guard answers 503 in the error shape (never lets
 // the request through).
 func TestGuardRedisDown(t *testing.T) {
