@@ -81,7 +81,7 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 		page = n
 	}
 	l, t := lang(c)
-	v, err := s.snapshotView(c.UserContext(), false)
+	v, err := s.snapshotView(c.UserContext(), false, false)
 	if err != nil {
 		return err
 	}

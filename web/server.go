@@ -215,6 +215,7 @@ func (s *Server) routes() {
 	app.Use(notModified)
 	app.Use(s.cors)
 	app.Use(s.sameOrigin)
+	app.Use(s.snapshotWrites) // snapshot.go: the admin API reads the writes this instance answered
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", s.metricsHandler())

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
 )
@@ -59,6 +61,12 @@ type snapshot struct {
 	all         bool // read every queue at the next refresh
 	adminWanted time.Time
 	refreshes   int // refreshes run (tests)
+	// Writes answered by this instance (snapshotWrites): an admin reader after one waits for
+	// a refresh that reads what they touched, so the admin API reads its own writes.
+	local      map[string]bool // queues written
+	localAwake bool            // an order or redeem: the awake queues' tokens changed
+	localProbe bool            // a product changed: any queue's sold-out flag may have
+	localSeq   int64           // +1 per write
 
 	// The refresher's own state: one refresh runs at a time.
 	names    []string // every known queue name, sorted
@@ -75,12 +83,13 @@ type snapshot struct {
 
 // snapView is one refresh's result; it is never changed once published.
 type snapView struct {
-	at      time.Time // when its refresh started: nothing in it is older
-	entries []snapEntry
-	admin   bool // instances, rejected and the stats JSON were read
-	ins     []queue.Instance
-	sse     int64
-	rej     map[string]int64
+	at       time.Time // when its refresh started: nothing in it is older
+	localSeq int64     // the local writes it has read (snapshot.localSeq at its start)
+	entries  []snapEntry
+	admin    bool // instances, rejected and the stats JSON were read
+	ins      []queue.Instance
+	sse      int64
+	rej      map[string]int64
 
 	statsOnce sync.Once
 	stats     statsJSON
@@ -144,8 +153,14 @@ func (sn *snapshot) wait() { sn.wg.Wait() }
 // while the refresh runs; admin asks for the admin part too. A refresh starts at most once
 // per snapshotEvery, whoever asks; a refresh that fails leaves the last view in use (an
 // error only when there is none).
-func (s *Server) snapshotView(ctx context.Context, admin bool) (*snapView, error) {
+func (s *Server) snapshotView(ctx context.Context, admin, ownWrites bool) (*snapView, error) {
 	sn := s.snapStart()
+	sn.mu.Lock()
+	seen := sn.localSeq // the local writes answered before this read began
+	sn.mu.Unlock()
+	if !ownWrites {
+		seen = 0
+	}
 	for {
 		sn.mu.Lock()
 		if admin {
@@ -153,20 +168,24 @@ func (s *Server) snapshotView(ctx context.Context, admin bool) (*snapView, error
 		}
 		v := sn.view
 		ok := v != nil && (!admin || v.admin)
-		if ok && time.Since(v.at) < snapshotEvery {
+		own := v != nil && v.localSeq < seen // a reader of its own writes after a local write
+		if ok && !own && time.Since(v.at) < snapshotEvery {
 			sn.mu.Unlock()
 			return v, nil
 		}
-		if sn.busy == nil && time.Since(sn.started) >= snapshotEvery {
+		if sn.busy == nil && (own || time.Since(sn.started) >= snapshotEvery) {
 			sn.busy = make(chan struct{})
-			sn.started = time.Now()
+			quick := time.Since(sn.started) < snapshotEvery // only what the local writes touched
+			if !quick {
+				sn.started = time.Now()
+			}
 			sn.refreshes++
 			sn.wg.Add(1)
-			go s.refreshSnapshot(sn.busy)
+			go s.refreshSnapshot(sn.busy, quick)
 		}
 		busy, lastErr, next := sn.busy, sn.err, sn.started.Add(snapshotEvery)
 		sn.mu.Unlock()
-		if ok && time.Since(v.at) < snapshotServeStale {
+		if ok && !own && time.Since(v.at) < snapshotServeStale {
 			return v, nil
 		}
 		var wait <-chan time.Time
@@ -197,7 +216,7 @@ func (s *Server) snapshotView(ctx context.Context, admin bool) (*snapView, error
 var errSnapshotUnavailable = errorf(503, "unavailable", "The list of queues cannot be read right now; try again.")
 
 // refreshSnapshot runs one refresh and publishes its view; done is closed at the end.
-func (s *Server) refreshSnapshot(done chan struct{}) {
+func (s *Server) refreshSnapshot(done chan struct{}, quick bool) {
 	sn := &s.snap
 	defer sn.wg.Done()
 	select {
@@ -218,10 +237,21 @@ func (s *Server) refreshSnapshot(done chan struct{}) {
 	sn.mu.Lock()
 	dirty, all := sn.dirty, sn.all
 	sn.dirty, sn.all = nil, false
+	for n := range sn.local {
+		if dirty == nil {
+			dirty = map[string]bool{}
+		}
+		dirty[n] = true
+	}
+	lw := localWrites{awake: sn.localAwake, probe: sn.localProbe, seq: sn.localSeq, quick: quick}
+	sn.local, sn.localAwake, sn.localProbe = nil, false, false
 	admin := time.Since(sn.adminWanted) < adminWantedFor
 	at := sn.started
+	if quick && sn.view != nil {
+		at = sn.view.at // the queues it does not read are that old
+	}
 	sn.mu.Unlock()
-	v, unread, err := s.readSnapshot(ctx, at, dirty, all, admin)
+	v, unread, err := s.readSnapshot(ctx, at, dirty, all, admin, lw)
 	sn.mu.Lock()
 	if err != nil {
 		// Nothing is lost: what was to be read is read by the next refresh.
@@ -233,6 +263,7 @@ func (s *Server) refreshSnapshot(done chan struct{}) {
 		}
 		sn.all = sn.all || sn.redoAll // else what a full read did not get to stays pending
 		sn.redoAll = false
+		sn.localAwake, sn.localProbe = sn.localAwake || lw.awake, sn.localProbe || lw.probe
 		sn.err = err
 	} else {
 		sn.view, sn.err = v, nil
@@ -245,7 +276,7 @@ func (s *Server) refreshSnapshot(done chan struct{}) {
 // readSnapshot reads what changed and builds the next view (only the refresher calls it).
 // On a failure it also returns the names it did not get to, for the next refresh; what it
 // read is kept (a full read of many queues makes progress even when a pipeline times out).
-func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool) (v *snapView, unread []string, err error) {
+func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool, lw localWrites) (v *snapView, unread []string, err error) {
 	sn := &s.snap
 	q := s.d.Queue
 	if sn.queues == nil {
@@ -253,7 +284,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 		all = true
 	}
 	want := map[string]bool{}
-	if all || sn.names == nil || at.Sub(sn.namesAt) >= namesEvery {
+	if all || sn.names == nil || (!lw.quick && at.Sub(sn.namesAt) >= namesEvery) {
 		names, err := q.Names(ctx)
 		if err != nil {
 			if all {
@@ -291,17 +322,23 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	for n := range sn.pending {
 		want[n] = true
 	}
-	for n, o := range sn.queues {
-		if !o.Resting {
-			want[n] = true // awake: its ticks change it
+	if !lw.quick || lw.awake {
+		for n, o := range sn.queues {
+			if !o.Resting {
+				want[n] = true // awake: its ticks change it
+			}
 		}
 	}
-	// Probe a share of the names so that each is probed once per probeEvery.
-	if len(sn.names) > 0 && len(sn.pending) < len(sn.names) {
+	// Probe a share of the names so that each is probed once per probeEvery (all of them
+	// after a product changed here: any queue's sold-out flag may have).
+	if len(sn.names) > 0 && len(sn.pending) < len(sn.names) && (!lw.quick || lw.probe) {
 		if sn.probedAt.IsZero() {
 			sn.probedAt = at
 		}
 		k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds()))
+		if lw.probe {
+			k = len(sn.names)
+		}
 		var probe []string
 		for range k {
 			sn.cursor %= len(sn.names)
@@ -310,7 +347,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 			}
 			sn.cursor++
 		}
-		if k > 0 {
+		if k > 0 && !lw.quick {
 			sn.probedAt = at
 		}
 		if len(probe) > 0 {
@@ -339,7 +376,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	if err != nil {
 		return nil, read[done:], err
 	}
-	v = &snapView{at: at, entries: make([]snapEntry, 0, len(sn.queues))}
+	v = &snapView{at: at, localSeq: lw.seq, entries: make([]snapEntry, 0, len(sn.queues))}
 	for _, n := range sn.names {
 		if o := sn.queues[n]; o != nil {
 			v.entries = append(v.entries, snapEntry{name: n, ov: o})
@@ -359,6 +396,58 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 		}
 	}
 	return v, nil, nil
+}
+
+// localWrites is what the writes answered by this instance ask of the next refresh.
+type localWrites struct {
+	awake, probe bool
+	seq          int64
+	quick        bool // less than snapshotEvery after the last refresh: read only what they touched
+}
+
+// snapshotWrites notes every write this instance answers (after it is answered), so that an
+// admin reader that follows it reads it (snapshotView): a queue's own routes name it; an
+// order or a redeem changes the tokens of an awake queue; a product may change any queue's
+// sold-out flag. Buyers' index reads never wait for it.
+func (s *Server) snapshotWrites(c *fiber.Ctx) error {
+	err := c.Next()
+	switch c.Method() {
+	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
+		return err
+	}
+	if err != nil || c.Response().StatusCode() >= 400 {
+		return err
+	}
+	path := c.Path()
+	name := ""
+	awake, probe := false, false
+	switch {
+	case strings.HasPrefix(path, "/api/queues/"), strings.HasPrefix(path, "/admin/api/queues/"):
+		rest := path[strings.Index(path, "/queues/")+len("/queues/"):]
+		name, _, _ = strings.Cut(rest, "/")
+		if !queue.ValidName(name) {
+			return err
+		}
+	case path == "/api/orders", path == "/api/redeem":
+		awake = true
+	case strings.HasPrefix(path, "/admin/api/products/"):
+		probe = true
+	default:
+		return err
+	}
+	sn := &s.snap
+	sn.mu.Lock()
+	if name != "" {
+		if sn.local == nil {
+			sn.local = map[string]bool{}
+		}
+		sn.local[name] = true
+	}
+	sn.localAwake = sn.localAwake || awake
+	sn.localProbe = sn.localProbe || probe
+	sn.localSeq++
+	sn.mu.Unlock()
+	return err
 }
 
 // statsOf is the admin stats object of a view (built once per view, shared by every reader).

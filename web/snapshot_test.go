@@ -351,3 +351,36 @@ func TestAdminStreamBounds(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// GET /admin/api/stats reads the writes this instance answered: a PUT of a queue, then the
+// stats at once show it (a read of that queue alone, even within the snapshot's second).
+func TestAdminStatsReadsOwnWrites(t *testing.T) {
+	tok := "operator-token-aaaaaaaa"
+	ss := startSnapServer(t, 2, Config{AdminToken: tok})
+	do := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, ss.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+		}
+		return string(b)
+	}
+	pausedRE := regexp.MustCompile(`"name":"q001"[^}]*"paused":(true|false)`)
+	for i, want := range []string{"false", "true", "false"} {
+		if i > 0 {
+			do("PUT", "/admin/api/queues/q001", `{"paused":`+want+`}`)
+		}
+		m := pausedRE.FindStringSubmatch(do("GET", "/admin/api/stats", ""))
+		if m == nil || m[1] != want {
+			t.Fatalf("step %d: stats show paused %v, want %s", i, m, want)
+		}
+	}
+}

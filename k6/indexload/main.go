@@ -75,6 +75,10 @@ func run(base, redisAddr, token string, queues int, settle time.Duration, rate f
 	if err != nil {
 		return err
 	}
+	statsBefore, err := commandStats(ctx, rdb)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -130,6 +134,10 @@ func run(base, redisAddr, token string, queues int, settle time.Duration, rate f
 	if err != nil {
 		return err
 	}
+	statsAfter, err := commandStats(ctx, rdb)
+	if err != nil {
+		return err
+	}
 	cps := float64(after-before) / window.Seconds()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	q := func(p float64) string {
@@ -141,6 +149,22 @@ func run(base, redisAddr, token string, queues int, settle time.Duration, rate f
 	fmt.Printf("queues %d, window %.1f s, requests ok %d (%.1f/s), failed %v\n", n, window.Seconds(), len(lat), float64(len(lat))/window.Seconds(), fails)
 	fmt.Printf("GET %s latency p50 %s p90 %s p99 %s max %s\n", path, q(0.5), q(0.9), q(0.99), q(1))
 	fmt.Printf("Redis commands/s %.0f (%.2f per queue; INFO total_commands_processed delta %d)\n", cps, cps/float64(max(n, 1)), after-before)
+	type cs struct {
+		name string
+		n    int64
+	}
+	var by []cs
+	for k, v := range statsAfter {
+		if d := v - statsBefore[k]; d > 0 {
+			by = append(by, cs{k, d})
+		}
+	}
+	sort.Slice(by, func(i, j int) bool { return by[i].n > by[j].n })
+	var top []string
+	for _, c := range by[:min(len(by), 8)] {
+		top = append(top, fmt.Sprintf("%s %.0f/s", c.name, float64(c.n)/window.Seconds()))
+	}
+	fmt.Printf("by command (INFO commandstats, scripts' inner commands included): %s\n", strings.Join(top, ", "))
 	if len(lat) > 0 {
 		fmt.Printf("Redis commands per request %.1f (everything Redis ran in the window / requests)\n", float64(after-before)/float64(len(lat)))
 	}
@@ -194,6 +218,25 @@ func create(client *http.Client, base, token string, from, to int) error {
 	default:
 		return nil
 	}
+}
+
+// commandStats reads INFO commandstats: calls per command.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	s, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, l := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out, nil
 }
 
 func totalCommands(ctx context.Context, rdb *redis.Client) (int64, error) {
