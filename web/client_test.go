@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -123,4 +125,28 @@ func FuzzForwardedFor(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Every use of the client address goes through clientIP: Fiber's c.IP() and c.IPs() read
+// the proxy header from the left (or, without one here, give the peer behind a proxy).
+func TestNoFiberClientAddress(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "//")
+			if strings.Contains(code, ".IP()") || strings.Contains(code, ".IPs()") {
+				t.Errorf("%s:%d calls Fiber's client address; use clientIP or clientKey: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
 }
