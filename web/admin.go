@@ -160,36 +160,50 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 }
 
 func (s *Server) stats(c *fiber.Ctx) error {
-	st, err := s.buildStats(c.UserContext())
+	v, err := s.snapshotView(c.UserContext(), true, true) // the shared snapshot, with this instance's writes (snapshot.go)
 	if err != nil {
 		return err
 	}
-	return c.JSON(st)
+	_, b := s.statsOf(v)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(b)
 }
 
-// adminStream sends the stats object once per second as SSE. Admin streams are few, so
+// adminStream sends the stats object once per second as SSE, from the shared snapshot
+// (snapshot.go). Admin streams are bounded per token and per instance (429 past them), so
 // they use Fiber's stream writer; they end when the server shuts down.
 func (s *Server) adminStream(c *fiber.Ctx) error {
+	actor := adminActor(c)
+	if err := s.acquireAdminStream(actor); err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderContentType, "text/event-stream; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "no-cache, no-store, no-transform")
 	c.Set("X-Accel-Buffering", "no")
 	closing := s.closing
-	build := s.buildStats
+	build := func(ctx context.Context) ([]byte, error) {
+		v, err := s.snapshotView(ctx, true, false)
+		if err != nil {
+			return nil, err
+		}
+		_, b := s.statsOf(v)
+		return b, nil
+	}
 	// Fiber's WriteTimeout is a deadline on the whole connection; move it forward before
 	// every write so the stream is not cut after WriteTimeout.
 	conn := c.Context().Conn()
 	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
+		defer s.releaseAdminStream(actor)
 		_, _ = w.WriteString("retry: 2000\n\n")
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		var id int64
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
-			st, err := build(ctx)
+			b, err := build(ctx)
 			cancel()
 			if err == nil {
 				id++
-				b, _ := json.Marshal(st)
 				_, _ = w.WriteString("id: " + itoa(int(id)) + "\nevent: stats\ndata: ")
 				_, _ = w.Write(b)
 				_, _ = w.WriteString("\n\n")
