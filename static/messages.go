@@ -105,7 +105,7 @@ var messages = map[string][2]string{
 	"err_closed_title":           {"This line is closed", "마감된 대기열입니다"},
 	"err_closed_body":            {"It is not taking new people right now.", "지금은 새로 줄을 설 수 없습니다."},
 	"err_too_many_places_title":  {"Too many places from your network", "같은 네트워크에서 너무 많이 줄을 섰습니다"},
-	"err_too_many_places_body":   {"Your address already holds as many places in this line as it may. Use a place you already have, or try again once some have been let in.", "이 주소로 이 대기열에 설 수 있는 자리를 모두 쓰고 있습니다. 이미 잡은 자리를 이용하거나, 일부가 입장한 뒤 다시 시도하세요."},
+	"err_too_many_places_body":   {"Your address already holds as many places in this line as it may. A place counts until it leaves the line or its admission is used or expires. Use a place you already have, or try again later.", "이 주소로 이 대기열에 설 수 있는 자리를 모두 쓰고 있습니다. 자리는 줄을 떠나거나 입장 권한을 사용하거나 만료될 때까지 계산됩니다. 이미 잡은 자리를 이용하거나 나중에 다시 시도하세요."},
 	"err_generic_title":          {"Something went wrong", "문제가 발생했습니다"},
 	"err_pow_title":              {"Your browser could not finish the joining check", "브라우저가 참여 확인을 마치지 못했습니다"},
 	"err_pow_body":               {"Reload the page to try again. If it keeps failing, try another browser.", "페이지를 새로고침해 다시 시도하세요. 계속 실패하면 다른 브라우저를 사용해 보세요."},
