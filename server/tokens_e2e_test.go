@@ -248,7 +248,7 @@ func encodeSeg(t *testing.T, v any) string {
 // the new key signs after the publish delay, and both instances serve it in the JWKS.
 func TestKeyRotationDuringASale(t *testing.T) {
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms"})
+	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s"})
 	a, b := startInProcess(t, "ra", env), startInProcess(t, "rb", env)
 	admin(t, a, "PUT", "/admin/api/products/rot", map[string]any{"name": "Rot", "price": 1, "stock": 1000, "queue": "rot"})
 	buy := map[string]any{"product_id": "rot", "quantity": 1}
