@@ -106,6 +106,16 @@ func TestAdminStrictBodies(t *testing.T) {
 		if n := entries(); n != logged {
 			t.Errorf("unchanged requests wrote %d audit entries", n-logged)
 		}
+		png := brandingPNG(t, 8, 8)
+		for range 2 { // the same bytes again: the same logo URL, no second entry
+			if res := call(t, "PUT", in.url+"/admin/api/queues/sq/logo", adminToken, png, nil, "Content-Type", "image/png"); res.StatusCode != 200 {
+				t.Fatalf("PUT logo: %d", res.StatusCode)
+			}
+		}
+		if got := auditEntries(t, in, adminToken, "?limit=500"); len(got) != logged+1 || got[0].Action != "queue.logo.update" {
+			t.Errorf("two PUTs of one logo: %d entries more, newest %+v", len(got)-logged, got[0])
+		}
+		logged++
 		send("PUT", "/admin/api/queues/sq", `{"rate_per_second":-0}`, 200)
 		got := auditEntries(t, in, adminToken, "?limit=1")
 		if len(got) != 1 || got[0].Action != "queue.update" || num(got[0].Before["rate_per_second"]) != 2 || num(got[0].After["rate_per_second"]) != 0 {
