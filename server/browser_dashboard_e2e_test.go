@@ -60,7 +60,8 @@ func TestBrowserDashboardConfirmations(t *testing.T) {
 		{"POST", "/admin/api/queues/eu/invites", `{count: 2, lane: 'bypass'}`, ""},
 		{"DELETE", "/admin/api/queues/eu/invites/abcdef", `undefined`, "revoke_invite"},
 		{"POST", "/admin/api/keys/rotate", `undefined`, "rotate_key"},
-		{"DELETE", "/admin/api/keys/some-kid", `undefined`, "delete"},
+		{"DELETE", "/admin/api/keys/some-kid", `undefined`, "revoke_key"},
+		{"DELETE", "/admin/api/products/scarf", `undefined`, "delete"}, // no control sends it: refused
 		{"GET", "/admin/api/stats", `undefined`, ""},
 	} {
 		got := adm.eval(fmt.Sprintf(`window.WaitRoomAdmin.confirmKind(%q, %q, %s)`, c.method, c.path, c.body))
@@ -68,7 +69,7 @@ func TestBrowserDashboardConfirmations(t *testing.T) {
 			t.Errorf("confirmKind(%s %s %s) = %q, want %q", c.method, c.path, c.body, got, c.want)
 		}
 	}
-	if kinds := adm.eval(`window.WaitRoomAdmin.kinds.slice().sort().join(' ')`); kinds != "close pause remove_logo revoke_invite rotate_key start_now" {
+	if kinds := adm.eval(`window.WaitRoomAdmin.kinds.slice().sort().join(' ')`); kinds != "close pause remove_logo revoke_invite revoke_key rotate_key start_now" {
 		t.Errorf("the kinds that ask: %s", kinds)
 	}
 
