@@ -8,6 +8,7 @@ import (
 
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/web"
 )
 
@@ -165,6 +166,18 @@ func TestEdgesOverHTTP(t *testing.T) {
 			// A stream is no-store and never stored, so it need not name what it varies by.
 			if strings.HasPrefix(r.Path, "/api/queues/") && !strings.Contains(res.Header.Get("Vary"), "Origin") && !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 				t.Errorf("%s → %d: Vary %q lacks Origin (a CORS route)", key, res.StatusCode, res.Header.Get("Vary"))
+			}
+		}
+		// The static assets are walked by name (one Use route serves them all).
+		for path, want := range map[string]string{
+			static.AssetURL("queue.js"):   "public, max-age=31536000, immutable",
+			"/static/queue.0123456789.js": "no-store", // a hash of another release
+			"/static/waitroom.js":         "public, max-age=300",
+			"/static/no-such-file.js":     "no-store",
+		} {
+			res := call(t, "GET", in.url+path, "", nil, nil)
+			if got := res.Header.Get("Cache-Control"); got != want {
+				t.Errorf("GET %s → %d: Cache-Control %q, want %q", path, res.StatusCode, got, want)
 			}
 		}
 		// The answers that carry secrets were reached, not only their refusals.
