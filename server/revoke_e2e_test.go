@@ -11,7 +11,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// TestRevocationEndToEnd: on two instances, a token revoked on one (by its ticket, or by its
+// TestRevokeEndToEnd: on two instances, a token revoked on one (by its ticket, or by its
 // jti) answers 401 token_revoked on the other at once — /api/verify with the JWS and with
 // its bare jti, the order guard, /api/redeem — while the queue's other tokens still pass;
 // the revoke body is strict and every bad one gets its documented answer, changing
@@ -19,7 +19,7 @@ import (
 // once a new key signs, the old one is revoked: gone from the JWKS, and its tokens answer
 // token_revoked on this instance at once and on the other within its key refresh; each
 // revocation is in the audit log.
-func TestRevocationEndToEnd(t *testing.T) {
+func TestRevokeEndToEnd(t *testing.T) {
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	env := baseEnv(rs.URL(), db, map[string]string{
