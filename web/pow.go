@@ -2,10 +2,9 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -84,34 +83,26 @@ func parseJoinBody(b []byte) (joinBody, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return jb, nil
 	}
-	if err := decodeBody(b, &jb); err != nil {
+	// The one strict parser of the admin bodies: exact, case-sensitive keys and a key given
+	// twice at any depth → 400 duplicate_key; an unknown key keeps the join's documented
+	// 400 bad_request.
+	if err := decodeStrict(b, &jb); err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.Code == "invalid_field" {
+		if errors.As(err, &e) {
 			switch {
-			case e.Field == "":
+			case e.Code == codeUnknownField && strings.HasPrefix(e.Field, "pow."):
+				return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(strings.TrimPrefix(e.Field, "pow."))+" in pow: it takes challenge and nonce.")
+			case e.Code == codeUnknownField:
+				return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(e.Field)+" in the join body: it takes pow and invite.")
+			case e.Code == "invalid_field" && e.Field == "":
 				return jb, errorf(400, "malformed_json", "The request body must be a JSON object.")
-			case e.Field == "invite":
+			case e.Code == "invalid_field" && e.Field == "invite":
 				return jb, errInvite("invite must be a string.")
-			default: // pow or pow.challenge or pow.nonce
+			case e.Code == "invalid_field": // pow or pow.challenge or pow.nonce
 				return jb, errPow("pow must be an object with the strings challenge and nonce.")
 			}
 		}
-		return jb, err
-	}
-	if bytes.TrimSpace(b)[0] != '{' { // null
-		return jb, errorf(400, "malformed_json", "The request body must be a JSON object.")
-	}
-	// Field names are matched exactly (encoding/json alone would take "POW" for "pow" and
-	// ignore unknown fields).
-	if k := unknownKey(b, "pow", "invite"); k != "" {
-		return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(k)+" in the join body: it takes pow and invite.")
-	}
-	if jb.Pow != nil {
-		var top map[string]json.RawMessage
-		_ = json.Unmarshal(b, &top)
-		if k := unknownKey(top["pow"], "challenge", "nonce"); k != "" {
-			return jb, errorf(400, "bad_request", "Unknown field "+strconv.Quote(k)+" in pow: it takes challenge and nonce.")
-		}
+		return jb, err // 400 malformed_json or 400 duplicate_key
 	}
 	if jb.Pow != nil && (jb.Pow.Challenge == nil || jb.Pow.Nonce == nil) {
 		return jb, errPow("pow must carry both challenge and nonce.")
@@ -120,21 +111,6 @@ func parseJoinBody(b []byte) (joinBody, error) {
 		return jb, errInvite("invite codes are at most 128 characters.")
 	}
 	return jb, nil
-}
-
-// unknownKey returns a key of the JSON object obj other than those allowed ("" when none;
-// obj has been decoded successfully before).
-func unknownKey(obj []byte, allowed ...string) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil {
-		return ""
-	}
-	for k := range m {
-		if !slices.Contains(allowed, k) {
-			return k
-		}
-	}
-	return ""
 }
 
 func errPow(msg string) *Error {

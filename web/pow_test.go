@@ -31,6 +31,10 @@ func TestPowJoinBody(t *testing.T) {
 		{"pow without nonce", `{"pow":{"challenge":"a"}}`, 422, "pow_invalid"},
 		{"invite of the wrong type", `{"invite":5}`, 422, "invite_invalid"},
 		{"invite too long", `{"invite":"` + strings.Repeat("a", 129) + `"}`, 422, "invite_invalid"},
+		{"a key twice", `{"invite":"a","invite":"b"}`, 400, "duplicate_key"},
+		{"a pow key twice", `{"pow":{"challenge":"a","nonce":"b","nonce":"c"}}`, 400, "duplicate_key"},
+		{"a differently-cased key", `{"Invite":"a"}`, 400, "bad_request"},
+		{"an unknown key in pow", `{"pow":{"challenge":"a","nonce":"b","salt":"c"}}`, 400, "bad_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseJoinBody([]byte(tc.body))
