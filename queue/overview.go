@@ -16,10 +16,13 @@ import (
 type Overview struct {
 	QueueStats
 	LogoETag string
-	// Resting: the queue's last tick put it to rest (clock idle): no tick runs, and nothing
-	// of it changes until a join or a settings change wakes it — or a write that publishes
-	// no wake (a sold-out flag, a logo, an edit in Redis), which Probes finds.
+	// Resting: no tick runs, and nothing of it changes until a join or a settings change
+	// wakes it — or a write that publishes no wake (a sold-out flag, a logo, a leader taking
+	// it, an edit in Redis), which Probes finds. That is: its last tick put it to rest (Idle,
+	// clock idle), or nobody leads it and nobody waits or holds a live token (a queue no loop
+	// has ticked yet).
 	Resting bool
+	Idle    bool
 	// Sum fingerprints the settings hash (Probe.Sum of the same hash is equal).
 	Sum uint64
 }
@@ -29,13 +32,14 @@ type Overview struct {
 type Probe struct {
 	Exists   bool
 	Sum      uint64
-	Resting  bool
+	Idle     bool
+	Leader   string
 	LogoETag string
 }
 
 // Changed reports whether the queue p probes differs from what o read.
 func (p Probe) Changed(o Overview) bool {
-	return !p.Exists || p.Sum != o.Sum || p.Resting != o.Resting || p.LogoETag != o.LogoETag
+	return !p.Exists || p.Sum != o.Sum || p.Idle != o.Idle || p.Leader != o.Leader || p.LogoETag != o.LogoETag
 }
 
 // overviewBatch is how many queues one pipeline reads: it bounds a pipeline's memory and
@@ -120,7 +124,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 				o.AdmitRate = toFloat(v[7]) // a leader of the release before keeps only the estimate
 			}
 			o.TickLagMs = toFloat(v[2])
-			o.Resting = toString(v[8]) == "1"
+			o.Idle = toString(v[8]) == "1"
 		}
 		if r.wp != nil {
 			o.WaitingPriority = r.wp.Val()
@@ -128,13 +132,15 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		if r.wb != nil {
 			o.WaitingBypass = r.wb.Val()
 		}
+		o.Resting = o.Idle || (o.Leader == "" && o.Waiting+o.WaitingPriority+o.WaitingBypass+o.Prequeue+o.ActiveTokens == 0)
 		out[n] = o
 	}
 	return nil
 }
 
-// Probes reads 3 commands per named queue (the settings hash, the rest flag, the logo's
-// ETag), in pipelines of overviewBatch queues: what changes a resting queue without a wake.
+// Probes reads 4 commands per named queue (the settings hash, the rest flag, the lease, the
+// logo's ETag), in pipelines of overviewBatch queues: what changes a resting queue without a
+// wake.
 func (q *Queue) Probes(ctx context.Context, names []string) (map[string]Probe, error) {
 	out := make(map[string]Probe, len(names))
 	for len(names) > 0 {
@@ -153,17 +159,19 @@ func (q *Queue) probes(ctx context.Context, names []string, out map[string]Probe
 	cfgs := make([]*redis.MapStringStringCmd, len(names))
 	idle := make([]*redis.StringCmd, len(names))
 	logo := make([]*redis.StringCmd, len(names))
+	lease := make([]*redis.StringCmd, len(names))
 	pipe := q.rdb.Pipeline()
 	for i, n := range names {
 		k := keysFor(n)
 		cfgs[i], idle[i], logo[i] = pipe.HGetAll(ctx, k.cfg()), pipe.HGet(ctx, k.clock(), "idle"), pipe.HGet(ctx, logoKey(n), "etag")
+		lease[i] = pipe.Get(ctx, k.lease())
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return fail("probes", err)
 	}
 	for i, n := range names {
 		cfg := cfgs[i].Val()
-		out[n] = Probe{Exists: len(cfg) > 0, Sum: settingsSum(cfg), Resting: idle[i].Val() == "1", LogoETag: logo[i].Val()}
+		out[n] = Probe{Exists: len(cfg) > 0, Sum: settingsSum(cfg), Idle: idle[i].Val() == "1", Leader: lease[i].Val(), LogoETag: logo[i].Val()}
 	}
 	return nil
 }

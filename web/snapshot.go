@@ -23,8 +23,8 @@ import (
 //     its settings, a new queue) — the instance follows that channel, no command;
 //   - the queues that are awake (their last read did not find them resting: their tick
 //     may change them at any time);
-//   - those of a slice of the resting queues whose probe (3 commands: settings hash, rest
-//     flag, logo) differs from the last read — every queue is probed once per probeEvery,
+//   - those of a slice of the resting queues whose probe (4 commands: settings hash, rest
+//     flag, lease, logo) differs from the last read — every queue is probed once per probeEvery,
 //     for the writes that publish no wake (a sold-out flag, a logo, the rest check of a
 //     schedule instant, an edit in Redis).
 //
@@ -33,9 +33,10 @@ import (
 // With no reader there is no refresh: the snapshot's idle cost is zero.
 const (
 	snapshotEvery = time.Second
-	// A reader answers from a view up to snapshotServeStale old while a newer one is read;
-	// past that it waits for the refresh.
-	snapshotServeStale = 3 * time.Second
+	// A reader answers from a view up to snapshotServeStale old while a newer one is read
+	// (a refresh of many awake queues may take seconds; a request never waits for it); past
+	// that — the first reader after a quiet while — it waits for the refresh.
+	snapshotServeStale = 30 * time.Second
 	probeEvery         = 30 * time.Second
 	namesEvery         = time.Minute
 	// snapshotTimeout bounds one refresh (a full read of 10,000 queues takes well under it).
