@@ -44,7 +44,7 @@ type changingRoute struct {
 	contentType   string
 }
 
-func changingRoutes(png []byte, code string) []changingRoute {
+func changingRoutes(png []byte, code, kid string) []changingRoute {
 	return []changingRoute{
 		{"PUT", "/queues/:queue", "/admin/api/queues/rq", `{"rate_per_second":99,"paused":true}`, ""},
 		{"PUT", "/queues/:queue", "/admin/api/queues/newq", `{"rate_per_second":1}`, ""}, // would create it
@@ -56,6 +56,10 @@ func changingRoutes(png []byte, code string) []changingRoute {
 		{"DELETE", "/queues/:queue/invites/:code", "/admin/api/queues/rq/invites/" + code, nil, ""},
 		{"POST", "/keys/rotate", "/admin/api/keys/rotate", nil, ""},
 		{"PUT", "/limits", "/admin/api/limits", `{"join_global_burst":7}`, ""},
+		// The revocations (issue 27): a key that exists (a viewer is refused before it is
+		// looked up) and a well-formed jti.
+		{"DELETE", "/keys/:kid", "/admin/api/keys/" + kid, nil, ""},
+		{"POST", "/queues/:queue/revoke", "/admin/api/queues/rq/revoke", `{"jti":"0b6f3d9e-5f4a-4c1e-9a51-7d2c8e4b1a60"}`, ""},
 	}
 }
 
@@ -155,7 +159,16 @@ func TestAdminViewerRefusedEveryChange(t *testing.T) {
 	if len(inv.Invites) != 2 {
 		t.Fatalf("invites: %+v", inv)
 	}
-	routes := changingRoutes(png, inv.Invites[0].Code)
+	var keys struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	call(t, "GET", in.url+"/admin/api/keys", adminToken, nil, &keys)
+	if len(keys.Keys) == 0 {
+		t.Fatalf("keys: %+v", keys)
+	}
+	routes := changingRoutes(png, inv.Invites[0].Code, keys.Keys[0].Kid)
 
 	t.Run("the table covers every changing admin route", func(t *testing.T) {
 		var table []string
