@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/queue"
@@ -74,6 +75,10 @@ type config struct {
 	PubSub           string
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
+	// redisTap, when set, is given the request path's Redis client (the admission loops have
+	// their own) before its first command: the cost test counts commands with it
+	// (server/cost_test.go). Never set from the environment.
+	redisTap func(redis.UniversalClient)
 }
 
 // setting is one documented environment variable (the README table lists the same).

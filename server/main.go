@@ -347,6 +347,9 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 		return nil, nil, nil, fmt.Errorf("invalid REDIS_URL: %w", err)
 	}
 	rdb, admitRDB = newClient(0), newClient(admitPoolSize) // 0: go-redis's default pool
+	if cfg.redisTap != nil {
+		cfg.redisTap(rdb)
+	}
 	queue.WatchTopology(rdb)
 	queue.WatchTopology(admitRDB)
 	if cfg.RedisURL != "" {
