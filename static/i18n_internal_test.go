@@ -20,7 +20,7 @@ func TestMessageTablesDoNotOverlap(t *testing.T) {
 			t.Errorf("%s: in messagesJA, not in messages", k)
 		}
 	}
-	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27"}
+	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27"}
 	if len(names) != len(messageAreas) {
 		t.Fatalf("messageAreas has %d tables, this test names %d", len(messageAreas), len(names))
 	}

@@ -89,7 +89,7 @@
   let productList = [];          // the last GET /api/products, for "which products a queue sells"
   let currencies = [];           // [{code, digits}]: the allow-list from whoami
   let serverSkew = 0;            // server clock − this clock (ms), from the stats' server_time
-  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'priority_share', 'pow_difficulty',
+  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'max_active_share_per_ip', 'priority_share', 'pow_difficulty',
     'auto_min', 'auto_max', 'auto_target_p95_ms', 'token_ttl_min_seconds', 'token_ttl_halve_at'];
   const AUDIT_POLL_MS = 30000;
   let role = '';                 // "operator" | "viewer" | "" (not told: the server predates roles)
