@@ -129,6 +129,10 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if v, _, err := q.CheckToken(ctx, tks[0], p.Token); err != nil {
 		t.Fatalf("token: %v %v", v, err)
 	}
+	// A revocation (revoke.lua): the mark, the ended row and the freed slot, one slot.
+	if r, err := q.RevokeTicketToken(ctx, tks[0]); err != nil || r.Token != p.Token {
+		t.Fatalf("revoke: %+v %v", r, err)
+	}
 	// The end of the sale (end.lua).
 	end := time.Now().Add(150 * time.Millisecond)
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{EndsAt: &end}); err != nil {

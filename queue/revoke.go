@@ -12,7 +12,9 @@ import (
 // Revocation of one admission token: a mark beside the token, under the queue's hash tag,
 // living as long as the token could still be used (and a minute more). Every guard asks
 // for the mark (TokenRevoked: one EXISTS) before it lets a token through, so a revocation
-// holds on every instance as soon as it is written.
+// holds on every instance as soon as it is written. The admission ends with it: the
+// ticket's row reads expired (the buyer may join again, for a new place) and its
+// max_active slot is free at once.
 
 //go:embed revoke.lua
 var revokeLua string
@@ -72,8 +74,8 @@ func (q *Queue) revoke(ctx context.Context, name, token, ticket string) (Revocat
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	k := keysFor(name)
-	res, err := revokeScript.Run(ctx, q.rdb, []string{k.token(token), k.revoked(token)},
-		ticket, revokeSlack.Milliseconds(), (MaxTokenTTL + revokeSlack).Milliseconds()).Slice()
+	res, err := revokeScript.Run(ctx, q.rdb, []string{k.token(token), k.revoked(token), k.tickets(), k.active()},
+		ticket, revokeSlack.Milliseconds(), (MaxTokenTTL + revokeSlack).Milliseconds(), token).Slice()
 	if err != nil {
 		return Revocation{}, fail("revoke token", err)
 	}
