@@ -10,6 +10,12 @@ type IndexPage struct {
 	Lang   string            // "en" or "ko", from Lang
 	T      map[string]string // Messages(Lang)
 	Queues []QueueInfo
+	// The page of the list (GET /?page=N, from 1) and the number of pages; PageLabel is
+	// "Page N of M" in the page's language ("" with one page: no pager); PrevURL and NextURL
+	// are "" on the first and the last page.
+	Page, Pages      int
+	PageLabel        string
+	PrevURL, NextURL string
 }
 
 // QueueInfo describes one queue on the index page.

@@ -59,15 +59,6 @@ func indexListed(st queue.Settings, state string, now time.Time) bool {
 // indexPerPage is how many queues one page of the index lists.
 const indexPerPage = 50
 
-// indexData is the "index" template's data: the page of queues and the links to the others.
-type indexData struct {
-	static.IndexPage
-	Page, Pages int
-	PageLabel   string // "Page 2 of 7" in the page's language ("" with one page)
-	PrevURL     string // "" on the first page
-	NextURL     string // "" on the last page
-}
-
 // indexPage lists the queues with their state, indexPerPage at a time (?page=N, from 1; a
 // page past the last redirects to the last). It reads the shared snapshot (snapshot.go): no Redis
 // command of its own, whatever the number of queues or visitors.
@@ -104,7 +95,7 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 		// The queues changed under a link, or the number is made up: the last page.
 		return c.Redirect("/?page="+strconv.Itoa(pages), fiber.StatusSeeOther)
 	}
-	data := indexData{IndexPage: static.IndexPage{Lang: l, T: t, Queues: listed}, Page: page, Pages: pages}
+	data := static.IndexPage{Lang: l, T: t, Queues: listed, Page: page, Pages: pages}
 	if pages > 1 {
 		data.PageLabel = strings.NewReplacer("{page}", strconv.Itoa(page), "{pages}", strconv.Itoa(pages)).Replace(t["index_page_of"])
 	}
