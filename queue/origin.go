@@ -39,6 +39,11 @@ func NormalizeOrigin(o string) (string, error) {
 	if !validOriginHost(host) {
 		return "", invalid("allowed_origins", "%q has a bad host: use a name like shop.example (xn--… for an international name), an IPv4 address or an [IPv6] address.", o)
 	}
+	if strings.HasPrefix(host, "[") {
+		// A browser serialises an IPv6 host in its shortest form ([2001:db8::1]).
+		a, _ := netip.ParseAddr(host[1 : len(host)-1])
+		host = "[" + a.String() + "]"
+	}
 	if hasPort {
 		n, ok := originPort(port)
 		switch {

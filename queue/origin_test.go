@@ -23,6 +23,7 @@ func TestNormalizeOriginPortsAndHosts(t *testing.T) {
 		"http://127.0.0.1:8080":         "http://127.0.0.1:8080",
 		"https://[2001:db8::1]":         "https://[2001:db8::1]",
 		"https://[2001:DB8::1]:8443/":   "https://[2001:db8::1]:8443",
+		"https://[2001:db8:0:0::1]":     "https://[2001:db8::1]",
 		"https://localhost":             "https://localhost",
 	} {
 		if got, err := queue.NormalizeOrigin(in); err != nil || got != want {
