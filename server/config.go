@@ -75,8 +75,8 @@ type config struct {
 	PubSub           string
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
-	// redisTap, when set, is given the request path's Redis client (the admission loops have
-	// their own) before its first command: the cost test counts commands with it
+	// redisTap, when set, is given each Redis client (the request path's and the admission
+	// loops') before its first command: the cost test counts the commands of requests with it
 	// (server/cost_test.go). Never set from the environment.
 	redisTap func(redis.UniversalClient)
 }

@@ -52,8 +52,8 @@ var costBounds = []costRoute{
 	{"POST /api/queues/{queue}/challenge", 3, 0},
 	{"GET /api/queues/{queue}/status", 5, 0},
 	{"DELETE /api/queues/{queue}/ticket", 7, 0},
-	{"GET /api/queues/{queue}/stream", 5, 0},
-	{"HEAD /api/queues/{queue}/stream", 4, 0},
+	{"GET /api/queues/{queue}/stream", 6, 0},
+	{"HEAD /api/queues/{queue}/stream", 5, 0},
 	{"GET /api/queues/{queue}/draw", 3, 0},
 	{"GET /api/queues/{queue}/draw/order", 6, 0},
 	{"GET /api/products", 2, 1},
@@ -366,10 +366,16 @@ func (m *costMeter) stream(variant, method, path string, hdr ...string) {
 // costEnv turns every rate limit on (their checks are part of the cost) without letting
 // the test's own requests be refused; the refusals are measured with the live limits.
 func costEnv(redisURL, db string) map[string]string {
-	return baseEnv(redisURL, db, map[string]string{
+	env := map[string]string{
 		"WR_JOIN_RATE_PER_IP": "100000", "WR_ORDER_RATE_PER_TICKET": "100000", "WR_ORDER_RATE_GLOBAL": "100000",
 		"WR_STATUS_RATE_PER_TICKET": "100000", "WR_LOG_LEVEL": "info",
-	})
+	}
+	if redistest.ClusterMode() {
+		// The cluster has replicas: joins and handed-out tokens wait for one (EVALSHA or HSET,
+		// then WAIT), the longest path of join and status.
+		env["WR_REDIS_REPLICA_ACKS"] = "1"
+	}
+	return baseEnv(redisURL, db, env)
 }
 
 // TestCostPerRequest holds docs/API.md's "Cost per request": every public route, asked

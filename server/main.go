@@ -349,6 +349,7 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 	rdb, admitRDB = newClient(0), newClient(admitPoolSize) // 0: go-redis's default pool
 	if cfg.redisTap != nil {
 		cfg.redisTap(rdb)
+		cfg.redisTap(admitRDB)
 	}
 	queue.WatchTopology(rdb)
 	queue.WatchTopology(admitRDB)
