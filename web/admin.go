@@ -160,7 +160,7 @@ func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
 }
 
 func (s *Server) stats(c *fiber.Ctx) error {
-	v, err := s.snapshotView(c.UserContext(), true, true) // the shared snapshot, with this instance's writes (snapshot.go)
+	v, err := s.snapshotView(c.UserContext(), true, ownAll) // the shared snapshot, with this instance's writes (snapshot.go)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no")
 	closing := s.closing
 	build := func(ctx context.Context) ([]byte, error) {
-		v, err := s.snapshotView(ctx, true, false)
+		v, err := s.snapshotView(ctx, true, ownNone)
 		if err != nil {
 			return nil, err
 		}

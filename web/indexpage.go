@@ -72,7 +72,7 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 		page = n
 	}
 	l, t := lang(c)
-	v, err := s.snapshotView(c.UserContext(), false, false)
+	v, err := s.snapshotView(c.UserContext(), false, ownAdmin)
 	if err != nil {
 		return err
 	}

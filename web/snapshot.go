@@ -68,6 +68,7 @@ type snapshot struct {
 	localAwake bool            // an order or redeem: the awake queues' tokens changed
 	localProbe bool            // a product changed: any queue's sold-out flag may have
 	localSeq   int64           // +1 per write
+	adminSeq   int64           // +1 per admin write (the index reads those at once too)
 
 	// The refresher's own state: one refresh runs at a time.
 	names    []string // every known queue name, sorted
@@ -86,6 +87,7 @@ type snapshot struct {
 type snapView struct {
 	at       time.Time // when its refresh started: nothing in it is older
 	localSeq int64     // the local writes it has read (snapshot.localSeq at its start)
+	adminSeq int64     // the local admin writes it has read
 	entries  []snapEntry
 	admin    bool // instances, rejected and the stats JSON were read
 	ins      []queue.Instance
@@ -154,13 +156,19 @@ func (sn *snapshot) wait() { sn.wg.Wait() }
 // while the refresh runs; admin asks for the admin part too. A refresh starts at most once
 // per snapshotEvery, whoever asks; a refresh that fails leaves the last view in use (an
 // error only when there is none).
-func (s *Server) snapshotView(ctx context.Context, admin, ownWrites bool) (*snapView, error) {
+// ownWrites: ownAll (GET /admin/api/stats) waits for every write this instance answered
+// before the read began; ownAdmin (the index) for its admin writes only; ownNone (admin
+// streams) for none.
+func (s *Server) snapshotView(ctx context.Context, admin bool, ownWrites int) (*snapView, error) {
 	sn := s.snapStart()
 	sn.mu.Lock()
-	seen := sn.localSeq // the local writes answered before this read began
+	seen, seenAdmin := sn.localSeq, sn.adminSeq // the local writes answered before this read began
 	sn.mu.Unlock()
-	if !ownWrites {
+	if ownWrites != ownAll {
 		seen = 0
+	}
+	if ownWrites == ownNone {
+		seenAdmin = 0
 	}
 	for {
 		sn.mu.Lock()
@@ -169,7 +177,7 @@ func (s *Server) snapshotView(ctx context.Context, admin, ownWrites bool) (*snap
 		}
 		v := sn.view
 		ok := v != nil && (!admin || v.admin)
-		own := v != nil && v.localSeq < seen // a reader of its own writes after a local write
+		own := v != nil && (v.localSeq < seen || v.adminSeq < seenAdmin) // a reader of its own writes
 		if ok && !own && time.Since(v.at) < snapshotEvery {
 			sn.mu.Unlock()
 			return v, nil
@@ -244,7 +252,7 @@ func (s *Server) refreshSnapshot(done chan struct{}, quick bool) {
 		}
 		dirty[n] = true
 	}
-	lw := localWrites{awake: sn.localAwake, probe: sn.localProbe, seq: sn.localSeq, quick: quick}
+	lw := localWrites{awake: sn.localAwake, probe: sn.localProbe, seq: sn.localSeq, adminSeq: sn.adminSeq, quick: quick}
 	sn.local, sn.localAwake, sn.localProbe = nil, false, false
 	admin := time.Since(sn.adminWanted) < adminWantedFor
 	at := sn.started
@@ -377,7 +385,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	if err != nil {
 		return nil, read[done:], err
 	}
-	v = &snapView{at: at, localSeq: lw.seq, entries: make([]snapEntry, 0, len(sn.queues))}
+	v = &snapView{at: at, localSeq: lw.seq, adminSeq: lw.adminSeq, entries: make([]snapEntry, 0, len(sn.queues))}
 	for _, n := range sn.names {
 		if o := sn.queues[n]; o != nil {
 			v.entries = append(v.entries, snapEntry{name: n, ov: o})
@@ -399,11 +407,18 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	return v, nil, nil
 }
 
+// Whose writes a reader waits for (snapshotView).
+const (
+	ownNone = iota
+	ownAdmin
+	ownAll
+)
+
 // localWrites is what the writes answered by this instance ask of the next refresh.
 type localWrites struct {
-	awake, probe bool
-	seq          int64
-	quick        bool // less than snapshotEvery after the last refresh: read only what they touched
+	awake, probe  bool
+	seq, adminSeq int64
+	quick         bool // less than snapshotEvery after the last refresh: read only what they touched
 }
 
 // snapshotWrites notes every write this instance answers (after it is answered), so that an
@@ -447,6 +462,9 @@ func (s *Server) snapshotWrites(c *fiber.Ctx) error {
 	sn.localAwake = sn.localAwake || awake
 	sn.localProbe = sn.localProbe || probe
 	sn.localSeq++
+	if strings.HasPrefix(path, "/admin/") {
+		sn.adminSeq++
+	}
 	sn.mu.Unlock()
 	return err
 }
