@@ -131,15 +131,51 @@ func (s *Server) originAllowed(ctx context.Context, name, origin string) bool {
 	if err != nil || norm != origin {
 		return false // browsers send the canonical form; anything else is not a browser's
 	}
+	if name == "" {
+		return slices.Contains(s.anyQueueOrigins(ctx), origin)
+	}
 	return slices.Contains(s.origins.get(ctx, s.d.Queue, name), origin)
+}
+
+// anyQueueOrigins is the union of every queue's allowed_origins (the shop's routes), taken
+// from the shared snapshot (every queue's settings, refreshed at most once a second and
+// reading only the queues that changed), so a cross-origin request costs no Redis command
+// however many queues there are. Without a view (the first refresh failed) the last union
+// known is used (none at all before the first).
+func (s *Server) anyQueueOrigins(ctx context.Context) []string {
+	v, err := s.snapshotView(ctx, false, ownNone)
+	oc := &s.origins
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if err != nil || v == nil {
+		return oc.union
+	}
+	if oc.unionOf != v {
+		var all []string
+		for _, e := range v.entries {
+			if e.ov == nil {
+				continue
+			}
+			for _, o := range e.ov.AllowedOrigins {
+				if !slices.Contains(all, o) {
+					all = append(all, o)
+				}
+			}
+		}
+		oc.unionOf, oc.union = v, all
+	}
+	return oc.union
 }
 
 // originCache keeps each queue's allowed_origins for originTTL, so a cross-origin request
 // costs no Redis read most of the time; a change is seen within originTTL.
 type originCache struct {
 	mu    sync.Mutex
-	m     map[string]originEntry // queue name ("" = every queue's) → origins
+	m     map[string]originEntry // queue name → origins
 	group singleflight.Group
+	// The union of every queue's origins (anyQueueOrigins) and the snapshot view it is of.
+	unionOf *snapView
+	union   []string
 }
 
 type originEntry struct {
@@ -174,32 +210,11 @@ func (oc *originCache) get(ctx context.Context, q *queue.Queue, name string) []s
 	return origins
 }
 
+// readOrigins reads one queue's allowed_origins (one command).
 func readOrigins(ctx context.Context, q *queue.Queue, name string) ([]string, error) {
-	if name != "" {
-		st, err := q.Settings(ctx, name)
-		if errors.Is(err, queue.ErrQueueNotFound) {
-			return nil, nil
-		}
-		return st.AllowedOrigins, err
+	st, err := q.Settings(ctx, name)
+	if errors.Is(err, queue.ErrQueueNotFound) {
+		return nil, nil
 	}
-	names, err := q.Names(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var all []string
-	for _, n := range names {
-		st, err := q.Settings(ctx, n)
-		if errors.Is(err, queue.ErrQueueNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range st.AllowedOrigins {
-			if !slices.Contains(all, o) {
-				all = append(all, o)
-			}
-		}
-	}
-	return all, nil
+	return st.AllowedOrigins, err
 }
