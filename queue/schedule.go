@@ -309,8 +309,14 @@ func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool) error
 		return nil
 	}
 	k := keysFor(name)
-	if err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut)).Err(); err != nil {
+	changed, err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut)).Int()
+	if err != nil {
 		return fail("sold out "+name, err)
+	}
+	if changed == 2 {
+		// Every instance's shared snapshot (the index, the admin stats) re-reads the queue at
+		// its next refresh instead of finding the flag at its next probe (up to 30 s).
+		_ = q.publishWake(ctx, name)
 	}
 	return nil
 }
