@@ -57,13 +57,13 @@ type Config struct {
 	// AdminTokens are the admin tokens besides AdminToken (role operator, actor "admin"):
 	// WR_ADMIN_VIEWER_TOKEN and WR_ADMIN_TOKENS, each with its name and role (roles.go).
 	AdminTokens []AdminToken
+	// JWKSMaxAge is how long a verifier may cache /.well-known/jwks.json (WR_JWKS_MAX_AGE;
+	// 0: max-age=0, not kept).
+	JWKSMaxAge time.Duration
 	// AdminStreamsPerToken and AdminStreamsPerInstance bound the open /admin/api/stream
 	// connections of one admin token and of the instance (defaults 4 and 64; past them 429).
 	AdminStreamsPerToken    int
 	AdminStreamsPerInstance int
-	// JWKSMaxAge is how long a verifier may cache /.well-known/jwks.json (WR_JWKS_MAX_AGE;
-	// 0: max-age=0, not kept).
-	JWKSMaxAge time.Duration
 }
 
 // Deps are the parts the server is wired to.
