@@ -25,6 +25,15 @@ type Overview struct {
 	Idle    bool
 	// Sum fingerprints the settings hash (Probe.Sum of the same hash is equal).
 	Sum uint64
+	// Unread: a command of this queue failed while others of its pipeline did not (a key of
+	// the wrong type, a Cluster node down): nothing else of it is set, and the caller keeps
+	// what it had rather than losing the queue or every other queue of the pipeline.
+	Unread bool
+}
+
+// cmdFailed reports whether a pipelined command failed (a missing key is no failure).
+func cmdFailed(c redis.Cmder) bool {
+	return c.Err() != nil && c.Err() != redis.Nil
 }
 
 // Probe is what Probes reads of a queue: enough to tell that a resting queue changed
@@ -85,7 +94,17 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 			l: pipe.Get(ctx, k.lease()), pq: pipe.ZCard(ctx, k.pre()), logo: pipe.HGet(ctx, logoKey(n), "etag")}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return fail("overviews", err)
+		// One queue's failure (a reply error, a node down) is that queue's; a pipeline where
+		// every queue failed (a timeout, Redis unreachable) fails the whole read.
+		failed := 0
+		for _, r := range rs {
+			if cmdFailed(r.cfg) || cmdFailed(r.w) || cmdFailed(r.a) || cmdFailed(r.c) || cmdFailed(r.l) || cmdFailed(r.pq) || cmdFailed(r.logo) {
+				failed++
+			}
+		}
+		if failed == len(rs) {
+			return fail("overviews", err)
+		}
 	}
 	// A lane whose counter has not passed its head is empty: its length is only asked for
 	// when it may have waiters (as Stats does).
@@ -105,12 +124,15 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		}
 	}
 	if lanes {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fail("overviews", err)
-		}
+		_, _ = pipe.Exec(ctx) // a failed lane read marks its queue unread below
 	}
 	for i, n := range names {
 		r := rs[i]
+		if cmdFailed(r.cfg) || cmdFailed(r.w) || cmdFailed(r.a) || cmdFailed(r.c) || cmdFailed(r.l) || cmdFailed(r.pq) || cmdFailed(r.logo) ||
+			(r.wp != nil && cmdFailed(r.wp)) || (r.wb != nil && cmdFailed(r.wb)) {
+			out[n] = Overview{Unread: true}
+			continue
+		}
 		cfg := r.cfg.Val()
 		if len(cfg) == 0 {
 			continue
@@ -167,9 +189,20 @@ func (q *Queue) probes(ctx context.Context, names []string, out map[string]Probe
 		lease[i] = pipe.Get(ctx, k.lease())
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return fail("probes", err)
+		failed := 0
+		for i := range names {
+			if cmdFailed(cfgs[i]) || cmdFailed(idle[i]) || cmdFailed(logo[i]) || cmdFailed(lease[i]) {
+				failed++
+			}
+		}
+		if failed == len(names) {
+			return fail("probes", err)
+		}
 	}
 	for i, n := range names {
+		if cmdFailed(cfgs[i]) || cmdFailed(idle[i]) || cmdFailed(logo[i]) || cmdFailed(lease[i]) {
+			continue // left out: not probed this time (its next probe or wake reads it)
+		}
 		cfg := cfgs[i].Val()
 		out[n] = Probe{Exists: len(cfg) > 0, Sum: settingsSum(cfg), Idle: idle[i].Val() == "1", Leader: lease[i].Val(), LogoETag: logo[i].Val()}
 	}

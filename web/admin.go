@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -115,48 +114,6 @@ type statsJSON struct {
 	Queues            []queueStatsJSON `json:"queues"`
 	RateLimitRejected map[string]int64 `json:"ratelimit_rejected"`
 	ServerTime        string           `json:"server_time"`
-}
-
-func (s *Server) buildStats(ctx context.Context) (statsJSON, error) {
-	out := statsJSON{Instances: []queue.Instance{}, Queues: []queueStatsJSON{}, ServerTime: time.Now().UTC().Format(stream.TimeFormat)}
-	ins, err := s.d.Queue.Instances(ctx)
-	if err != nil {
-		return out, err
-	}
-	for _, in := range ins {
-		out.SSEConnections += in.SSEConnections
-	}
-	if ins != nil {
-		out.Instances = ins
-	}
-	names, err := s.d.Queue.Names(ctx)
-	if err != nil {
-		return out, err
-	}
-	for _, n := range names {
-		st, err := s.d.Queue.Stats(ctx, n)
-		if errors.Is(err, queue.ErrQueueNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		leader := st.Leader
-		if i := strings.LastIndexByte(leader, ':'); i > 0 {
-			leader = leader[:i]
-		}
-		out.Queues = append(out.Queues, queueStatsJSON{
-			Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
-			RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-			TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP, MaxActiveSharePerIP: st.MaxActiveSharePerIP,
-			PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader,
-			rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
-			TokenTTLEffectiveSeconds: int64(st.EffectiveTTL(st.Waiting + st.WaitingPriority + st.WaitingBypass).Seconds()),
-			dropDayJSON:              dropDay(st.Settings, st.Prequeue), brandJSON: s.brand(ctx, st.Settings),
-		})
-	}
-	out.RateLimitRejected = s.lim.RejectedCounts(ctx)
-	return out, nil
 }
 
 func (s *Server) stats(c *fiber.Ctx) error {

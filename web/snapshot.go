@@ -37,8 +37,12 @@ const (
 	// (a refresh of many awake queues may take seconds; a request never waits for it); past
 	// that — the first reader after a quiet while — it waits for the refresh.
 	snapshotServeStale = 30 * time.Second
-	probeEvery         = 30 * time.Second
-	namesEvery         = time.Minute
+	// A view older than snapshotWaitOlder waits up to snapshotPatience for its refresh (a
+	// refresh of what changed takes milliseconds; one of many awake queues may take seconds).
+	snapshotWaitOlder = 3 * time.Second
+	snapshotPatience  = 2 * time.Second
+	probeEvery        = 30 * time.Second
+	namesEvery        = time.Minute
 	// snapshotTimeout bounds one refresh (a full read of 10,000 queues takes well under it).
 	snapshotTimeout = 10 * time.Second
 	// adminWantedFor: the admin part (instances, rejected counts, the stats JSON) is read
@@ -170,6 +174,7 @@ func (s *Server) snapshotView(ctx context.Context, admin bool, ownWrites int) (*
 	if ownWrites == ownNone {
 		seenAdmin = 0
 	}
+	var patience <-chan time.Time // how long an old view's reader waits for the refresh
 	for {
 		sn.mu.Lock()
 		if admin {
@@ -195,7 +200,17 @@ func (s *Server) snapshotView(ctx context.Context, admin bool, ownWrites int) (*
 		busy, lastErr, next := sn.busy, sn.err, sn.started.Add(snapshotEvery)
 		sn.mu.Unlock()
 		if ok && !own && time.Since(v.at) < snapshotServeStale {
-			return v, nil
+			// A view a little old (a refresh under way) is served at once. An older one — the
+			// first reader after a quiet while, when the view is as old as the quiet — waits
+			// up to snapshotPatience for the refresh it started, then is served as it is.
+			if time.Since(v.at) < snapshotWaitOlder || busy == nil {
+				return v, nil
+			}
+			if patience == nil {
+				t := time.NewTimer(snapshotPatience)
+				defer t.Stop()
+				patience = t.C
+			}
 		}
 		var wait <-chan time.Time
 		switch {
@@ -213,6 +228,8 @@ func (s *Server) snapshotView(ctx context.Context, admin bool, ownWrites int) (*
 		select {
 		case <-busy: // nil while waiting for the timer
 		case <-wait:
+		case <-patience: // nil unless an old view waits
+			return v, nil
 		case <-ctx.Done():
 			if ok {
 				return v, nil
@@ -374,10 +391,20 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	}
 	read := slices.Sorted(maps.Keys(want))
 	ovs, done, err := q.Overviews(ctx, read)
+	if sn.pending == nil {
+		sn.pending = map[string]bool{}
+	}
 	for _, n := range read[:done] {
-		if o, ok := ovs[n]; ok {
+		o, ok := ovs[n]
+		switch {
+		case ok && o.Unread:
+			// Its commands failed, the others' did not: it keeps what the view had and is
+			// read again at the next refresh.
+			sn.pending[n] = true
+			continue
+		case ok:
 			sn.queues[n] = &o
-		} else {
+		default:
 			delete(sn.queues, n)
 		}
 		delete(sn.pending, n)

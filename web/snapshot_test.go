@@ -253,14 +253,49 @@ func TestSnapshotFollowsChanges(t *testing.T) {
 	}
 	until("a new queue", func(m map[string]string) bool { return m["new"] == "open" })
 	rest(t, ss.rdb, "new")
-	// Sold out publishes no wake: only the probe sees it.
+	// A sold-out flag that changes publishes a wake too.
 	if err := ss.q.SetSoldOut(ctx, "q002", true); err != nil {
 		t.Fatal(err)
 	}
-	ss.s.snap.mu.Lock()
-	ss.s.snap.probedAt = ss.s.snap.probedAt.Add(-probeEvery) // every probe is due
-	ss.s.snap.mu.Unlock()
 	until("a sold-out queue", func(m map[string]string) bool { return m["q002"] == "sold_out" })
+}
+
+// One queue whose keys cannot be read (a key of the wrong type here; a Cluster node down in
+// production) is that queue's problem: the others of its pipeline keep following their
+// changes, and the broken one keeps what the view had.
+func TestSnapshotOneBrokenQueue(t *testing.T) {
+	ss := startSnapServer(t, 3, Config{})
+	ctx := context.Background()
+	if _, got, _ := ss.index(t, ""); len(got) != 3 {
+		t.Fatalf("%d entries, want 3", len(got))
+	}
+	if err := ss.rdb.Set(ctx, "wr:{q:q000}:clock", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.q.Wake(ctx, "q000"); err == nil {
+		t.Fatal("a wake of a queue whose clock is a string: no error") // HDEL on a string fails
+	}
+	if err := ss.rdb.Publish(ctx, "wr:wake", "q000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, _, err := ss.q.Put(ctx, "q001", queue.SettingsPatch{Paused: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, got, _ := ss.index(t, "")
+		if code == 200 && got["q001"] == "paused" {
+			if got["q000"] != "open" || got["q002"] != "open" {
+				t.Fatalf("the other queues: %v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the index still shows %v (%d)", got, code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Admin streams: at most AdminStreamsPerToken per token and AdminStreamsPerInstance in all;
