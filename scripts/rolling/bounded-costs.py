@@ -1,5 +1,4 @@
 #!/usr/bin/env python3
-#!/usr/bin/env python3
 # One token lifetime with the release before (old, :18081) and this one (new, :18082) side by
 # side on one Redis and PostgreSQL: buyers join through either, get tokens, order through the
 # other; an operator on the new instance revokes one token; the strict body and no-store
