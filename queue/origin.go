@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // NormalizeOrigin returns the canonical form of an allowed origin — scheme "http" or
@@ -15,12 +17,20 @@ import (
 //     port, ":0443", ":0" and ":99999" are refused); the scheme's default port is dropped;
 //   - a host is an ASCII name (labels of a-z 0-9 - _, at most 63 characters, not starting
 //     or ending with -), a dotted IPv4 address, or a bracketed IPv6 address without a zone.
-//     An internationalised name is written in its ASCII form (xn--…, as browsers send it);
-//     a raw Unicode host is refused with that advice, as is a name a browser would read as a
-//     number ("127.1", "0x7f.1").
+//     An internationalised name is stored in its ASCII form (xn--…, as browsers send it;
+//     a Unicode host is converted by the IDNA lookup rules, one they refuse is an error), and
+//     a name a browser would read as a number ("127.1", "0x7f.1") is refused.
 func NormalizeOrigin(o string) (string, error) {
 	if len(o) == 0 || len(o) > 200 || strings.TrimSpace(o) != o || strings.ContainsAny(o, "\\@% \t\r\n") {
 		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example.", o)
+	}
+	if !ascii(o) {
+		// An internationalised name is stored in the ASCII form a browser's Origin carries.
+		a, err := originToASCII(o)
+		if err != nil {
+			return "", err
+		}
+		o = a
 	}
 	u, err := url.Parse(o)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
@@ -146,6 +156,34 @@ func ascii(s string) bool {
 	return true
 }
 
+// originToASCII rewrites the host of o, an origin with non-ASCII characters, in its ASCII
+// (punycode) form by the IDNA lookup rules browsers apply (UTS #46: bücher.example →
+// xn--bcher-kva.example). Anything non-ASCII outside the host, or a host those rules refuse,
+// is an error.
+func originToASCII(o string) (string, error) {
+	scheme, rest, ok := strings.Cut(o, "://")
+	if !ok || !ascii(scheme) {
+		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example.", o)
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	hostport, tail := rest[:end], rest[end:]
+	host, port, hasPort := strings.Cut(hostport, ":")
+	if !ascii(tail) || !ascii(port) || strings.HasPrefix(host, "[") {
+		return "", invalid("allowed_origins", "%q is not an origin like https://shop.example.", o)
+	}
+	a, err := idna.Lookup.ToASCII(host)
+	if err != nil || a == "" || !ascii(a) {
+		return "", nonASCIIHost(o)
+	}
+	if hasPort {
+		a += ":" + port
+	}
+	return scheme + "://" + a + tail, nil
+}
+
 func nonASCIIHost(o string) error {
-	return invalid("allowed_origins", "%q has a non-ASCII host: write an international name in the ASCII form browsers send (xn--…, e.g. https://xn--bcher-kva.example for bücher.example).", o)
+	return invalid("allowed_origins", "%q has a host that is not a valid international name: write it in the ASCII form browsers send (xn--…, e.g. https://xn--bcher-kva.example for bücher.example).", o)
 }
