@@ -152,15 +152,29 @@ func TestClusterFailover(t *testing.T) {
 	cc := c.Client()
 	defer cc.Close()
 	const key = "wr:{q:failover}:cfg"
-	if err := cc.Set(ctx, key, "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cc.Do(ctx, "WAIT", 1, 2000).Err(); err != nil { // the replica has it
-		t.Fatal(err)
-	}
 	old, err := c.MasterFor(ctx, key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The write and its WAIT on one connection to the key's master: WAIT counts the replicas
+	// that hold this connection's writes (the cluster client would send a keyless WAIT to
+	// any node), and it may answer 0 when its timeout passes — asked again until the replica
+	// (still syncing after an earlier test's restart, on a busy machine) holds it.
+	mc := old.Client()
+	defer mc.Close()
+	conn := mc.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		n, err := conn.Do(ctx, "WAIT", 1, 2000).Int()
+		if err == nil && n >= 1 {
+			break // the replica has it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica acknowledged the write: %d %v", n, err)
+		}
 	}
 	start := time.Now()
 	if err := old.Kill(); err != nil {
