@@ -12,10 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-
-	"github.com/waitroom/waitroom/internal/backoff"
 )
 
 // AdmitConfig tunes the admission loops. Zero fields take the documented defaults.
@@ -296,46 +293,24 @@ func (a *Admitter) updateView(ctx context.Context, names []string) {
 // queue (the names are re-read). After a (re)subscription every loop looks once, since
 // wakes published meanwhile are lost.
 func (a *Admitter) listenWakes(ctx context.Context) {
-	ps := a.q.rdb.Subscribe(ctx, wakeChannel)
-	// A Receive blocked on the connection ends only when the subscription is closed.
-	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	defer stop()
-	defer ps.Close()
-	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
-	for {
-		m, err := ps.Receive(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			if !bo.Wait(ctx) {
-				return
-			}
-			continue
-		}
-		bo.Reset()
-		switch m := m.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				// Queues created before the subscription was up (at start, or while it was
-				// re-established) are read now, not at the next refresh.
-				select {
-				case a.refresh <- struct{}{}:
-				default:
-				}
-				// Wakes published meanwhile are lost: the loops of the queues this instance
-				// is preferred for look once (the others follow their preferred instance).
-				a.pokePreferred()
-			}
-		case *redis.Message:
-			if !a.poke(m.Payload) {
-				select {
-				case a.refresh <- struct{}{}:
-				default:
-				}
-			}
+	refresh := func() {
+		select {
+		case a.refresh <- struct{}{}:
+		default:
 		}
 	}
+	a.q.WatchWakes(ctx, func(name string) {
+		if !a.poke(name) {
+			refresh()
+		}
+	}, func() {
+		// Queues created before the subscription was up (at start, or while it was
+		// re-established) are read now, not at the next refresh.
+		refresh()
+		// Wakes published meanwhile are lost: the loops of the queues this instance is
+		// preferred for look once (the others follow their preferred instance).
+		a.pokePreferred()
+	})
 }
 
 // Loop runs the admission loop of one queue until ctx ends. It has its own goroutine
