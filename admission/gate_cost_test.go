@@ -3,7 +3,6 @@ package admission_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -13,29 +12,11 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// commandCounter is a go-redis hook that counts the commands a client sends (a pipeline's
-// commands one by one).
-type commandCounter struct{ n atomic.Int64 }
-
-func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 // countingStore is a token store whose client counts its commands.
-func countingStore(t *testing.T) (*queue.Queue, *commandCounter, redis.UniversalClient) {
+func countingStore(t *testing.T) (*queue.Queue, *redistest.CommandCounter, redis.UniversalClient) {
 	rs := redistest.Start(t)
 	cli := rs.Client()
-	cnt := &commandCounter{}
+	cnt := &redistest.CommandCounter{}
 	cli.AddHook(cnt)
 	return queue.New(cli, queue.Config{}, nil), cnt, cli
 }
@@ -113,16 +94,16 @@ func TestGateCostBounded(t *testing.T) {
 	} {
 		for _, claim := range []bool{false, true} {
 			r := manyTicketCookies(signer, tc.token, 50, tc.extra)
-			cnt.n.Store(0)
+			cnt.N.Store(0)
 			var err error
 			if claim {
 				var p admission.Pass
 				p, err = g.Claim(ctx, r, tc.queues, "r-cost", false)
-				n := cnt.n.Load()
+				n := cnt.N.Load()
 				if err == nil {
 					_ = g.Settle(ctx, p, false)
 				}
-				cnt.n.Store(n)
+				cnt.N.Store(n)
 			} else {
 				_, err = g.Check(ctx, r, tc.queues)
 			}
@@ -133,7 +114,7 @@ func TestGateCostBounded(t *testing.T) {
 			if !claim {
 				bound = admission.MaxTokenChecks + 1
 			}
-			if n := cnt.n.Load(); n > bound {
+			if n := cnt.N.Load(); n > bound {
 				t.Errorf("%s (claim %v): %d Redis commands, bound %d", tc.name, claim, n, bound)
 			} else {
 				t.Logf("%s (claim %v): %d Redis commands (bound %d)", tc.name, claim, n, bound)

@@ -8,18 +8,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/internal/testwait"
 )
-
-// eventually polls cond every few milliseconds for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("never: %s", what)
-}
 
 // TestKeyRevocation: the key that signs cannot be revoked; once another signs, revoking
 // it removes it from the JWKS and verification (ErrKeyRevoked) on this instance at once
@@ -52,7 +42,7 @@ func TestKeyRevocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new key signs", func() bool { return a.Signing() == k.Kid })
+	testwait.For(t, 10*time.Second, "the new key signs", func() bool { return a.Signing() == k.Kid })
 	tokNew, _ := a.Sign(claims(time.Now().Add(time.Minute)))
 
 	if _, err := a.Revoke(ctx, old); err != nil {
@@ -64,7 +54,7 @@ func TestKeyRevocation(t *testing.T) {
 	if strings.Contains(string(a.JWKS()), old) || len(a.Keys()) != 1 {
 		t.Fatalf("the revoked key is still published: %s", a.JWKS())
 	}
-	eventually(t, "the other instance refuses the revoked key", func() bool {
+	testwait.For(t, 10*time.Second, "the other instance refuses the revoked key", func() bool {
 		_, err := b.Verify(ctx, tokOld)
 		return errors.Is(err, admission.ErrKeyRevoked) && !strings.Contains(string(b.JWKS()), old)
 	})

@@ -18,27 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
-
-// commandCounter is a go-redis hook that counts the commands a client sends (a pipeline's
-// commands one by one).
-type commandCounter struct{ n atomic.Int64 }
-
-func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // snapServer is a Server on a private Redis with n resting queues q000… (as an admission
 // loop leaves an idle queue: clock idle = 1), serving on a loopback port.
@@ -46,7 +29,7 @@ type snapServer struct {
 	s     *Server
 	q     *queue.Queue
 	rdb   redis.UniversalClient
-	count *commandCounter
+	count *redistest.CommandCounter
 	url   string
 }
 
@@ -65,7 +48,7 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 		}
 		rest(t, rdb, name)
 	}
-	count := &commandCounter{}
+	count := &redistest.CommandCounter{}
 	rdb.AddHook(count)
 	s, err := New(cfg, Deps{Queue: q, Log: zerolog.Nop()})
 	if err != nil {
@@ -124,7 +107,7 @@ func TestSnapshotVisitorsShareOneRefresh(t *testing.T) {
 	if code, got, _ := ss.index(t, ""); code != 200 || len(got) != indexPerPage {
 		t.Fatalf("first page: %d with %d entries, want 200 with %d", code, len(got), indexPerPage)
 	}
-	r0, c0 := ss.refreshes(), ss.count.n.Load()
+	r0, c0 := ss.refreshes(), ss.count.N.Load()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var bad atomic.Int64
@@ -148,7 +131,7 @@ func TestSnapshotVisitorsShareOneRefresh(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	refreshes, cmds := ss.refreshes()-r0, ss.count.n.Load()-c0
+	refreshes, cmds := ss.refreshes()-r0, ss.count.N.Load()-c0
 	if bad.Load() > 0 {
 		t.Fatalf("%d of 100 requests failed", bad.Load())
 	}
@@ -230,17 +213,10 @@ func TestSnapshotFollowsChanges(t *testing.T) {
 	}
 	until := func(what string, ok func(map[string]string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		testwait.For(t, 15*time.Second, what+" on the index", func() bool {
 			_, got, _ := ss.index(t, "")
-			if ok(got) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the index still shows %v", what, got)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return ok(got)
+		})
 	}
 	yes, rate := true, 2.0
 	if _, _, err := ss.q.Put(ctx, "q001", queue.SettingsPatch{Paused: &yes}); err != nil {
@@ -282,19 +258,14 @@ func TestSnapshotOneBrokenQueue(t *testing.T) {
 	if _, _, err := ss.q.Put(ctx, "q001", queue.SettingsPatch{Paused: &yes}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, got, _ := ss.index(t, "")
-		if code == 200 && got["q001"] == "paused" {
-			if got["q000"] != "open" || got["q002"] != "open" {
-				t.Fatalf("the other queues: %v", got)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the index still shows %v (%d)", got, code)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var got map[string]string
+	testwait.For(t, 15*time.Second, "q001 paused on the index", func() bool {
+		var code int
+		code, got, _ = ss.index(t, "")
+		return code == 200 && got["q001"] == "paused"
+	})
+	if got["q000"] != "open" || got["q002"] != "open" {
+		t.Fatalf("the other queues: %v", got)
 	}
 }
 
@@ -374,17 +345,14 @@ func TestAdminStreamBounds(t *testing.T) {
 	// Token A's first stream ends: its slot comes back once the server sees it gone.
 	opened[0].cancel()
 	opened[0].res.Body.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(t, 20*time.Second, "a closed stream's slot back", func() bool {
 		res, _ := stream(tokC)
-		if res.StatusCode == 200 {
-			break
+		if res.StatusCode != 200 {
+			res.Body.Close()
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed stream's slot did not come back: %d", res.StatusCode)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // GET /admin/api/stats reads the writes this instance answered: a PUT of a queue, then the
