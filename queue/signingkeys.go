@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // signingKeysKey holds the token-signing keys of the deployment: a hash of key id ->
@@ -74,12 +76,8 @@ func (q *Queue) RevokeSigningKey(ctx context.Context, kid string, atMs int64, ke
 	defer cancel()
 	mark, _ := json.Marshal(revokedMark{RevokedMs: atMs})
 	pipe := q.rdb.TxPipeline()
-	for _, k := range keys {
-		b, err := json.Marshal(k)
-		if err != nil {
-			return fmt.Errorf("encode signing key: %w", err)
-		}
-		pipe.HSet(ctx, signingKeysKey, k.Kid, b)
+	if err := queueKeyWrites(ctx, pipe, keys); err != nil {
+		return err
 	}
 	pipe.HDel(ctx, signingKeysKey, kid)
 	pipe.HSet(ctx, signingKeysKey, revokedField+kid, mark)
@@ -92,18 +90,26 @@ func (q *Queue) RevokeSigningKey(ctx context.Context, kid string, atMs int64, ke
 	return nil
 }
 
-// PutSigningKeys writes keys (new ones, or ones whose retirement changed) and deletes the
-// key ids in drop, in one transaction.
-func (q *Queue) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []string) error {
-	ctx, cancel := q.bound(ctx)
-	defer cancel()
-	pipe := q.rdb.TxPipeline()
+// queueKeyWrites adds the writes of keys to a transaction.
+func queueKeyWrites(ctx context.Context, pipe redis.Pipeliner, keys []StoredKey) error {
 	for _, k := range keys {
 		b, err := json.Marshal(k)
 		if err != nil {
 			return fmt.Errorf("encode signing key: %w", err)
 		}
 		pipe.HSet(ctx, signingKeysKey, k.Kid, b)
+	}
+	return nil
+}
+
+// PutSigningKeys writes keys (new ones, or ones whose retirement changed) and deletes the
+// key ids in drop, in one transaction.
+func (q *Queue) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
+	pipe := q.rdb.TxPipeline()
+	if err := queueKeyWrites(ctx, pipe, keys); err != nil {
+		return err
 	}
 	if len(drop) > 0 {
 		pipe.HDel(ctx, signingKeysKey, drop...)
