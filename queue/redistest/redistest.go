@@ -2,9 +2,11 @@
 //
 // Start hands a test its Redis. By default that is a private redis-server on a free
 // loopback port in its own temporary directory, stopped by t.Cleanup. With
-// WR_TEST_REDIS=cluster in the environment it is instead the test binary's one shared
-// Redis Cluster (3 masters, 3 replicas, see cluster.go), emptied (FLUSHALL on every master)
-// for each test: tests in the packages run against both (scripts/test.sh runs both passes).
+// WR_TEST_REDIS=cluster in the environment it is instead a Redis Cluster (3 masters,
+// 3 replicas, see cluster.go) lent to this test alone from the test binary's pool (pool.go:
+// up to WR_TEST_CLUSTERS clusters, so parallel tests each have their own) and emptied
+// (FLUSHALL on every master) first: tests in the packages run against both (scripts/test.sh
+// runs both passes).
 // A test that crashes, pauses or restarts its Redis, or needs persistence, asks for a
 // private server in both modes with Single (WithAOF implies it); Stop, Start, Pause, Resume
 // and Restart on the shared cluster fail the test, so no such test runs against it by
@@ -108,15 +110,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		o(s)
 	}
 	if ClusterMode() && !s.single {
-		s.cluster = SharedCluster(tb)
-		if err := s.cluster.WaitHealthy(30 * time.Second); err != nil {
-			tb.Fatalf("redistest: shared cluster: %v", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.cluster.FlushAll(ctx); err != nil {
-			tb.Fatalf("redistest: shared cluster: FLUSHALL: %v", err)
-		}
+		s.cluster = borrowCluster(tb)
 		s.rec = NewRecorder()
 		tb.Cleanup(func() {
 			if v := s.rec.Violations(); len(v) > 0 {
@@ -190,7 +184,7 @@ func ClientURL(tb testing.TB, url string) redis.UniversalClient {
 		if err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
-		if sc := shared.c; sc != nil && sc.URL() == url {
+		if sc := poolCluster(url); sc != nil {
 			c = sc.ClientWith(o)
 		} else {
 			c = redis.NewClusterClient(o)
