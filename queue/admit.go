@@ -96,6 +96,8 @@ type Admitter struct {
 
 	view    atomic.Pointer[leadView]
 	refresh chan struct{} // re-read the queue names now (a wake named an unknown queue)
+
+	holds map[string]*heldTick // guarded by mu: ticks held until a replica acknowledges them (ackhold.go)
 }
 
 // leadView is one computation of the spread: which queues this instance is preferred for,
@@ -111,7 +113,7 @@ type leadView struct {
 // NewAdmitter returns an Admitter for the queues in q.
 func NewAdmitter(q *Queue, cfg AdmitConfig) *Admitter {
 	return &Admitter{q: q, cfg: cfg.withDefaults(), leading: map[string]bool{},
-		wakes: map[string]chan struct{}{}, refresh: make(chan struct{}, 1)}
+		wakes: map[string]chan struct{}{}, refresh: make(chan struct{}, 1), holds: map[string]*heldTick{}}
 }
 
 // Leading lists the queues whose lease this Admitter holds.
@@ -337,6 +339,12 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	setLeader := func(f int64) {
+		if f != fence && fence > 0 {
+			// The lease ended or changed hands meanwhile: a held tick's message is dropped
+			// (streams see the gap in event numbers and resync from Redis, whose token
+			// reads confirm before they hand a token out).
+			a.dropHeld(name, log)
+		}
 		if (f > 0) != (fence > 0) {
 			a.mu.Lock()
 			a.leading[name] = f > 0
@@ -375,6 +383,7 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 		force := false
 		select {
 		case <-ctx.Done():
+			a.dropHeld(name, log)
 			if fence > 0 {
 				release()
 				// The preferred instance takes over at once rather than at its next try.
@@ -456,7 +465,9 @@ func (a *Admitter) Loop(ctx context.Context, name string) {
 			}
 			setLeader(f)
 		}
-		if fence > 0 {
+		if fence > 0 && a.holding(ctx, name, log) {
+			// A tick waits for a replica's acknowledgement: no further tick until it has one.
+		} else if fence > 0 {
 			a.q.m.tickLag.WithLabelValues(name).Observe(max(0, now.Sub(scheduled).Seconds()))
 			if rate < 0 {
 				if s, err := a.q.Settings(ctx, name); err == nil {
@@ -545,8 +556,10 @@ type TickResult struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	// Acks is how many replicas acknowledged the tick before its message went out (-1: not
-	// asked, ReplicaAcks 0).
+	// asked: ReplicaAcks 0, or no replica attached). Held: fewer than asked did, a replica is
+	// attached, and the message waits until one holds the tick (ackhold.go).
 	Acks int64
+	Held bool
 	// Rate is the admission rate the tick used (users/s); Tail the last sequence handed out
 	// in the normal line; Seqs the normal line's sequences this tick admitted (nil for none),
 	// in FIFO order or the lottery's picks under method random.
@@ -578,8 +591,9 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		grace = 0
 	}
 	how := "p"
+	want := a.q.ackWant(ctx, name)
 	switch {
-	case a.q.waitAcks(name):
+	case want > 0:
 		how = "r"
 	case a.q.PubSub() == PubSubSharded:
 		how = "s"
@@ -601,7 +615,7 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	var err error
 	acks := int64(-1)
 	if how[0] == 'r' {
-		res, acks, err = a.q.evalWait(ctx, admitScript, keys, args...)
+		res, acks, err = a.q.evalWait(ctx, want, admitScript, keys, args...)
 	} else {
 		res, err = admitScript.Run(ctx, a.q.rdb, keys, args...).Slice()
 	}
@@ -632,14 +646,18 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		if ms := toInt(res[19]); ms > 0 {
 			r.EndsAt = time.UnixMilli(ms)
 		}
-		if acks >= 0 && acks < int64(a.q.cfg.ReplicaAcks) {
-			// No replica confirmed within AckTimeout (a replica down or far behind): the
-			// message still goes out — holding it would stall every stream — and is counted;
-			// the next ticks skip WAIT for a while (ackRetry).
-			a.q.ackShort(name)
-			a.cfg.Log.Warn().Str("queue", name).Int64("acks", acks).Msg("admission: replicas did not confirm a tick; admissions go out unconfirmed for 5 s")
+		// held: an attached replica did not acknowledge the tick within AckTimeout (slow,
+		// paused, far behind): its message waits (ackhold.go). With no replica attached at
+		// all the message goes out, its admissions counted unconfirmed.
+		held, alone := false, want == 0 && a.q.cfg.ReplicaAcks > 0
+		if acks >= 0 && acks < int64(want) {
+			ok, none, first := a.q.shortfall(ctx, name, acks)
+			held, alone = !ok, none
+			if first {
+				a.cfg.Log.Warn().Str("queue", name).Msg("admission: the Redis master has no replica; admissions go out unconfirmed until one is attached")
+			}
 		}
-		if r.Admitted > 0 && (acks < 0 || acks < int64(a.q.cfg.ReplicaAcks)) && a.q.cfg.ReplicaAcks > 0 {
+		if r.Admitted > 0 && alone {
 			a.q.m.unconfirmed.WithLabelValues(name).Add(float64(r.Admitted))
 		}
 		if len(res) >= 22 {
@@ -653,7 +671,11 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 				}
 			}
 		}
-		if msg := toString(res[20]); msg != "" {
+		if msg := toString(res[20]); msg != "" && held && !r.Rested {
+			// A resting tick admitted nobody and released the lease: its message goes out.
+			a.hold(name, msg, r, a.cfg.Log)
+			r.Held = true
+		} else if msg != "" {
 			if err := a.q.publishTick(ctx, name, msg); err != nil {
 				// Streams see the gap in event numbers and resync from Redis.
 				a.cfg.Log.Warn().Err(err).Str("queue", name).Msg("admission: publish tick")
@@ -697,6 +719,9 @@ func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error
 	}
 	if fence == 0 {
 		return TickResult{fenced: true}, ErrNotLeader
+	}
+	if a.holding(ctx, name, a.cfg.Log) {
+		return TickResult{Held: true}, nil // no tick while one waits for a replica
 	}
 	s, err := a.q.Settings(ctx, name)
 	if err != nil {

@@ -15,6 +15,10 @@ type metrics struct {
 	abandoned     *prometheus.CounterVec
 	draws         *prometheus.CounterVec
 	unconfirmed   *prometheus.CounterVec
+	withheld      *prometheus.CounterVec
+	held          *prometheus.GaugeVec
+	heldSeconds   *prometheus.CounterVec
+	heldTicks     *prometheus.CounterVec
 	rests         *prometheus.CounterVec
 }
 
@@ -61,12 +65,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "queue_replication_unconfirmed_total",
 			Help: "Admissions (ticks, token reads) handed out before the wanted replicas acknowledged them (WAIT fell short or failed).",
 		}, []string{"queue"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_replication_withheld_total",
+			Help: "Token reads (join, status, stream connect) answered 'not yet' because an attached replica had not acknowledged the admission.",
+		}, []string{"queue"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "queue_admission_held",
+			Help: "1 while this instance's admission loop holds a tick of the queue until a replica acknowledges it (no further tick runs meanwhile).",
+		}, []string{"queue"}),
+		heldSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_admission_held_seconds_total", Help: "Time admission of the queue was held waiting for a replica's acknowledgement.",
+		}, []string{"queue"}),
+		heldTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_admission_held_ticks_total", Help: "Ticks whose message was held until a replica acknowledged them.",
+		}, []string{"queue"}),
 		rests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_rests_total", Help: "Times a queue's admission loop went to rest here (idle: nobody waiting, no live token).",
 		}, []string{"queue"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws, m.unconfirmed, m.rests)
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws, m.unconfirmed, m.withheld, m.held, m.heldSeconds, m.heldTicks, m.rests)
 	}
 	return m
 }

@@ -23,6 +23,9 @@ type Overview struct {
 	// has ticked yet).
 	Resting bool
 	Idle    bool
+	// Held: its leader holds a tick until a replica acknowledges it (admission paused; no
+	// token handed out meanwhile — ackhold.go).
+	Held bool
 	// Sum fingerprints the settings hash (Probe.Sum of the same hash is equal).
 	Sum uint64
 	// Unread: a command of this queue failed while others of its pipeline did not (a key of
@@ -90,7 +93,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		k := keysFor(n)
 		rs[i] = reads{cfg: pipe.HGetAll(ctx, k.cfg()), w: pipe.ZCard(ctx, k.waiting()),
 			a: pipe.ZCount(ctx, k.active(), now, "+inf"),
-			c: pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate", "idle"),
+			c: pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate", "idle", heldField),
 			l: pipe.Get(ctx, k.lease()), pq: pipe.ZCard(ctx, k.pre()), logo: pipe.HGet(ctx, logoKey(n), "etag")}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -112,7 +115,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 	lanes := false
 	for i, n := range names {
 		v := rs[i].c.Val()
-		if len(v) != 9 {
+		if len(v) != 10 {
 			continue
 		}
 		k := keysFor(n)
@@ -139,7 +142,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		}
 		o := Overview{QueueStats: QueueStats{Settings: parseSettings(n, cfg), Waiting: r.w.Val(), ActiveTokens: r.a.Val(),
 			Leader: r.l.Val(), Prequeue: r.pq.Val()}, LogoETag: r.logo.Val(), Sum: settingsSum(cfg)}
-		if v := r.c.Val(); len(v) == 9 {
+		if v := r.c.Val(); len(v) == 10 {
 			o.AdmittedTotal = toInt(v[0])
 			o.AdmitRate = toFloat(v[1])
 			if v[1] == nil {
@@ -147,6 +150,9 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 			}
 			o.TickLagMs = toFloat(v[2])
 			o.Idle = toString(v[8]) == "1"
+			if ms := toInt(v[9]); ms > 0 && time.Since(time.UnixMilli(ms)) < heldStale {
+				o.Held = true
+			}
 		}
 		if r.wp != nil {
 			o.WaitingPriority = r.wp.Val()

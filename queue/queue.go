@@ -62,8 +62,9 @@ type Config struct {
 	PubSub string
 	// ReplicaAcks is how many replicas must hold an admission before a browser is told of it
 	// (0 = do not wait: a single Redis; see README "Failover"). AckTimeout bounds each WAIT
-	// (default 250 ms); after a WAIT falls short, admissions go out unconfirmed (counted) for
-	// 5 s before the next try, so a replica that is down does not slow admission.
+	// (default 250 ms). While a replica is attached but has not acknowledged, admission
+	// holds its tick and token reads answer ErrUnconfirmed; with no replica attached at
+	// all, admissions go out unconfirmed (counted). See ack.go.
 	ReplicaAcks int
 	AckTimeout  time.Duration
 }
@@ -297,19 +298,26 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)}
 	var res []any
 	var err error
-	acked := false
-	if join && q.waitAcks(t.Queue) {
+	acked, behind := false, false // behind: the answer's writes are not known to be on a replica
+	want := 0
+	if join {
+		want = q.ackWant(ctx, t.Queue)
+	}
+	if want > 0 && !q.lagging(t.Queue) {
 		// The place (or a passthrough admission) is on a replica before the answer: a
 		// failover of the master cannot take back what the page was told (README "Failover").
 		var acks int64
-		res, acks, err = q.evalWait(ctx, joinScript, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token)
-		acked = err == nil && acks >= int64(q.cfg.ReplicaAcks)
+		res, acks, err = q.evalWait(ctx, want, joinScript, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token)
+		acked = err == nil && acks >= int64(want)
 		if err == nil && !acked {
-			q.m.unconfirmed.WithLabelValues(t.Queue).Inc()
-			q.ackShort(t.Queue)
+			ok, _, _ := q.shortfall(ctx, t.Queue, acks)
+			acked, behind = ok, !ok // ok: every attached replica holds it, or none is attached
 		}
 	} else {
 		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token).Slice()
+		// No replica attached, or one fell short within lagWindow: the place is not
+		// confirmed (a lost place is found again by the page's join retry); a token is, below.
+		behind = join && q.cfg.ReplicaAcks > 0
 	}
 	if err != nil {
 		return Place{}, 0, fail("join "+t.Queue, err)
@@ -376,8 +384,14 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// one rest check at most; the join itself already cleared the flag).
 		_ = q.publishWake(ctx, t.Queue)
 	}
+	if code == 0 && behind && p.Token == "" {
+		q.m.unconfirmed.WithLabelValues(t.Queue).Inc() // a new place, answered unconfirmed
+	}
 	if p.Token != "" && !(acked && code == 0) {
-		q.confirm(ctx, t.Queue) // a token admitted earlier is about to be handed out
+		// A token admitted earlier (or by this join, unconfirmed) is about to be handed out.
+		if err := q.confirm(ctx, t.Queue); err != nil {
+			return Place{}, code, err
+		}
 	}
 	return p, code, nil
 }
@@ -525,8 +539,8 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 		}
 		if !p.TokenExpiresAt.After(time.Now()) {
 			p.State, p.Token, p.TokenExpiresAt, p.TokenIssuedAt = StateExpired, "", time.Time{}, time.Time{}
-		} else {
-			q.confirm(ctx, t.Queue) // the token is about to be handed out
+		} else if err := q.confirm(ctx, t.Queue); err != nil {
+			return Place{}, err // the token is about to be handed out: not before a replica holds it
 		}
 	}
 	return p, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -177,72 +176,13 @@ func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
 	return nil
 }
 
-// ackState remembers, per queue, until when WAIT is skipped after it fell short: a replica
-// that is down must not make every tick wait AckTimeout (admission would crawl). Meanwhile
-// each admission handed out is counted as unconfirmed; the next try is ackRetry later.
-type ackState struct {
-	mu    sync.Mutex
-	skip  map[string]time.Time
-	nodes map[string]*redis.Client // no-retry clients per server address (noRetryNode)
-}
-
-const ackRetry = 5 * time.Second
-
-// waitAcks reports whether WAIT should be tried for queue name now.
-func (q *Queue) waitAcks(name string) bool {
-	if q.cfg.ReplicaAcks <= 0 {
-		return false
-	}
-	q.ack.mu.Lock()
-	defer q.ack.mu.Unlock()
-	return !time.Now().Before(q.ack.skip[name])
-}
-
-// ackShort records a WAIT that fell short for queue name.
-func (q *Queue) ackShort(name string) {
-	q.ack.mu.Lock()
-	defer q.ack.mu.Unlock()
-	if q.ack.skip == nil {
-		q.ack.skip = map[string]time.Time{}
-	}
-	q.ack.skip[name] = time.Now().Add(ackRetry)
-}
-
-// confirm waits until ReplicaAcks replicas hold everything the master of queue name's slot
-// had written when it is called: one harmless write in the queue's slot, then WAIT on the
-// same connection (the replication stream is ordered, so its acknowledgement covers every
-// earlier write — the admission a reader is about to hand out included). It reports how many
-// replicas acknowledged; a shortfall is counted, not refused (see README, "Failover").
-func (q *Queue) confirm(ctx context.Context, name string) {
-	if q.cfg.ReplicaAcks <= 0 {
-		return
-	}
-	if !q.waitAcks(name) {
-		q.m.unconfirmed.WithLabelValues(name).Inc()
-		return
-	}
-	k := keysFor(name)
-	n, err := q.noRetryNode(ctx, k.clock())
-	if err != nil {
-		q.m.unconfirmed.WithLabelValues(name).Inc()
-		return
-	}
-	pipe := n.Pipeline()
-	pipe.HSet(ctx, k.clock(), "ack", "1")
-	w := pipe.Do(ctx, "WAIT", q.cfg.ReplicaAcks, q.cfg.AckTimeout.Milliseconds())
-	if _, err := pipe.Exec(ctx); err != nil || toInt(w.Val()) < int64(q.cfg.ReplicaAcks) {
-		q.m.unconfirmed.WithLabelValues(name).Inc()
-		q.ackShort(name)
-	}
-}
-
 // evalWait runs script on the server that holds keys[0] and then WAITs, in one pipeline on
-// one connection, for ReplicaAcks replicas to hold its writes. It returns the script's
+// one connection, for want replicas to hold its writes. It returns the script's
 // result and how many replicas acknowledged (0 when WAIT itself failed: the script's writes
 // stand, the caller counts them unconfirmed). The pipeline goes through a client that never
 // retries: go-redis retries a whole pipeline after a read timeout, and a script that already
 // ran must not run again (admit.lua would hand the same token ids to other users).
-func (q *Queue) evalWait(ctx context.Context, s *redis.Script, keys []string, args ...any) ([]any, int64, error) {
+func (q *Queue) evalWait(ctx context.Context, want int, s *redis.Script, keys []string, args ...any) ([]any, int64, error) {
 	n, err := q.noRetryNode(ctx, keys[0])
 	if err != nil {
 		q.ReloadTopology(ctx)
@@ -251,7 +191,7 @@ func (q *Queue) evalWait(ctx context.Context, s *redis.Script, keys []string, ar
 	for attempt := 0; ; attempt++ {
 		pipe := n.Pipeline()
 		res := s.EvalSha(ctx, pipe, keys, args...)
-		w := pipe.Do(ctx, "WAIT", q.cfg.ReplicaAcks, q.cfg.AckTimeout.Milliseconds())
+		w := pipe.Do(ctx, "WAIT", want, q.cfg.AckTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if attempt == 0 && isNoScript(res.Err()) {
 			if err := s.Load(ctx, n).Err(); err != nil {
@@ -289,7 +229,9 @@ func isScriptError(err error) bool {
 }
 
 // noRetryNode is node with a client of the same server and options but no retries, made
-// once per server address.
+// once per server address and per client of the Queue: the admission loops' copy
+// (WithClient) gets clients of its own, so WAITs of requests held up by a slow replica
+// never take the connections a tick needs.
 func (q *Queue) noRetryNode(ctx context.Context, key string) (redis.UniversalClient, error) {
 	n, err := q.node(ctx, key)
 	if err != nil {
@@ -303,16 +245,23 @@ func (q *Queue) noRetryNode(ctx context.Context, key string) (redis.UniversalCli
 	q.ack.mu.Lock()
 	defer q.ack.mu.Unlock()
 	if q.ack.nodes == nil {
-		q.ack.nodes = map[string]*redis.Client{}
+		q.ack.nodes = map[nodeKey]*redis.Client{}
 	}
-	if nc := q.ack.nodes[o.Addr]; nc != nil {
+	nk := nodeKey{of: q.rdb, addr: o.Addr}
+	if nc := q.ack.nodes[nk]; nc != nil {
 		return nc, nil
 	}
 	cp := *o
 	cp.MaxRetries = -1
 	nc := redis.NewClient(&cp)
-	q.ack.nodes[o.Addr] = nc
+	q.ack.nodes[nk] = nc
 	return nc, nil
+}
+
+// nodeKey names a no-retry client: the Queue's client it was made for and the server.
+type nodeKey struct {
+	of   redis.UniversalClient
+	addr string
 }
 
 func isNoScript(err error) bool {

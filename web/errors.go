@@ -160,6 +160,10 @@ func mapError(err error) *Error {
 		return errorf(422, "idempotency_conflict", "This Idempotency-Key was already used for a different request.")
 	case errors.Is(err, orders.ErrUnavailable):
 		return &Error{Status: 503, Code: "database_unavailable", Message: "Orders are unavailable right now; your token is kept. Try again shortly.", RetryAfter: 2}
+	case errors.Is(err, queue.ErrUnconfirmed):
+		// The token exists but no replica holds it yet: handing it out now could tell a buyer
+		// of a token a failover takes back. The page asks again (join, status, stream).
+		return &Error{Status: 503, Code: "replica_lagging", Message: "Your admission is being confirmed. Try again in a moment.", RetryAfter: 1}
 	case errors.Is(err, queue.ErrUnavailable):
 		return &Error{Status: 503, Code: "queue_unavailable", Message: "The waiting room is unavailable right now. Try again shortly.", RetryAfter: 2}
 	}
