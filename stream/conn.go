@@ -37,6 +37,7 @@ type conn struct {
 	checking  bool
 	lane      uint8 // the line this stream's ticket waits in (laneNormal…); set at attach, never changed
 	checkedAt time.Time
+	token     string // the admission token id last delivered ("" when none): another one is a re-admission (replace.go)
 
 	// Guarded by shard.mu.
 	pri     [][]byte // handshake, admitted, expired: never dropped, written first
@@ -123,7 +124,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	switch {
 	case w.Place.State == queue.StateAdmitted:
 		// Before the end check: a token handed out before the end stays valid until it expires.
-		c.admitted = true
+		c.admitted, c.token = true, w.Place.Token
 		first = admittedFrame(l.ev, admitTick(w.Place, l.tick), w.Queue, token, w.Place.TokenExpiresAt)
 	case l.sale.ended:
 		// The sale is over and every place dropped: the closed event, then the stream ends

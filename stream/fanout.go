@@ -212,8 +212,8 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 		c.admitted, drop = true, true
 	case err != nil:
 	case p.State == queue.StateAdmitted:
-		if !c.admitted {
-			c.admitted = true
+		if !c.admitted || c.replacedBy(p.Token) {
+			c.admitted, c.token = true, p.Token
 			c.shard.push(c, admittedFrame(qh.line.ev, admitTick(p, qh.line.tick), qh.name, token, p.TokenExpiresAt), frameFinal)
 			h.m.admittedSent.Inc()
 		}

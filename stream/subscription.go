@@ -233,10 +233,10 @@ func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 	var out []handout
 	for _, a := range m.Adm {
 		for _, c := range qh.byTicket[a.Ticket] {
-			if c.admitted {
+			if c.admitted && !c.replacedBy(a.Token) {
 				continue
 			}
-			c.admitted = true
+			c.admitted, c.token = true, a.Token
 			out = append(out, handout{c: c, a: a})
 		}
 	}
