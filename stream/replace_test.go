@@ -23,6 +23,7 @@ import (
 // number. The stream, which has sent "admitted" with the first token, sends a second
 // "admitted" with the new one.
 func TestStreamDeliversAReplacementToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rs := redistest.Start(t)
 	rdb := rs.Client()
