@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -535,6 +536,23 @@ func (n *Node) Kill() error {
 	_ = n.cmd.Wait()
 	n.cmd = nil
 	return err
+}
+
+// Pause stops the node's process (SIGSTOP): its connections stay open and nothing is
+// answered — a replica that falls behind, a frozen VM. Resume ends it. A no-op if it is not
+// running.
+func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused node (SIGCONT).
+func (n *Node) Resume() error { return n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return nil
+	}
+	return n.cmd.Process.Signal(sig)
 }
 
 // Start restarts a killed node on the same port, directory and nodes.conf and waits until
