@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,7 +105,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 			closeAll()
 		}
 	}()
-	redis.SetLogger(redisLog{log})
+	setRedisLog(log)
 	if err = loadMessages(cfg.MessagesDir, log); err != nil {
 		return a, closeAll, err
 	}
@@ -541,8 +542,24 @@ func redisTarget(url string) string {
 
 // redisLog sends go-redis's own log lines (one per failed dial, and so on) to zerolog at
 // debug level, so an outage is told once by our lines instead of many times by its.
-type redisLog struct{ log zerolog.Logger }
+// go-redis has one process-wide logger (redis.SetLogger writes a package variable that its
+// connections read unlocked). It is set once, to a forwarder that reads the logger of the
+// instance started last (as setting it on every start did) through an atomic pointer, so
+// several instances in one process — the tests run them in parallel — never race on it.
+var (
+	redisLogOnce sync.Once
+	redisLogTo   atomic.Pointer[zerolog.Logger]
+)
 
-func (l redisLog) Printf(_ context.Context, format string, v ...any) {
-	l.log.Debug().Str("component", "go-redis").Msgf(format, v...)
+func setRedisLog(log zerolog.Logger) {
+	redisLogTo.Store(&log)
+	redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
+}
+
+type redisLog struct{}
+
+func (redisLog) Printf(_ context.Context, format string, v ...any) {
+	if l := redisLogTo.Load(); l != nil {
+		l.Debug().Str("component", "go-redis").Msgf(format, v...)
+	}
 }
