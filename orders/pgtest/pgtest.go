@@ -46,7 +46,7 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	in, err := start(filepath.Join(dir, "data"), map[string]string{"max_connections": "300"})
+	in, err := start(filepath.Join(dir, "data"), map[string]string{"max_connections": "1000"})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: cannot start the test PostgreSQL: %v\n", err)
 		return 1
