@@ -68,27 +68,29 @@ func TestHeldTickUntilTheReplicaAcknowledges(t *testing.T) {
 	}
 
 	ad := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "ack", Tick: 10 * time.Millisecond})
-	// With the replica keeping up, a tick admits and its message goes out after its WAIT.
-	var last queue.Tick
-	testwait.For(t, 10*time.Second, "a confirmed admission", func() bool {
+	// With the replica keeping up, a tick admits and its message goes out after its WAIT (on
+	// a busy machine a WAIT may still fall short now and then: that tick is held, and
+	// released by the next try).
+	var confirmed queue.TickResult
+	testwait.For(t, 20*time.Second, "a confirmed admission", func() bool {
 		res, err := ad.TickOnce(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Held {
-			t.Fatalf("tick held with the replica up: %+v", res)
-		}
-		if res.Ev > 0 {
-			last = next("a confirmed tick")
-		}
-		return res.Admitted > 0
+		confirmed = res
+		return res.Admitted > 0 && !res.Held
 	})
+	var last queue.Tick
+	for last.Ev != confirmed.Ev {
+		last = next("the confirmed tick")
+	}
 	if len(last.Adm) == 0 {
 		t.Fatalf("the admitting tick's message admitted nobody: %+v", last)
 	}
 	// Redis time moves on until the next tick is sure to admit (100/s: one per 10 ms).
 	waitRedisElapsed(t, rdb, name, 50*time.Millisecond)
 
+	heldBefore := metricValue(t, reg, "queue_admission_held_ticks_total", name)
 	replica.pause(t)
 	res, err := ad.TickOnce(ctx, name)
 	if err != nil {
@@ -147,8 +149,8 @@ func TestHeldTickUntilTheReplicaAcknowledges(t *testing.T) {
 	if got := metricValue(t, reg, "queue_admission_held", name); got != 0 {
 		t.Fatalf("queue_admission_held %v after the release, want 0", got)
 	}
-	if got := metricValue(t, reg, "queue_admission_held_ticks_total", name); got != 1 {
-		t.Fatalf("queue_admission_held_ticks_total %v, want 1", got)
+	if got := metricValue(t, reg, "queue_admission_held_ticks_total", name); got != heldBefore+1 {
+		t.Fatalf("queue_admission_held_ticks_total %v, want %v (one more)", got, heldBefore+1)
 	}
 	if got := metricValue(t, reg, "queue_admission_held_seconds_total", name); got <= 0 {
 		t.Fatalf("queue_admission_held_seconds_total %v, want > 0", got)
@@ -201,9 +203,12 @@ func TestNoReplicaAdmitsUnconfirmed(t *testing.T) {
 	if err != nil || p.Token == "" {
 		t.Fatalf("token read with no replica: %+v %v, want the token", p, err)
 	}
-	// The place (1) and the admission (1) went out unconfirmed, and the token read (1).
+	// The admission went out unconfirmed, and the token read; the place before them too.
 	if got := metricValue(t, reg, "queue_replication_unconfirmed_total", name); got < float64(admitted)+1 {
 		t.Fatalf("queue_replication_unconfirmed_total %v, want at least %d", got, admitted+1)
+	}
+	if got := metricValue(t, reg, "queue_replication_unconfirmed_places_total", name); got != 1 {
+		t.Fatalf("queue_replication_unconfirmed_places_total %v, want 1", got)
 	}
 	if got := metricValue(t, reg, "queue_admission_held_ticks_total", name); got != 0 {
 		t.Fatalf("queue_admission_held_ticks_total %v, want 0", got)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
@@ -65,14 +66,24 @@ func (a *Admitter) holding(ctx context.Context, name string, log zerolog.Logger)
 	h.tries++
 	want := a.q.ackWant(ctx, name)
 	ok, alone := want == 0, want == 0
+	acks, ev, err := a.q.ackHeld(ctx, name, want)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn().Err(err).Str("queue", name).Msg("admission: confirm the held tick")
+			a.q.ReloadTopology(ctx)
+		}
+		a.q.m.heldSeconds.WithLabelValues(name).Add(time.Since(h.counted).Seconds())
+		h.counted = time.Now()
+		return true
+	}
+	if ev != h.ev {
+		// The master that answers does not hold the tick (a failover took it back, with
+		// nothing told of it): its message must never go out.
+		a.dropHeld(name, log)
+		return false
+	}
 	if want > 0 {
-		acks, err := a.q.ackWrite(ctx, name, want, heldField, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				log.Warn().Err(err).Str("queue", name).Msg("admission: confirm the held tick")
-				a.q.ReloadTopology(ctx)
-			}
 		case acks >= int64(want):
 			ok = true
 		default:
@@ -107,6 +118,32 @@ func (a *Admitter) holding(ctx context.Context, name string, log zerolog.Logger)
 	log.Info().Str("queue", name).Int64("ev", h.ev).Int64("admitted", h.admitted).Int("tries", h.tries).
 		Dur("held", now.Sub(h.since)).Bool("unconfirmed", alone).Msg("admission: held tick released")
 	return false
+}
+
+// ackHeld is ackWrite for a held tick: the try's time in heldField (the dashboard's line),
+// the event counter (the tick is still there: ev is the tick's own), then WAIT for want
+// replicas (none when want is 0).
+func (q *Queue) ackHeld(ctx context.Context, name string, want int) (acks, ev int64, err error) {
+	k := keysFor(name)
+	n, err := q.noRetryNode(ctx, k.clock())
+	if err != nil {
+		return 0, 0, err
+	}
+	pipe := n.Pipeline()
+	pipe.HSet(ctx, k.clock(), heldField, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	e := pipe.Get(ctx, k.ev())
+	var w *redis.Cmd
+	if want > 0 {
+		w = pipe.Do(ctx, "WAIT", want, q.cfg.AckTimeout.Milliseconds())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, 0, err
+	}
+	ev, _ = e.Int64()
+	if w != nil {
+		acks = toInt(w.Val())
+	}
+	return acks, ev, nil
 }
 
 // dropHeld forgets queue name's held tick (the lease is gone): its message is never

@@ -16,6 +16,7 @@ type metrics struct {
 	draws         *prometheus.CounterVec
 	unconfirmed   *prometheus.CounterVec
 	withheld      *prometheus.CounterVec
+	placesUnconf  *prometheus.CounterVec
 	held          *prometheus.GaugeVec
 	heldSeconds   *prometheus.CounterVec
 	heldTicks     *prometheus.CounterVec
@@ -63,11 +64,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"queue"}),
 		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_replication_unconfirmed_total",
-			Help: "Admissions (ticks, token reads) handed out before the wanted replicas acknowledged them (WAIT fell short or failed).",
+			Help: "Admissions (ticks, token reads) handed out before a replica acknowledged them: the master had no replica attached.",
 		}, []string{"queue"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "queue_replication_withheld_total",
 			Help: "Token reads (join, status, stream connect) answered 'not yet' because an attached replica had not acknowledged the admission.",
+		}, []string{"queue"}),
+		placesUnconf: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "queue_replication_unconfirmed_places_total",
+			Help: "New places answered before the wanted replicas acknowledged them (a lost place is found again by the page's join retry).",
 		}, []string{"queue"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "queue_admission_held",
@@ -84,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"queue"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws, m.unconfirmed, m.withheld, m.held, m.heldSeconds, m.heldTicks, m.rests)
+		reg.MustRegister(m.enter, m.issued, m.waiting, m.active, m.tickLag, m.tickDur, m.leaderChanges, m.leader, m.expired, m.abandoned, m.draws, m.unconfirmed, m.withheld, m.placesUnconf, m.held, m.heldSeconds, m.heldTicks, m.rests)
 	}
 	return m
 }

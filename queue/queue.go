@@ -310,8 +310,9 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		res, acks, err = q.evalWait(ctx, want, joinScript, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token)
 		acked = err == nil && acks >= int64(want)
 		if err == nil && !acked {
-			ok, _, _ := q.shortfall(ctx, t.Queue, acks)
-			acked, behind = ok, !ok // ok: every attached replica holds it, or none is attached
+			// ok: every attached replica holds it, or none is attached (alone).
+			ok, alone, _ := q.shortfall(ctx, t.Queue, acks)
+			acked, behind = ok, !ok || alone
 		}
 	} else {
 		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token).Slice()
@@ -384,8 +385,12 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// one rest check at most; the join itself already cleared the flag).
 		_ = q.publishWake(ctx, t.Queue)
 	}
-	if code == 0 && behind && p.Token == "" {
-		q.m.unconfirmed.WithLabelValues(t.Queue).Inc() // a new place, answered unconfirmed
+	if code == 0 && behind {
+		if p.Token == "" {
+			q.m.placesUnconf.WithLabelValues(t.Queue).Inc() // a new place, answered unconfirmed
+		} else if acked {
+			q.m.unconfirmed.WithLabelValues(t.Queue).Inc() // a passthrough admission, no replica attached
+		}
 	}
 	if p.Token != "" && !(acked && code == 0) {
 		// A token admitted earlier (or by this join, unconfirmed) is about to be handed out.
