@@ -93,57 +93,96 @@ go vet ./...
 # short): decoded strictly into the Kubernetes API types and checked against server/config.go.
 echo "test.sh: Kubernetes manifests"
 (cd deploy/k8s && go vet ./... && go test -count=1 ./...)
-WR_OPENAPI_REPORT=$(mktemp)
+# The passes below run at the same time, each in its own process group with its own log
+# (their tests own their backends: a private Redis per test or a cluster lent from each test
+# binary's pool, a database per test in each binary's PostgreSQL), so one pass's waits fill
+# with another's work; the logs are printed pass by pass when all have ended. Inside a
+# package, tests run in parallel (-parallel 8; serial tests say why in a comment), and the
+# packages of a pass run four at a time (-p 4). Builds are shared through the Go build cache.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+trap 'trap - INT TERM; kill 0' INT TERM
+WR_OPENAPI_REPORT=$work/openapi-report
+: >"$WR_OPENAPI_REPORT"
 export WR_OPENAPI_REPORT
 passes=${WR_TEST_PASSES:-single cluster}
+fuzz=${WR_FUZZ_EXECS:-10000}
+parallel=${WR_TEST_PARALLEL:-8}
+names=()
+pids=()
+t_all=$SECONDS
+start_pass() { # name command...: run in the background, log to $work/name.log
+  local name=$1
+  shift
+  ( t0=$SECONDS; rc=0; "$@" >"$work/$name.log" 2>&1 || rc=$?; echo "$rc $((SECONDS - t0))" >"$work/$name.rc" ) &
+  names+=("$name")
+  pids+=("$!")
+}
 if [[ " $passes " == *" single "* ]]; then
-  echo "test.sh: go test -race"
-  t0=$SECONDS
-  WR_TEST_REDIS=single go test -race -count=1 -timeout 15m -skip '^TestJourney' ./...
-  echo "test.sh: go test -race took $((SECONDS - t0)) s"
+  echo "test.sh: go test -race against a private Redis per test (the single pass)"
+  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 15m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
   # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
   # through the pages as a person would, axe-core at every state it passes, screenshots in
-  # screenshots/journeys/<test>/. Timed on its own (budget: 150 s for all journeys).
+  # screenshots/journeys/<test>/. Its own run so its lines are printed together.
   echo "test.sh: the journey suite"
-  t0=$SECONDS
-  jlog=$(mktemp)
-  jrc=0
-  WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -parallel 3 -run '^TestJourney' -v ./server >"$jlog" 2>&1 || jrc=$?
-  if [ "$jrc" -ne 0 ]; then cat "$jlog"; else grep -E '^\s*(--- |PASS|ok )|axe-core:|^openapi:' "$jlog"; fi
-  rm -f "$jlog"
-  echo "test.sh: the journey suite took $((SECONDS - t0)) s"
-  cat "$WR_OPENAPI_REPORT"
-  [ "$jrc" -eq 0 ] || exit "$jrc"
+  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -parallel "$parallel" -run '^TestJourney' -v ./server
 fi
-rm -f "$WR_OPENAPI_REPORT"
-unset WR_OPENAPI_REPORT
-# The same suites of the packages that talk to Redis (queue, stream, the end-to-end server
-# tests) once more against a real Redis Cluster: WR_TEST_REDIS=cluster makes
-# redistest.Start hand every test the test binary's one shared cluster (3 masters +
-# 3 replicas on loopback, emptied per test) instead of a private redis-server, and checks
-# every command the tests' clients send against the one-slot rule (queue/redistest). Tests
-# that kill, pause or restart their Redis keep a private server (redistest.Single).
-# The browser tests (TestBrowser*, TestJourney*) are left out of this pass: they drive the same server
-# code through Chromium and would add minutes without touching Redis differently. So is
-# TestAutoRateFindsTheKnee (~75 s): it measures a PostgreSQL backend's knee, and the
-# controller's Redis side (health windows, the rate under WATCH) runs on the cluster in
-# queue's TestAutoRate* and TestHealth*.
+# The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
+# against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
+# a whole cluster (3 masters + 3 replicas on loopback) from its test binary's pool of
+# WR_TEST_CLUSTERS (3), emptied first, and checks every command the tests' clients send
+# against the one-slot rule (queue/redistest). Tests that kill, pause or restart their Redis
+# keep a private server (redistest.Single()). Left out of this pass: the browser tests
+# (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
+# commands) and TestAutoRateFindsTheKnee (a PostgreSQL backend's knee). The server's tests
+# run here without the race detector: the single pass runs the same server code under it, and
+# the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
+# reloads, WAIT) runs under it in this pass's queue and stream tests.
 if [[ " $passes " == *" cluster "* ]]; then
-  echo "test.sh: go test -race against a Redis Cluster (WR_TEST_REDIS=cluster)"
-  t0=$SECONDS
-  WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./queue/... ./stream/... ./server/...
-  echo "test.sh: the cluster pass took $((SECONDS - t0)) s"
+  echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race)"
+  start_pass cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -parallel "$parallel" ./queue/... ./stream/...
+  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 15m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
 fi
-# Fuzz budgets are counts of executions, not durations: a duration (-fuzztime 5s) races the
-# fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context deadline
-# exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). A count has no deadline.
-fuzz=${WR_FUZZ_EXECS:-40000}
-if [ "$fuzz" != "0" ]; then
-  echo "test.sh: short fuzz runs (${fuzz} executions each; a longer run: see README)"
-  for f in $(grep -rlE '^func Fuzz' --include='*_test.go' . || true); do
-    for t in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | awk '{print $2}'); do
-      go test -run '^$' -fuzz "^${t}\$" -fuzztime "${fuzz}x" "./$(dirname "${f#./}")"
+# Short fuzz runs. Budgets are counts of executions, not durations: a duration (-fuzztime 5s)
+# races the fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context
+# deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). One
+# instrumented test binary per package serves all of its targets; the inputs a run finds
+# stay in the Go build cache's fuzz corpus, so runs add up.
+fuzz_all() {
+  local f d t bin cache
+  cache=$(go env GOCACHE)/fuzz
+  for d in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
+    d=${d#./}
+    bin=$work/fuzz-$(echo "$d" | tr / -).test
+    first=$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$d"/*_test.go | head -1 | awk '{print $2}')
+    go test -c -fuzz "^${first}\$" -o "$bin" "./$d"
+    for t in $(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$d"/*_test.go | awk '{print $2}'); do
+      echo "fuzz $d $t"
+      (cd "$d" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "${fuzz}x" \
+        -test.fuzzcachedir "$cache/github.com/waitroom/waitroom/$d") || return 1
     done
   done
+}
+if [ "$fuzz" != "0" ]; then
+  echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see README)"
+  start_pass fuzz fuzz_all
 fi
-echo "test.sh: all green in $SECONDS s"
+failed=0
+for i in "${!names[@]}"; do
+  wait "${pids[$i]}" || true
+done
+for name in "${names[@]}"; do
+  read -r rc secs <"$work/$name.rc"
+  echo "== test.sh: $name: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $secs s"
+  if [ "$rc" -ne 0 ]; then
+    failed=1
+    cat "$work/$name.log"
+  elif [ "$name" = journeys ]; then
+    grep -E '^\s*(--- |PASS|ok )|axe-core:' "$work/$name.log" || true
+  else
+    grep -E '^(ok|FAIL|---) ' "$work/$name.log" || true
+  fi
+done
+if [ -s "$WR_OPENAPI_REPORT" ]; then cat "$WR_OPENAPI_REPORT"; fi
+[ "$failed" -eq 0 ] || { echo "test.sh: FAILED after $SECONDS s"; exit 1; }
+echo "test.sh: all green in $SECONDS s (the passes together: $((SECONDS - t_all)) s)"
