@@ -19,12 +19,15 @@ import (
 
 // TestClusterMasterFailover: on a Redis Cluster of 3 masters and 3 replicas, two server
 // processes admit a queue of N users (2,000 in the test command; WR_TEST_FAILOVER_N) at
-// 200/s, every user on an open stream. Mid-admission the master that owns the queue's slot is
-// SIGKILLed. Its replica takes over; admission resumes (the seconds are logged); every user
-// gets exactly one token and no token goes to two users — no admission a browser was told of
-// is lost, since every tick's message goes out only after WAIT saw a replica hold it; every
-// position event, before and after the failover, equals the true position at its tick; and
-// every user then orders with the token it was told (201), the stock falling by exactly N.
+// 200/s, every user on an open stream. Once a fifth are admitted, the replica of the
+// queue's slot is paused (SIGSTOP): admission is held — its ticks wait for an
+// acknowledgement that does not come, and no token is told — and after 2 s held the master
+// that owns the slot is SIGKILLed, then the replica resumed. It takes over with whatever it
+// had read; admission resumes (the seconds are logged); every user gets exactly one token
+// and no token goes to two users — no admission a browser was told of is lost, since a tick's
+// message goes out only once a replica holds it; every position event, before and after the
+// failover, equals the true position at its tick; and every user then orders with the
+// token it was told (201), the stock falling by exactly N.
 func TestClusterMasterFailover(t *testing.T) {
 	n := 2000
 	if v, err := strconv.Atoi(os.Getenv("WR_TEST_FAILOVER_N")); err == nil && v > 0 {
@@ -65,17 +68,34 @@ func TestClusterMasterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	replica := replicaOf(t, c, master)
 	admin(t, ins[0], "PUT", "/admin/api/queues/fo", map[string]any{"paused": false})
-	time.Sleep(2 * time.Second) // about 400 admitted
-	// With every replica up, every admission so far waited for its replica.
+	testwait.For(t, 60*time.Second, "a fifth of the users admitted", func() bool {
+		return metricAll(t, ins, "queue_token_issued_total") >= float64(n/5)
+	})
+	// With every replica attached, no admission went out unconfirmed — on a busy machine too:
+	// a WAIT that falls short holds the tick instead.
 	if u := unconfirmedOf(t, ins); u != 0 {
 		t.Fatalf("%d admissions went out unconfirmed before the failover", u)
 	}
+	// The slot's replica stops acknowledging (SIGSTOP): admission is held — no tick, no token
+	// told — until the master dies with the held ticks' writes its replica may not have.
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = replica.Resume() }()
+	pausedAt, toldBefore := time.Now(), metricAll(t, ins, "queue_token_issued_total")
+	testwait.For(t, 60*time.Second, "admission held for 2 s", func() bool { return metricAll(t, ins, "queue_admission_held_seconds_total") >= 2 })
+	held := metricAll(t, ins, "queue_admission_held_ticks_total")
 	killedAt := time.Now()
 	if err := master.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("SIGKILLed master %s (owner of the queue's slot) at %s", master.Addr(), killedAt.Format("15:04:05.000"))
+	if err := replica.Resume(); err != nil { // it takes over, with what it had read
+		t.Fatal(err)
+	}
+	t.Logf("replica %s paused at %s (%v admitted by then); admission held (%v held ticks); SIGKILLed master %s (owner of the queue's slot) %.1f s later, %d users told a token by then",
+		replica.Addr(), pausedAt.Format("15:04:05.000"), toldBefore, held, master.Addr(), killedAt.Sub(pausedAt).Seconds(), admittedCount(fs))
 
 	testwait.For(t, 120*time.Second, "every user admitted", func() bool {
 		for _, f := range fs {
@@ -174,20 +194,55 @@ func TestClusterMasterFailover(t *testing.T) {
 	}
 	// After the failover the new master has no replica (its old master is down): admissions
 	// go out unconfirmed, counted — the documented limit.
-	t.Logf("%d users admitted across the failover, each told one token that bought once; %d admissions unconfirmed after the kill (no replica left)", n, unconfirmedOf(t, ins))
+	unconf := unconfirmedOf(t, ins)
+	t.Logf("%d users admitted across the failover, each told one token that bought once (0 lost); admissions confirmed %d, held ticks %v (%.1f s held in all), unconfirmed %d (after the kill: no replica left); %v token reads withheld",
+		n, int64(n)-unconf, metricAll(t, ins, "queue_admission_held_ticks_total"), metricAll(t, ins, "queue_admission_held_seconds_total"), unconf,
+		metricAll(t, ins, "queue_replication_withheld_total"))
 }
 
-// unconfirmedOf sums queue_replication_unconfirmed_total over the instances.
-func unconfirmedOf(t *testing.T, ins []*instance) int64 {
-	var sum int64
+// replicaOf finds the replica of master in c.
+func replicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Node) *redistest.Node {
+	t.Helper()
+	_, port, _ := strings.Cut(master.Addr(), ":")
+	for _, nd := range c.Nodes() {
+		nc := nd.Client()
+		info, err := nc.Info(context.Background(), "replication").Result()
+		_ = nc.Close()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r\n") {
+			return nd
+		}
+	}
+	t.Fatalf("no replica of %s", master.Addr())
+	return nil
+}
+
+// admittedCount is how many users have been told a token.
+func admittedCount(fs []*follower) int {
+	n := 0
+	for _, f := range fs {
+		if len(f.admittedTokens()) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// metricAll sums a metric (every label) over the instances.
+func metricAll(t *testing.T, ins []*instance, name string) float64 {
+	var sum float64
 	for _, in := range ins {
 		for _, line := range strings.Split(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "\n") {
-			if strings.HasPrefix(line, "queue_replication_unconfirmed_total") {
+			if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
 				f := strings.Fields(line)
 				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-				sum += int64(v)
+				sum += v
 			}
 		}
 	}
 	return sum
+}
+
+// unconfirmedOf sums queue_replication_unconfirmed_total over the instances.
+func unconfirmedOf(t *testing.T, ins []*instance) int64 {
+	return int64(metricAll(t, ins, "queue_replication_unconfirmed_total"))
 }

@@ -423,6 +423,21 @@
     }
 
     const err = await readError(res);
+    if (res.status === 401 && (err.code === 'token_invalid' || err.code === 'token_unknown') && attempt && !attempt.renewed) {
+      // The token may have been replaced (a Redis failover lost it and the buyer was admitted
+      // again): ask /status once and, if it tells a different token, order with that one.
+      // token_revoked and token_expired are final.
+      attempt.renewed = true;
+      const fresh = await replacementToken();
+      if (fresh) {
+        token = fresh;
+        attempt.key = uuid(); // nothing was ordered with the old token: a new attempt
+        setTokenState('valid');
+        watchToken();
+        await send();
+        return;
+      }
+    }
     if (res.status === 409 && err.code === 'token_in_use' && attempt && attempt.inUse < IN_USE_RETRIES) {
       attempt.inUse++;
       showResult('pending', t('order_in_use'));
@@ -458,6 +473,22 @@
       attempt = null;
       showResult('error', t('order_error', { msg: err.message }));
     }
+  }
+
+  /**
+   * replacementToken asks /status once for the caller's token and returns it
+   * when it differs from the one this page holds (null otherwise: still the
+   * same, no longer admitted, or the call failed).
+   */
+  async function replacementToken() {
+    const old = token && token.token;
+    try {
+      await W.status(queue);
+    } catch (_) {
+      return null;
+    }
+    const next = W.getToken(queue);
+    return next && next.token && next.token !== old ? next : null;
   }
 
   /**
