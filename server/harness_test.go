@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,18 +48,26 @@ type instance struct {
 	url    string
 	logs   *syncBuffer
 	cancel context.CancelFunc
-	done   chan error
+	done   chan error    // run's error, or the child's exit
+	exited chan struct{} // a child process: closed when it has exited
 	cmd    *exec.Cmd
 }
 
+// syncBuffer is an instance's log (or a child's output): written by its goroutines, read by
+// the test; changed tells a reader waiting for a line that more has been written.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed at the next write; made by the reader that waits
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -66,6 +75,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// since returns what was written from offset off on, and a channel closed at the next write
+// (taken in the same critical section, so no write falls between the two).
+func (s *syncBuffer) since(off int) (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return string(s.b.Bytes()[min(off, s.b.Len()):]), s.changed
 }
 
 // baseEnv is the configuration every test instance shares.
@@ -83,31 +103,88 @@ func baseEnv(redisURL, dbURL string, extra map[string]string) map[string]string 
 	return env
 }
 
+// startTimeout bounds an instance's start (until it logs "listening"); generous, since
+// tests start instances in parallel on a busy machine.
+const startTimeout = 60 * time.Second
+
 // startInProcess runs the server's run() in this process (race detector included).
 func startInProcess(t *testing.T, id string, env map[string]string) *instance {
 	t.Helper()
+	in := launchInProcess(t, id, env)
+	if err := in.ready(); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// startInProcessAll starts one in-process instance per id, all with env, at the same time
+// (their starts overlap instead of adding up); the instances are in the order of ids.
+func startInProcessAll(t *testing.T, env map[string]string, ids ...string) []*instance {
+	t.Helper()
+	ins := make([]*instance, len(ids))
+	for i, id := range ids {
+		ins[i] = launchInProcess(t, id, env)
+	}
+	readyAll(t, ins)
+	return ins
+}
+
+// readyAll waits for every instance to listen, all at once.
+func readyAll(t *testing.T, ins []*instance) {
+	t.Helper()
+	errs := make([]error, len(ins))
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = in.ready() }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launchInProcess starts run() in a goroutine, stopped when the test ends; ready waits for it
+// to listen.
+func launchInProcess(t *testing.T, id string, env map[string]string) *instance {
 	env = copyEnv(env)
 	env["WR_INSTANCE_ID"] = id
 	in := &instance{t: t, id: id, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
 	go func() { in.done <- run(ctx, func(k string) string { return env[k] }, in.logs) }()
-	in.url = waitListening(t, in.logs, in.done)
 	t.Cleanup(in.stop)
 	return in
 }
 
-// stop shuts the instance down gracefully (SIGTERM for a child process).
+// ready waits until the instance logs where it listens and sets in.url. It may run on any
+// goroutine (it reports instead of failing the test).
+func (in *instance) ready() error {
+	url, err := listening(in.logs, in.done, startTimeout)
+	if err != nil {
+		return fmt.Errorf("instance %s: %w", in.id, err)
+	}
+	in.url = url
+	return nil
+}
+
+// stopTimeout bounds a graceful stop (generous: a busy machine, many instances at once).
+const stopTimeout = 30 * time.Second
+
+// stop shuts the instance down gracefully (SIGINT for a child process).
 func (in *instance) stop() {
 	if in.cmd != nil {
-		if in.cmd.ProcessState == nil {
-			_ = in.cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-in.done:
-			case <-time.After(15 * time.Second):
-				_ = in.cmd.Process.Kill()
-				<-in.done
-			}
+		select {
+		case <-in.exited:
+			return
+		default:
+		}
+		_ = in.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-in.exited:
+		case <-time.After(stopTimeout):
+			_ = in.cmd.Process.Kill()
+			<-in.exited
 		}
 		return
 	}
@@ -119,8 +196,8 @@ func (in *instance) stop() {
 			if err != nil {
 				in.t.Errorf("instance %s: run: %v", in.id, err)
 			}
-		case <-time.After(15 * time.Second):
-			in.t.Errorf("instance %s did not shut down within 15 s", in.id)
+		case <-time.After(stopTimeout):
+			in.t.Errorf("instance %s did not shut down within %v", in.id, stopTimeout)
 		}
 	}
 }
@@ -128,7 +205,7 @@ func (in *instance) stop() {
 // kill SIGKILLs a child-process instance.
 func (in *instance) kill() {
 	_ = in.cmd.Process.Kill()
-	<-in.done
+	<-in.exited
 }
 
 var (
@@ -137,14 +214,22 @@ var (
 	buildErr  error
 )
 
-// binary builds the server once per test run.
+// binDirEnv names the directory binary builds into: made by the parent process of the
+// OpenAPI check (runSpecChild), which removes it when the tests end (the child, which runs
+// them, ends in os.Exit).
+const binDirEnv = "WR_TEST_BIN_DIR"
+
+// binary builds the server once per test run; tests in parallel wait for the one build.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "waitroom-bin-")
-		if err != nil {
-			buildErr = err
-			return
+		dir := os.Getenv(binDirEnv)
+		if dir == "" {
+			var err error
+			if dir, err = os.MkdirTemp("", "waitroom-bin-"); err != nil {
+				buildErr = err
+				return
+			}
 		}
 		binPath = filepath.Join(dir, "waitroom")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
@@ -164,9 +249,33 @@ func startProcess(t *testing.T, id string, env map[string]string) *instance {
 	return startCommand(t, id, env, binary(t))
 }
 
+// startProcessAll starts the built binary once per id, all with env, at the same time; the
+// instances are in the order of ids.
+func startProcessAll(t *testing.T, env map[string]string, ids ...string) []*instance {
+	t.Helper()
+	bin := binary(t)
+	ins := make([]*instance, len(ids))
+	for i, id := range ids {
+		ins[i] = launchCommand(t, id, env, bin)
+	}
+	readyAll(t, ins)
+	return ins
+}
+
 // startCommand runs argv (the built binary, perhaps behind a wrapper such as prlimit) as a
 // child process.
 func startCommand(t *testing.T, id string, env map[string]string, argv ...string) *instance {
+	t.Helper()
+	in := launchCommand(t, id, env, argv...)
+	if err := in.ready(); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// launchCommand starts argv as a child process, stopped when the test ends; ready waits for
+// it to listen.
+func launchCommand(t *testing.T, id string, env map[string]string, argv ...string) *instance {
 	t.Helper()
 	env = copyEnv(env)
 	env["WR_INSTANCE_ID"] = id
@@ -174,13 +283,16 @@ func startCommand(t *testing.T, id string, env map[string]string, argv ...string
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	in := &instance{t: t, id: id, logs: &syncBuffer{}, done: make(chan error, 1), cmd: cmd}
+	in := &instance{t: t, id: id, logs: &syncBuffer{}, done: make(chan error, 1), exited: make(chan struct{}), cmd: cmd}
 	cmd.Stdout, cmd.Stderr = in.logs, in.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { in.done <- cmd.Wait() }()
-	in.url = waitListening(t, in.logs, in.done)
+	go func() {
+		err := cmd.Wait()
+		close(in.exited)
+		in.done <- err
+	}()
 	t.Cleanup(in.stop)
 	return in
 }
@@ -196,25 +308,42 @@ func copyEnv(env map[string]string) map[string]string {
 // waitListening reads the "listening" log line for the chosen address.
 func waitListening(t *testing.T, logs *syncBuffer, done chan error) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if !strings.Contains(line, `"message":"listening"`) {
-				continue
-			}
-			var l struct{ Addr string }
-			if json.Unmarshal([]byte(line), &l) == nil && l.Addr != "" {
-				return "http://" + l.Addr
+	url, err := listening(logs, done, startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// listening waits for the "listening" log line and returns the address it names, reading
+// each line once as it is written; it fails if the server exits first or the timeout passes.
+func listening(logs *syncBuffer, done chan error, timeout time.Duration) (string, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	off := 0
+	for {
+		text, changed := logs.since(off)
+		if end := strings.LastIndexByte(text, '\n'); end >= 0 {
+			off += end + 1
+			for _, line := range strings.Split(text[:end], "\n") {
+				if !strings.Contains(line, `"message":"listening"`) {
+					continue
+				}
+				var l struct{ Addr string }
+				if json.Unmarshal([]byte(line), &l) == nil && l.Addr != "" {
+					return "http://" + l.Addr, nil
+				}
 			}
 		}
 		select {
+		case <-changed:
 		case err := <-done:
-			t.Fatalf("server exited before listening: %v\n%s", err, logs.String())
-		case <-time.After(20 * time.Millisecond):
+			done <- err // for stop, which waits for it too
+			return "", fmt.Errorf("server exited before listening: %v\n%s", err, logs.String())
+		case <-deadline.C:
+			return "", fmt.Errorf("server did not listen within %v\n%s", timeout, logs.String())
 		}
 	}
-	t.Fatalf("server did not listen within 30 s\n%s", logs.String())
-	return ""
 }
 
 // call makes one HTTP request and decodes a JSON answer into out (when not nil).

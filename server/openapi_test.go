@@ -244,9 +244,14 @@ func (s *specChecker) fail(req *http.Request, kind, msg string) {
 
 func (s *specChecker) count(kind byte) { s.send(string(kind)) }
 
+// send writes one event in one write. Tests run in parallel, so many goroutines send at
+// once: an *os.File serialises its writes (and writes all of each before the next), and an
+// event is kept under PIPE_BUF, which a pipe keeps whole even among processes; so every
+// event arrives whole and none is lost or merged, and the totals are exact
+// (TestOpenAPIEventsExactUnderConcurrency).
 func (s *specChecker) send(ev string) {
 	if s.events != nil {
-		if len(ev) > 4000 { // one write below PIPE_BUF stays whole among concurrent writers
+		if len(ev) > 4000 {
 			ev = ev[:3990] + "…\n"
 		}
 		_, _ = s.events.WriteString(ev)
@@ -265,8 +270,14 @@ func runSpecChild() int {
 		fmt.Fprintln(os.Stderr, "openapi:", err)
 		return 1
 	}
+	binDir, err := os.MkdirTemp("", "waitroom-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "openapi:", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
 	cmd := exec.Command(os.Args[0], os.Args[1:]...)
-	cmd.Env = append(os.Environ(), specChildEnv+"=1")
+	cmd.Env = append(os.Environ(), specChildEnv+"=1", binDirEnv+"="+binDir)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the child
 	if err := cmd.Start(); err != nil {
@@ -274,24 +285,7 @@ func runSpecChild() int {
 		return 1
 	}
 	w.Close()
-	var requests, responses int
-	var orphans []string
-	br := bufio.NewReader(r)
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			break
-		}
-		switch c {
-		case 'q':
-			requests++
-		case 'r':
-			responses++
-		case 'f':
-			line, _ := br.ReadString('\n')
-			orphans = append(orphans, strings.TrimSuffix(line, "\n"))
-		}
-	}
+	requests, responses, orphans := readEvents(r)
 	code := 0
 	var ee *exec.ExitError
 	switch err := cmd.Wait(); {
@@ -320,6 +314,27 @@ func runSpecChild() int {
 		}
 	}
 	return code
+}
+
+// readEvents reads the child's events until it closes fd 3: a byte per checked request
+// ('q') and response ('r'), a line per orphan failure ('f'…'\n').
+func readEvents(r io.Reader) (requests, responses int, orphans []string) {
+	br := bufio.NewReader(r)
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return requests, responses, orphans
+		}
+		switch c {
+		case 'q':
+			requests++
+		case 'r':
+			responses++
+		case 'f':
+			line, _ := br.ReadString('\n')
+			orphans = append(orphans, strings.TrimSuffix(line, "\n"))
+		}
+	}
 }
 
 // thousands writes n with commas: 1,204.
