@@ -54,7 +54,7 @@ func builtinTables() map[string]map[string]string {
 
 // messageAreas are the tables of the third wave, one per area of the pages, each
 // {English, Korean, Japanese} per key (messages_<area>.go).
-var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27}
+var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28}
 
 func newCatalog(tables map[string]map[string]string) *catalog {
 	c := &catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}

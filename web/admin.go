@@ -42,6 +42,8 @@ type queueStatsJSON struct {
 	AutoRedirect bool    `json:"auto_redirect"`
 	TickLagMs    float64 `json:"tick_lag_ms"`
 	Leader       string  `json:"leader"`
+	// AdmissionHeld: the leader holds a tick until a Redis replica acknowledges it.
+	AdmissionHeld bool `json:"admission_held"`
 	rateModeJSON
 	RateReason               string `json:"rate_reason"`
 	TokenTTLEffectiveSeconds int64  `json:"token_ttl_effective_seconds"`

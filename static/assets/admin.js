@@ -1027,6 +1027,7 @@
     field(c, 'badge-paused').hidden = !q.paused;
     field(c, 'badge-closed').hidden = !q.closed;
     field(c, 'badge-leader').hidden = !q.leader;
+    field(c, 'badge-held').hidden = !q.admission_held; // ticks wait for a replica's acknowledgement
     field(c, 'badge-leader').textContent = typeof q.leader === 'string' && q.leader ? t('admin_leader') + ': ' + q.leader : t('admin_leader');
     // Invite lanes' waiters, when the stats carry them (waiting is the normal line).
     const byInvite = n(q.waiting_priority) + n(q.waiting_bypass);
