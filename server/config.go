@@ -241,7 +241,7 @@ var settings = []setting{
 		c.ReplicaAcks = n
 		return nil
 	}},
-	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short, admissions go out unconfirmed (counted in queue_replication_unconfirmed_total) for 5 s before the next try", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},
+	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short while a replica is attached the tick is held (no token told) and confirmed again each tick; with no replica attached admissions go out unconfirmed (counted in queue_replication_unconfirmed_total)", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
 	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare, as the release before; for the first rolling upgrade only — guards accept both either way)", func(c *config, v string) error {
