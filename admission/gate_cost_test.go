@@ -59,6 +59,7 @@ func manyTicketCookies(signer *queue.Signer, token string, n int, extra map[int]
 // costs at most admission.MaxGateCommands Redis commands, and a check (GET /api/verify)
 // at most MaxTokenChecks + 1.
 func TestGateCostBounded(t *testing.T) {
+	t.Parallel()
 	q, cnt, _ := countingStore(t)
 	keys := newRing(t, q, admission.Config{})
 	signer := queue.NewSigner([]byte(secret))

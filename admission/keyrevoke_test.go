@@ -17,6 +17,7 @@ import (
 // revocation stays revoked; a key that waits to sign can be revoked and the signing key
 // then keeps signing.
 func TestKeyRevocation(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	ctx := context.Background()
 	a := newRing(t, q, admission.Config{PublishDelay: time.Millisecond})

@@ -45,6 +45,7 @@ func claims(exp time.Time) admission.Claims {
 }
 
 func TestSignAndVerify(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	a := newRing(t, q, admission.Config{})
 	b := newRing(t, q, admission.Config{}) // a second instance: same keys from Redis
@@ -112,6 +113,7 @@ func decode(t *testing.T, seg string, out any) {
 }
 
 func TestVerifyRefuses(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	r := newRing(t, q, admission.Config{})
 	ctx := context.Background()
@@ -182,6 +184,7 @@ func flip(s string) string {
 // TestRotation: a new key is published at once, signs after the publish delay; tokens of
 // the old key keep verifying everywhere; another instance learns the new key by itself.
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	ctx := context.Background()
 	a := newRing(t, q, admission.Config{PublishDelay: 300 * time.Millisecond})
@@ -233,6 +236,7 @@ func TestRotation(t *testing.T) {
 // TestAnotherSecretOnlyVerifies: an instance with another WR_SECRET cannot unseal the keys;
 // it verifies with them but makes its own key to sign (a misconfiguration it logs).
 func TestAnotherSecretOnlyVerifies(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	a := newRing(t, q, admission.Config{})
 	b := newRing(t, q, admission.Config{Secret: []byte("another-secret-0123456789")})
@@ -268,6 +272,7 @@ func FuzzVerify(f *testing.F) {
 // accepted; far in the future is refused; a token admitted before signed tokens (no stored
 // admission time) verifies whatever its lifetime.
 func TestIssuedAtSkewAndLegacy(t *testing.T) {
+	t.Parallel()
 	r := newRing(t, store(t), admission.Config{})
 	ctx := context.Background()
 	c := claims(time.Now().Add(time.Minute))
@@ -295,6 +300,7 @@ func TestIssuedAtSkewAndLegacy(t *testing.T) {
 
 // TestFirstKeyMadeOnce: instances starting together on a new deployment sign with one key.
 func TestFirstKeyMadeOnce(t *testing.T) {
+	t.Parallel()
 	q := store(t)
 	rings := make([]*admission.KeyRing, 4)
 	errs := make(chan error, len(rings))
@@ -321,6 +327,7 @@ func TestFirstKeyMadeOnce(t *testing.T) {
 // TestUnknownKidWithRedisDown: a token whose key this instance does not know, while the
 // keys cannot be re-read, is the store's failure (503), not the token's (401).
 func TestUnknownKidWithRedisDown(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // stopped below
 	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
 	r := newRing(t, q, admission.Config{})
@@ -335,6 +342,7 @@ func TestUnknownKidWithRedisDown(t *testing.T) {
 // TestOneSpelling: a line break inside a segment (which the base64 decoder would skip) makes
 // another spelling of a valid token: refused.
 func TestOneSpelling(t *testing.T) {
+	t.Parallel()
 	r := newRing(t, store(t), admission.Config{})
 	tok, _ := r.Sign(claims(time.Now().Add(time.Minute)))
 	i := strings.LastIndexByte(tok, '.') + 5

@@ -67,6 +67,7 @@ func refusalCode(err error) string {
 // other tokens of the queue still pass; revoking what is not live is ErrTokenNotLive or
 // ErrNoPlace and changes nothing.
 func TestRevokedTokenRefused(t *testing.T) {
+	t.Parallel()
 	q, _, cli := countingStore(t)
 	keys := newRing(t, q, admission.Config{})
 	signer := queue.NewSigner([]byte(secret))

@@ -18,6 +18,7 @@ const b64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_
 // the lenient base64url decoder reads several of them as the same bytes; padding and the
 // standard alphabet are refused too.
 func TestOneSpellingPerToken(t *testing.T) {
+	t.Parallel()
 	r := newRing(t, store(t), admission.Config{})
 	tok, err := r.Sign(claims(time.Now().Add(time.Minute)))
 	if err != nil {

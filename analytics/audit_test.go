@@ -54,6 +54,7 @@ func (l *auditLogBuffer) String() string {
 }
 
 func TestAuditLogRecordsAndLists(t *testing.T) {
+	t.Parallel()
 	pool := auditTestPool(t, pgtest.MustDB(t))
 	a := NewAuditLog(pool, zerolog.Nop())
 	defer a.Close(context.Background())
@@ -107,6 +108,7 @@ func TestAuditLogRecordsAndLists(t *testing.T) {
 }
 
 func TestAuditLogBatchesABurst(t *testing.T) {
+	t.Parallel()
 	pool := auditTestPool(t, pgtest.MustDB(t))
 	a := NewAuditLog(pool, zerolog.Nop())
 	n := AuditBatch*2 + 7
@@ -133,6 +135,7 @@ func TestAuditLogBatchesABurst(t *testing.T) {
 // retries, then logs the entry at error level with its content; List reports
 // ErrUnavailable.
 func TestAuditLogDatabaseDown(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.MustPrivate(t)
 	pool := auditTestPool(t, pg.URL())
 	var logs auditLogBuffer

@@ -35,6 +35,7 @@ func (e *env) product(t *testing.T, id, queueName string, stock int) {
 }
 
 func TestHistorySteps(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	now := time.Now().UTC()
@@ -112,6 +113,7 @@ func TestHistorySteps(t *testing.T) {
 }
 
 func TestRollupAndRetention(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	m := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
@@ -167,6 +169,7 @@ func TestRollupAndRetention(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	e.mkQueue(t, "rp", 10)
@@ -260,6 +263,7 @@ func TestReport(t *testing.T) {
 // 7-day step) is counted from the Unix epoch, so every point's time is a multiple of it and
 // each minute row lands in exactly one step.
 func TestHistoryStepsOnTheUnixGrid(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	now := time.Now().UTC()

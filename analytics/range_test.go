@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseRange(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ok := []struct {
 		name, from, to, step string
@@ -53,6 +54,7 @@ func TestParseRange(t *testing.T) {
 }
 
 func TestHistogramQuantiles(t *testing.T) {
+	t.Parallel()
 	var h histogram
 	if _, ok := h.quantile(0.5); ok {
 		t.Error("an empty histogram has a quantile")

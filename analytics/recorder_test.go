@@ -107,6 +107,7 @@ func exec(t *testing.T, dsn, sql string, args ...any) {
 }
 
 func TestRecorderWritesStepsWithDeltasAndWaits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	const name = "rec"
@@ -215,6 +216,7 @@ func TestRecorderWritesStepsWithDeltasAndWaits(t *testing.T) {
 }
 
 func TestRecorderDropsRowsWhileTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const name = "down"
 	e.mkQueue(t, name, 1000)
@@ -240,6 +242,7 @@ func TestRecorderDropsRowsWhileTheDatabaseIsDown(t *testing.T) {
 }
 
 func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
+	t.Parallel()
 	// Pure memory: marks and measurement without Redis.
 	r := &Recorder{queues: map[string]*tracker{}}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -276,6 +279,7 @@ func TestWaitsOfOldSequencesAreNotMeasured(t *testing.T) {
 }
 
 func TestWaitsCountOnlyTheAdmitted(t *testing.T) {
+	t.Parallel()
 	// The head passes places that left: 10 sequences, 4 of them admitted (the tick names
 	// them), 2 more by an invite lane.
 	r := &Recorder{queues: map[string]*tracker{}}
@@ -294,6 +298,7 @@ func TestWaitsCountOnlyTheAdmitted(t *testing.T) {
 // admitted (anywhere in the line) while the head stays below the lowest one still waiting;
 // each pick's wait is from its own join, and a later jump of the head measures nothing more.
 func TestWaitsOfTheLotteryAreItsPicks(t *testing.T) {
+	t.Parallel()
 	r := &Recorder{queues: map[string]*tracker{}}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	r.ObserveTick("lot", t0, queue.TickResult{})
@@ -315,6 +320,7 @@ func TestWaitsOfTheLotteryAreItsPicks(t *testing.T) {
 // baseline (counts nothing), and the next row counts the step's own activity. A queue made
 // now counts everything in its first row.
 func TestFirstRowOfAQueueFromBeforeTheTotals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	t0 := time.Now().UTC().Truncate(Step).Add(-time.Minute)

@@ -14,6 +14,7 @@ import (
 // lists both sold-out periods (the first closed by the restock) and counts what happened
 // after the last recorded step from the queue's running totals.
 func TestReportSaleEdges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	const name = "edge"

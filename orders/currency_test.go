@@ -15,6 +15,7 @@ import (
 // The allow-list holds the common currencies with ISO 4217's minor units, and nothing
 // that is not an upper-case code on it passes.
 func TestCurrencyAllowList(t *testing.T) {
+	t.Parallel()
 	want := map[string]int{
 		"USD": 2, "EUR": 2, "GBP": 2, "JPY": 0, "KRW": 0, "CNY": 2, "CHF": 2, "CAD": 2,
 		"AUD": 2, "SEK": 2, "NOK": 2, "DKK": 2, "PLN": 2, "CZK": 2, "HUF": 2, "INR": 2,
@@ -45,6 +46,7 @@ func TestCurrencyAllowList(t *testing.T) {
 // A new product without a currency is DefaultCurrency; a set one is kept by later
 // patches that do not name it; a refused one changes nothing.
 func TestProductCurrency(t *testing.T) {
+	t.Parallel()
 	s, _ := mustOpen(t, orders.Config{})
 	ctx := ctxT(t)
 	p, _, err := s.PutProduct(ctx, "plain", orders.ProductPatch{})
@@ -78,6 +80,7 @@ func TestProductCurrency(t *testing.T) {
 // names no currency, inserts) the default currency, and the column refuses a code that is
 // not three upper-case letters even from raw SQL.
 func TestCurrencyMigrationDefault(t *testing.T) {
+	t.Parallel()
 	_, dsn := mustOpen(t, orders.Config{})
 	ctx := ctxT(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -116,6 +119,7 @@ func TestCurrencyMigrationDefault(t *testing.T) {
 // docs/openapi.yaml lists the same currencies as the code (its Currency schema's enum),
 // so the e2e spec check cannot drift from what the server accepts.
 func TestCurrencyListMatchesOpenAPI(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)

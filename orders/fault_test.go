@@ -52,6 +52,7 @@ func waitLockWaiters(t *testing.T, dsn string, n int) {
 }
 
 func TestPoolExhaustedFailsFast(t *testing.T) {
+	t.Parallel()
 	const acquire = 200 * time.Millisecond
 	s, dsn := mustOpen(t, orders.Config{MaxConns: 2, AcquireTimeout: acquire, QueryTimeout: 20 * time.Second})
 	mustProduct(t, s, "hot", 10)
@@ -91,6 +92,7 @@ func TestPoolExhaustedFailsFast(t *testing.T) {
 }
 
 func TestDatabaseDownThenBack(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.MustPrivate(t)
 	s, _ := mustOpen(t, orders.Config{URL: pg.URL(), AcquireTimeout: 500 * time.Millisecond, QueryTimeout: 2 * time.Second})
 	mustProduct(t, s, "p", 10)
@@ -148,6 +150,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 }
 
 func TestLostCommitAnswerIsResolvedByLookup(t *testing.T) {
+	t.Parallel()
 	s, dsn, reg := mustOpenReg(t, orders.Config{})
 	mustProduct(t, s, "p", 5)
 	lost := true
@@ -174,6 +177,7 @@ func TestLostCommitAnswerIsResolvedByLookup(t *testing.T) {
 }
 
 func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "p", 5)
 	dropped := false
@@ -198,6 +202,7 @@ func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
 }
 
 func TestDeadlockIsRetried(t *testing.T) {
+	t.Parallel()
 	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 20 * time.Second})
 	mustProduct(t, s, "p", 5)
 	ctx := context.Background()
@@ -253,6 +258,7 @@ func TestDeadlockIsRetried(t *testing.T) {
 }
 
 func TestRetriesStopAfterThree(t *testing.T) {
+	t.Parallel()
 	s, dsn, reg := mustOpenReg(t, orders.Config{})
 	mustProduct(t, s, "p", 5)
 	calls := 0

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNeverOversells(t *testing.T) {
+	t.Parallel()
 	const buyers, workers, stock = 10_000, 200, 100
 	run := func(t *testing.T, cfg orders.Config) (counts map[string]int, dsn string) {
 		s, dsn := mustOpen(t, cfg)
@@ -92,6 +93,7 @@ func label(replayed bool, err error) string {
 }
 
 func TestSameKeyConcurrentlyMakesOneOrder(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{MaxConns: 20, AcquireTimeout: 10 * time.Second})
 	mustProduct(t, s, "p1", 10)
 	const n = 50
@@ -136,6 +138,7 @@ func TestSameKeyConcurrentlyMakesOneOrder(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "a", 5)
 	mustProduct(t, s, "b", 5)
@@ -181,6 +184,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestReplayAfterSellingTheLastUnit(t *testing.T) {
+	t.Parallel()
 	s, _ := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "last", 1)
 	req := orders.OrderRequest{ProductID: "last", Quantity: 1, Ticket: "t", IdempotencyKey: "k-last"}
@@ -198,6 +202,7 @@ func TestReplayAfterSellingTheLastUnit(t *testing.T) {
 }
 
 func TestSoldOutAndNotFound(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "few", 3)
 	if _, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "few", Quantity: 4}); !errors.Is(err, orders.ErrSoldOut) {
@@ -218,6 +223,7 @@ func TestSoldOutAndNotFound(t *testing.T) {
 }
 
 func TestInvalidOrderIsRejected(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "ok", 10)
 	for _, tc := range []struct {
@@ -248,6 +254,7 @@ func TestInvalidOrderIsRejected(t *testing.T) {
 }
 
 func TestPerBuyerCaps(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	ctx := ctxT(t)
 	stock, perOrder, perTicket := 100, 3, 5

@@ -9,6 +9,7 @@ import (
 // A queue is sold out when at least one product names it and every such product has stock
 // 0; products of other queues or off sale do not count.
 func TestQueueSoldOut(t *testing.T) {
+	t.Parallel()
 	s, _ := mustOpen(t, orders.Config{})
 	ctx := ctxT(t)
 	put := func(id, queue string, stock int) {

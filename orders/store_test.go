@@ -18,6 +18,7 @@ import (
 )
 
 func TestMigrationsRunOnceUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.MustDB(t)
 	const n = 5
 	applied := make([]int, n)
@@ -63,6 +64,7 @@ func TestMigrationsRunOnceUnderConcurrency(t *testing.T) {
 }
 
 func TestProducts(t *testing.T) {
+	t.Parallel()
 	s, _ := mustOpen(t, orders.Config{})
 	ctx := ctxT(t)
 	name, price, stock := "Limited sneaker", int64(129_000), 7
@@ -157,6 +159,7 @@ func TestProducts(t *testing.T) {
 }
 
 func TestErrorMapping(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -183,6 +186,7 @@ func TestErrorMapping(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	s, _, reg := mustOpenReg(t, orders.Config{MaxConns: 7})
 	mustProduct(t, s, "m", 1)
 	ctx := ctxT(t)
@@ -272,6 +276,7 @@ func BenchmarkPlaceOrder(b *testing.B) {
 }
 
 func TestQueryTimeoutOnALockedRow(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	s, dsn := mustOpen(t, orders.Config{QueryTimeout: timeout})
 	mustProduct(t, s, "locked", 5)
@@ -296,6 +301,7 @@ func TestQueryTimeoutOnALockedRow(t *testing.T) {
 // A concurrent index build that was cut off leaves an INVALID index; the next start drops it
 // and builds it again instead of recording the migration over a useless index.
 func TestInvalidIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "p", 10)
 	ctx := ctxT(t)

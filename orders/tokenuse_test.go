@@ -18,6 +18,7 @@ import (
 // not Redis (whose mark of a used token a failover can lose), is the record of its use. A
 // repeat with the first order's key still gets that order.
 func TestTokenBuysOnce(t *testing.T) {
+	t.Parallel()
 	s, dsn, reg := mustOpenReg(t, orders.Config{})
 	mustProduct(t, s, "tok", 10)
 	ctx := ctxT(t)
@@ -112,6 +113,7 @@ func TestTokenBuysOnce(t *testing.T) {
 // as after a failover): exactly one is created. The others either see it before their
 // insert or wait on the unique index for its COMMIT and then see it; the stock moves once.
 func TestTokenBuysOnceConcurrently(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{MaxConns: 30, AcquireTimeout: 10 * time.Second})
 	mustProduct(t, s, "race", 100)
 	// Hold every COMMIT a moment, so the others reach the insert while the winner's row is
@@ -156,6 +158,7 @@ func TestTokenBuysOnceConcurrently(t *testing.T) {
 // Migrations 006 and 007: the column, and the unique index whose name the error mapping
 // knows (a unique violation on it is ErrTokenUsed; on another index it is not).
 func TestTokenIndex(t *testing.T) {
+	t.Parallel()
 	s, dsn := mustOpen(t, orders.Config{})
 	mustProduct(t, s, "ix", 5)
 	valid := query[bool](t, dsn, `SELECT i.indisvalid AND i.indisunique AND i.indpred IS NOT NULL

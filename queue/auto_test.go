@@ -35,6 +35,7 @@ func (f *fixture) backend(t *testing.T, name string, end time.Time, n int, lat t
 // The AIMD rules, one control step each, against a real Redis: the decision, the rate
 // and the reason written to the queue's settings (what the next tick and the admin see).
 func TestAutoRateRules(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	// busy: the line is long and the rate was admitted in full; idle: nobody waits.
@@ -101,6 +102,7 @@ func TestAutoRateRules(t *testing.T) {
 // After a cut the controller waits: no second cut within CutHold (the window still holds
 // the old rate's requests), no raise within RaiseHold; then it acts again.
 func TestAutoRateCoolDowns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "cool", 40)
@@ -136,6 +138,7 @@ func TestAutoRateCoolDowns(t *testing.T) {
 // After an overshoot the rate climbs back to 80 % of the rate it was cut from and stays
 // there; after 10 s healthy there it probes upwards in quarter steps.
 func TestAutoRatePlateau(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "plat", 20)
@@ -172,6 +175,7 @@ func TestAutoRatePlateau(t *testing.T) {
 // A backend whose capacity fell: within CutHold of a cut, failing requests and a p95 still
 // rising bring the next cut at once.
 func TestAutoRateCutsAgainWhenWorse(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "worse", 40)
@@ -205,6 +209,7 @@ func TestAutoRateCutsAgainWhenWorse(t *testing.T) {
 // rate; a new leader starts from the stored rate; a stale window (an instance that
 // stopped) is no signal.
 func TestAutoRateModes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "fixed", 20, 0)

@@ -17,6 +17,7 @@ import (
 // sunsubscribe and keeps the connection). The feed subscribes again on the new owner, says so
 // (FeedSubscribed: the reader resyncs), and receives the ticks published there.
 func TestShardedFeedFollowsAManualFailover(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartCluster(t) // its own: roles change here
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

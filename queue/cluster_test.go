@@ -40,6 +40,7 @@ func subscribeTicks(ctx context.Context, rdb redis.UniversalClient, name string)
 //
 // A new script fails this test until the scenario below runs it.
 func TestScriptsKeepToOneSlot(t *testing.T) {
+	t.Parallel()
 	var c *redistest.Cluster
 	if redistest.ClusterMode() {
 		c = redistest.Start(t).Cluster()
@@ -184,6 +185,7 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 // Put and the ticket parser. ("a}b" would give wr:{q:a}b}:cfg, hashed as {q:a}: queue a's
 // slot, whatever its other keys do.)
 func TestQueueNamesKeepTheHashTag(t *testing.T) {
+	t.Parallel()
 	if redistest.Slot("wr:{q:a}b}:cfg") != redistest.Slot("wr:{q:a}:cfg") {
 		t.Fatal("the example in this test's comment is wrong")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestHealthBuckets(t *testing.T) {
+	t.Parallel()
 	for i := 1; i < queue.HealthBuckets-1; i++ {
 		if queue.HealthBound(i) <= queue.HealthBound(i-1) {
 			t.Fatalf("bound %d (%v) not above bound %d (%v)", i, queue.HealthBound(i), i-1, queue.HealthBound(i-1))
@@ -29,6 +30,7 @@ func TestHealthBuckets(t *testing.T) {
 }
 
 func TestHealthQuantile(t *testing.T) {
+	t.Parallel()
 	var w queue.HealthWindow
 	if w.Quantile(0.95) != 0 || w.FailureRatio() != 0 {
 		t.Fatal("an empty window has a latency or failures")
@@ -54,6 +56,7 @@ func TestHealthQuantile(t *testing.T) {
 // Windows of every instance are merged when fresh; old ones are left out; a value this
 // build cannot read is skipped, never an error; the hash expires by itself.
 func TestHealthWindowsMerge(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second)

@@ -38,6 +38,7 @@ func joinInvite(t testing.TB, f *fixture, name, code string) (queue.Ticket, queu
 }
 
 func TestInvitesCreateListRevoke(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "inv", 0, 0)
@@ -127,6 +128,7 @@ func TestInvitesCreateListRevoke(t *testing.T) {
 }
 
 func TestInviteJoin(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "a", 0, 0)
@@ -291,6 +293,7 @@ func tickUntil(t *testing.T, f *fixture, a *queue.Admitter, name string, maxPerT
 // 100 bypass codes used at once make 100 places; admission lets exactly those 100 in first,
 // each once, never more per tick than the rate allows and never beyond max_active.
 func TestBypassInvitesConcurrent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	const name, rate, maxActive = "vip", 200.0, 30
@@ -403,6 +406,7 @@ func TestBypassInvitesConcurrent(t *testing.T) {
 // With both lines long, the priority line gets priority_share of the admissions: over
 // 1,000 admissions within ±5 % (exact up to the carried fraction).
 func TestPriorityShare(t *testing.T) {
+	t.Parallel()
 	for _, share := range []float64{0.5, 0.2} {
 		t.Run(strconv.FormatFloat(share, 'f', -1, 64), func(t *testing.T) {
 			f := newFixture(t)
@@ -443,6 +447,7 @@ func TestPriorityShare(t *testing.T) {
 // A lane with too few waiters leaves its part to the other line, and no carry builds up
 // while the priority line is empty.
 func TestLanesWorkConserving(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	const name = "wc"
@@ -478,6 +483,7 @@ func TestLanesWorkConserving(t *testing.T) {
 // instance computes from the snapshot (seq − head − departures between) equals the rank
 // in the lane's ZSET, and Status says the same.
 func TestLanePositionsExact(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	const name = "pos"
@@ -558,6 +564,7 @@ func TestLanePositionsExact(t *testing.T) {
 
 // Ticks carry the lanes in fields the release before ignores, under the same version.
 func TestTickLanesMessage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	const name = "msg"
@@ -600,6 +607,7 @@ func TestTickLanesMessage(t *testing.T) {
 // A lane waiter with no sign of life for the grace period is swept like a normal one, and
 // its departure is published in its lane.
 func TestLaneWaiterAbandoned(t *testing.T) {
+	t.Parallel()
 	srv := newFixture(t).srv
 	rdb := srv.Client()
 	q := queue.New(rdb, queue.Config{Grace: 300 * time.Millisecond}, nil)
@@ -640,6 +648,7 @@ func TestLaneWaiterAbandoned(t *testing.T) {
 // moves its head to its tail, and the next ticks run exactly the commands of a queue
 // whose lanes were never used.
 func TestEmptiedLaneCostsNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "plain", 5, 0)

@@ -47,6 +47,7 @@ func rlAllow(t *testing.T, l *queue.Limiter, limits []queue.Limit) queue.Result 
 }
 
 func TestLimiterPerUserRejectsWithScopeUser(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	for i := range 3 {
 		if r := rlAllow(t, l, rlChain("alice", 1, 3, 1000, 1000)); !r.Allowed || r.Remaining != 2-i {
@@ -64,6 +65,7 @@ func TestLimiterPerUserRejectsWithScopeUser(t *testing.T) {
 }
 
 func TestLimiterGlobalRejectsWithScopeGlobal(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	allowed, global := 0, 0
 	for i := range 10 {
@@ -84,6 +86,7 @@ func TestLimiterGlobalRejectsWithScopeGlobal(t *testing.T) {
 }
 
 func TestLimiterRefusalsDoNotSpendOtherBuckets(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	const slow = 0.001 // no noticeable refill during the test
 	chain := func(user string) []queue.Limit { return rlChain(user, slow, 1, slow, 10) }
@@ -116,6 +119,7 @@ func TestLimiterRefusalsDoNotSpendOtherBuckets(t *testing.T) {
 }
 
 func TestLimiterRefillsOverTime(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	lim := []queue.Limit{{Scope: "user", Key: "u", Rate: 50, Burst: 2}} // one token per 20ms
 	for range 2 {
@@ -152,6 +156,7 @@ func TestLimiterRefillsOverTime(t *testing.T) {
 }
 
 func TestLimiterRetryAfterIsSane(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	for _, tc := range []struct {
 		rate  float64
@@ -179,6 +184,7 @@ func TestLimiterRetryAfterIsSane(t *testing.T) {
 }
 
 func TestLimiterIsAtomicUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -201,6 +207,7 @@ func TestLimiterIsAtomicUnderConcurrency(t *testing.T) {
 }
 
 func TestLimiterKeysShareOneSlotAndExpire(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	prefix := rlPrefix(t)
@@ -235,6 +242,7 @@ func TestLimiterKeysShareOneSlotAndExpire(t *testing.T) {
 }
 
 func TestLimiterRejectsBadLimits(t *testing.T) {
+	t.Parallel()
 	l, _ := rlLimiter(t)
 	for name, limits := range map[string][]queue.Limit{
 		"empty chain":   nil,
@@ -253,6 +261,7 @@ func TestLimiterRejectsBadLimits(t *testing.T) {
 }
 
 func TestLimiterReportsRedisDown(t *testing.T) {
+	t.Parallel()
 	l, srv := rlLimiter(t, redistest.Single()) // stopped below
 	if r, err := l.Allow(context.Background(), "k", 1, 1); err != nil || !r.Allowed {
 		t.Fatalf("up: %+v %v", r, err)

@@ -13,6 +13,7 @@ import (
 // Limits stored by the release before (no status_* fields) keep the configured status limit
 // instead of turning it off; a Put is used at once and seen by another instance's store.
 func TestLiveLimitsAcrossReleases(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -15,6 +15,7 @@ func strp(s string) *string { return &s }
 
 // TestBrandContrast: the WCAG ratios of known pairs.
 func TestBrandContrast(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		a, b string
 		want float64
@@ -40,6 +41,7 @@ func TestBrandContrast(t *testing.T) {
 // TestBrandSettings: each branding field is validated by Put (an *InvalidError naming it),
 // stored, read back, and cleared by "".
 func TestBrandSettings(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "b", 1, 0)
@@ -89,6 +91,7 @@ func TestBrandSettings(t *testing.T) {
 // TestLogo: the type must match the bytes; the logo lives under the queue's hash tag; it
 // is read back whole and deleted.
 func TestLogo(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{1}, 100)...)

@@ -11,6 +11,7 @@ import (
 // An allowed origin is stored in the one form a browser's Origin header carries, or refused
 // with a 422 naming allowed_origins and saying what is wrong.
 func TestNormalizeOriginPortsAndHosts(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"https://shop.example:8443":     "https://shop.example:8443",
 		"https://shop.example:443":      "https://shop.example",

@@ -37,6 +37,7 @@ func expireToken(t *testing.T, f *fixture, tk queue.Ticket) {
 // place keeps counting while its token lives. A ticket that already has a place gets it
 // back without spending one; another address has its own allowance.
 func TestPlacesPerIP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "cap", 1000, 0)
@@ -142,6 +143,7 @@ func bp(v bool) *bool { return &v }
 // until their token ended, 40 were admitted at once (all of max_active) and the queue was
 // blocked for the token TTL; now the address holds its share of max_active.
 func TestPlacesPassthroughOneAddress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "pt", 1000, 40)
@@ -232,6 +234,7 @@ func TestPlacesPassthroughOneAddress(t *testing.T) {
 
 // TestAddressCap: the cap as the join script computes it.
 func TestAddressCap(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		places, maxActive int64
 		share             float64
@@ -261,6 +264,7 @@ func TestAddressCap(t *testing.T) {
 // TestPlacesShareSetting: the share is checked (0..1, 422 naming the field), stored, read
 // back, and a queue made before the setting existed has the default.
 func TestPlacesShareSetting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "sh", 5, 10)
@@ -297,6 +301,7 @@ func TestPlacesShareSetting(t *testing.T) {
 // places that ended (here: admissions whose tokens expired) are dropped from
 // its set as they are found, so the set never outgrows the cap.
 func TestPlacesEndedDropped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "full", 1000, 0)

@@ -40,6 +40,7 @@ func exactly(tb testing.TB, challenge string, bits int) string {
 }
 
 func TestPowChallengeRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := queue.NewSigner([]byte("test-secret"))
 	now := time.Unix(1_800_000_000, 0)
 	c := s.NewChallenge("drop", 12, now)
@@ -78,6 +79,7 @@ func TestPowChallengeRoundTrip(t *testing.T) {
 }
 
 func TestPowChallengeRefused(t *testing.T) {
+	t.Parallel()
 	s := queue.NewSigner([]byte("test-secret"))
 	now := time.Unix(1_800_000_000, 0)
 	c := s.NewChallenge("drop", 8, now)
@@ -147,6 +149,7 @@ func TestPowChallengeRefused(t *testing.T) {
 }
 
 func TestPowLeadingZeroBits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		b    []byte
 		want int
@@ -176,6 +179,7 @@ func TestPowLeadingZeroBits(t *testing.T) {
 
 // TestPowJoinGate runs the join script's gate on a real Redis with verified proofs.
 func TestPowJoinGate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	if _, err := f.q.PowDifficulty(ctx, "nope"); !errors.Is(err, queue.ErrQueueNotFound) {
@@ -315,6 +319,7 @@ func BenchmarkPowVerify(b *testing.B) {
 // so the same challenge made a second place). An instance 100 s behind issues a challenge
 // that, on Redis time, expires in 20 s: the record is kept exactly that long.
 func TestPowRecordOnRedisTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "pwt", 0, 0)

@@ -44,6 +44,7 @@ func (f *fixture) mkQueue(t testing.TB, name string, rate float64, maxActive int
 }
 
 func TestJoin(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "drop", 0, 0)
@@ -155,6 +156,7 @@ func TestJoin(t *testing.T) {
 }
 
 func TestSettingsValidation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	bad := []queue.SettingsPatch{
@@ -183,6 +185,7 @@ func TestSettingsValidation(t *testing.T) {
 }
 
 func TestTicketSigning(t *testing.T) {
+	t.Parallel()
 	s := queue.NewSigner([]byte("k1"))
 	tk, raw := s.New("drop")
 	got, err := s.Parse(raw)

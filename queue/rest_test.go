@@ -15,6 +15,7 @@ import (
 // no admit script: the tick counter stands still), a join wakes it at once — long before the
 // rest check (an hour here) — and the joiner is admitted; with the token used up it rests again.
 func TestIdleQueueRests(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mkQueue(t, "calm", 1000, 0)
@@ -67,6 +68,7 @@ func TestIdleQueueRests(t *testing.T) {
 // end up leading 10 ± 1 each — exactly the queues the spread prefers for them — and when one
 // stops, the other three take its queues.
 func TestLeadershipSpreadsOverInstances(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	const nq = 40
@@ -143,6 +145,7 @@ func TestLeadershipSpreadsOverInstances(t *testing.T) {
 // learns them from its rest check: the start of an empty scheduled queue runs its draw (the
 // seed is revealed) and the end marks the sale ended, with nobody joining.
 func TestRestingQueueKeepsItsSchedule(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	startsAt, endsAt := time.Now().Add(1500*time.Millisecond), time.Now().Add(3*time.Second)

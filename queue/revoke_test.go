@@ -12,6 +12,7 @@ import (
 // is free for the next buyer at once, and its holder can queue again for a new place (not
 // handed the same revoked token back).
 func TestRevokeEndsTheAdmission(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "rv", 1000, 1)

@@ -34,6 +34,7 @@ func (h *publishCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // its next refresh, not at its next probe) — the wake reaches a subscriber; setting the flag
 // to what it is publishes nothing.
 func TestSoldOutChangePublishesAWake(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 )
 
 func TestAssignSpreadsEvenly(t *testing.T) {
+	t.Parallel()
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = fmt.Sprintf("event-%04d", i)

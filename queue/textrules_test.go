@@ -12,6 +12,7 @@ import (
 // Branding text with a bidi embedding, override or isolate is refused naming its field;
 // the direction marks (LRM, RLM, ALM) are right-to-left text's ordinary tools and stay.
 func TestSettingsBrandRefusesBidiControls(t *testing.T) {
+	t.Parallel()
 	for _, r := range []rune{0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069} {
 		for _, field := range []string{"brand_message", "brand_name"} {
 			text := "pay at " + string(r) + "etis.live"
@@ -39,6 +40,7 @@ func TestSettingsBrandRefusesBidiControls(t *testing.T) {
 
 // A rate or share of -0 is 0: stored and answered without the sign.
 func TestSettingsNegativeZeroIsZero(t *testing.T) {
+	t.Parallel()
 	nz := math.Copysign(0, -1)
 	s := queue.SettingsPatch{RatePerSecond: &nz, PriorityShare: &nz}.Apply(queue.DefaultSettings("q"))
 	if err := s.Validate(); err != nil {

@@ -9,6 +9,7 @@ import (
 // During a rolling deploy an instance reads ticks written by the release before it (no
 // "v") and by the release after it (a higher "v", fields it does not know).
 func TestDecodeTickAcrossVersions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, msg string
 		v         int

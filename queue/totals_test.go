@@ -28,6 +28,7 @@ func (l *tickLog) ObserveTick(_ string, _ time.Time, r queue.TickResult) {
 // issued while the line is long gets the adaptive TTL: ttl × H / (H + waiting), not below
 // the minimum.
 func TestRunningTotalsAndAdaptiveTTL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	_, _, err := f.q.Put(ctx, "tot", queue.SettingsPatch{RatePerSecond: f64(0), TokenTTL: dur(100 * time.Second),

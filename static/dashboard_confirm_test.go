@@ -32,6 +32,7 @@ var irreversibleKinds = []string{
 // (The browser test TestBrowserDashboardConfirmations checks confirmKind's answers for
 // every request the page makes, and each control's dialog.)
 func TestDashboardIrreversibleActionsConfirm(t *testing.T) {
+	t.Parallel()
 	b, err := fs.ReadFile(static.FS, "assets/admin.js")
 	if err != nil {
 		t.Fatal(err)

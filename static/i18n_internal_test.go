@@ -10,6 +10,7 @@ import (
 // (messages with messagesJA beside it, key for key) or exactly one area table of
 // messageAreas — so a key added to an area never silently replaces another one's text.
 func TestMessageTablesDoNotOverlap(t *testing.T) {
+	t.Parallel()
 	for k := range messages {
 		if _, ok := messagesJA[k]; !ok {
 			t.Errorf("%s: in messages, not in messagesJA", k)
@@ -20,7 +21,7 @@ func TestMessageTablesDoNotOverlap(t *testing.T) {
 			t.Errorf("%s: in messagesJA, not in messages", k)
 		}
 	}
-	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27"}
+	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27", "messagesAck28"}
 	if len(names) != len(messageAreas) {
 		t.Fatalf("messageAreas has %d tables, this test names %d", len(messageAreas), len(names))
 	}
@@ -48,6 +49,7 @@ func TestMessageTablesDoNotOverlap(t *testing.T) {
 // TestBuyerAreas: the dashboard's and the report's tables are not buyer messages, the
 // order, waiting and platform tables are.
 func TestBuyerAreas(t *testing.T) {
+	t.Parallel()
 	for _, area := range []map[string][3]string{messagesDashboard, messagesReport} {
 		for k := range area {
 			if isBuyerKey(k) {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLang(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		header string
 		want   string
@@ -82,6 +83,7 @@ func placeholders(s string) []string {
 // English (a key missing in any language fails), none empty, with the same
 // {placeholders}.
 func TestMessagesEveryLanguage(t *testing.T) {
+	t.Parallel()
 	if got := static.Languages(); !slices.Equal(got, []string{"en", "ko", "ja"}) {
 		t.Fatalf("Languages() = %v, want en ko ja", got)
 	}
@@ -139,6 +141,7 @@ func sameInEveryLanguage(key, english string) bool {
 // English, Korean and Japanese with the same {placeholders} — checked on the tables the
 // pages get, so a key an area adds is checked the moment it lands.
 func TestTheFirstTablesAreTranslated(t *testing.T) {
+	t.Parallel()
 	en, ko, ja := static.Messages("en"), static.Messages("ko"), static.Messages("ja")
 	if len(en) != len(ko) || len(en) != len(ja) {
 		t.Errorf("en %d keys, ko %d, ja %d", len(en), len(ko), len(ja))
@@ -151,6 +154,7 @@ func TestTheFirstTablesAreTranslated(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
+	t.Parallel()
 	en, ko := static.Messages("en"), static.Messages("ko")
 	if len(en) == 0 || len(en) != len(ko) {
 		t.Fatalf("got %d English and %d Korean messages", len(en), len(ko))
@@ -254,6 +258,7 @@ var requiredIDs = map[string][]string{
 }
 
 func TestTemplates(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +303,7 @@ func TestTemplates(t *testing.T) {
 
 // The messages block must be JSON the scripts can parse.
 func TestMessagesBlockIsJSON(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +337,7 @@ func readAll(t *testing.T, glob string) map[string]string {
 }
 
 func TestEveryKeyUsedExists(t *testing.T) {
+	t.Parallel()
 	check := func(file, key string) {
 		for _, lang := range static.Languages() {
 			if _, ok := static.Messages(lang)[key]; !ok {
@@ -373,6 +380,7 @@ func TestEveryKeyUsedExists(t *testing.T) {
 // The scripts look elements up by id; each id must be on the page that loads
 // the script.
 func TestScriptsFindTheirElements(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +405,7 @@ func TestScriptsFindTheirElements(t *testing.T) {
 // script, style or event handler, and every referenced asset exists and is named by its
 // content-hashed URL ({{asset "queue.js"}}).
 func TestTemplatesFitTheCSP(t *testing.T) {
+	t.Parallel()
 	inlineHandler := regexp.MustCompile(`(?i)\son[a-z]+\s*=`)
 	scriptTag := regexp.MustCompile(`(?i)<script\b([^>]*)>`)
 	assetRef := regexp.MustCompile(`/static/([\w.-]+)|\{\{asset "([\w.-]+)"\}\}`)
@@ -430,6 +439,7 @@ func TestTemplatesFitTheCSP(t *testing.T) {
 // The admin editors carry the hardening settings (a product's queue and per-buyer caps, a
 // queue's places_per_ip), each control with a slot for the server's 422 message next to it.
 func TestAdminEditsHardeningSettings(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -468,6 +478,7 @@ func TestAdminEditsHardeningSettings(t *testing.T) {
 }
 
 func TestIndexGroupsDigits(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -490,6 +501,7 @@ func TestIndexGroupsDigits(t *testing.T) {
 // The drop-day states of the waiting page and the dashboard's sale form: the sentences the
 // buyer reads, the verification link, and the sale controls with their error slots.
 func TestDropDay(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -543,6 +555,7 @@ func TestDropDay(t *testing.T) {
 // TestQueueAutoRedirect: the queue's auto_redirect reaches the page as data-auto-redirect,
 // and the page has the truth elements (paused, updated, stale, lost place, notify, deadline).
 func TestQueueAutoRedirect(t *testing.T) {
+	t.Parallel()
 	tmpl, err := static.Templates()
 	if err != nil {
 		t.Fatal(err)
@@ -623,6 +636,7 @@ func TestLoadMessagesDir(t *testing.T) {
 // Every asset has a content-hashed URL that resolves back to it; another release's hash does
 // not resolve, and plain names are not taken for hashed ones.
 func TestAssetURLsCarryTheContentHash(t *testing.T) {
+	t.Parallel()
 	entries, err := fs.ReadDir(static.Assets(), ".")
 	if err != nil {
 		t.Fatal(err)
@@ -681,6 +695,7 @@ func buyerFiles(t *testing.T) []string {
 // (static.BuyerMessages), so a key added for the dashboard never reaches a buyer's page
 // and a buyer page that starts using a dashboard key fails here.
 func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
+	t.Parallel()
 	all, buyer := static.Messages("en"), static.BuyerMessages("en")
 	tplKey := regexp.MustCompile(`\.T\.(\w+)|index \.T "(\w+)"`)
 	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
@@ -765,6 +780,7 @@ func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 // {{.T.key}} or the key's English text, and tx('key', 'fallback') falls back to the
 // English text — the words before admin.js localizes never differ from the table's.
 func TestDashboardFallbacksAreTheEnglishText(t *testing.T) {
+	t.Parallel()
 	en := static.Messages("en")
 	el := regexp.MustCompile(`data-i18n="(\w+)"[^>]*>([^<]*)<`)
 	for name, src := range readAll(t, "templates/*.html") {

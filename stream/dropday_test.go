@@ -190,6 +190,7 @@ func lastPrequeueSize(s *evStream) int64 {
 // draw with the place it read before is placed by the next fan-out; a member that left
 // before the start is dropped at the draw.
 func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: 100 * time.Millisecond})
 	ctx := context.Background()
 	starts := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
@@ -264,6 +265,7 @@ func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
 // At the start every pre-queue stream gets its drawn place at once: the fan-out never runs
 // in this test (an hour apart), so only the draw loop can have pushed the positions.
 func TestDrawPushesPositionsAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: time.Hour})
 	ctx := context.Background()
 	starts := time.Now().Add(1500 * time.Millisecond)
@@ -308,6 +310,7 @@ func TestDrawPushesPositionsAtOnce(t *testing.T) {
 // stream; a stream that connects while sold out gets its position saying so, then the
 // sold_out event; when stock returns every stream gets a position saying "sold_out":false.
 func TestSoldOutReachesEveryStream(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: 200 * time.Millisecond})
 	ctx := context.Background()
 	var ss []*evStream
@@ -367,6 +370,7 @@ func TestSoldOutReachesEveryStream(t *testing.T) {
 // too. A buyer holding a live token keeps it: that stream is not closed, and a reconnect
 // after the end gets the admitted event again.
 func TestEndClosesEveryStream(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: 100 * time.Millisecond})
 	ctx := context.Background()
 	one, rate := int64(1), 100.0
@@ -407,6 +411,7 @@ func TestEndClosesEveryStream(t *testing.T) {
 // A random queue (a lottery) shows no place: "position" and "eta_seconds" are null, the
 // number waiting is there; every open stream hears it when the method changes.
 func TestRandomQueueHidesPositions(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: 100 * time.Millisecond})
 	var ss []*evStream
 	for range 3 {
@@ -437,6 +442,7 @@ func TestRandomQueueHidesPositions(t *testing.T) {
 // The heartbeat is a ping event carrying the queue's current event id and the server time,
 // no longer a comment.
 func TestPingEventCarriesTheEventID(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{Heartbeat: 100 * time.Millisecond})
 	tk := f.join(t)
 	s := f.open(t, tk, f.place(t, tk))
@@ -499,6 +505,7 @@ func (s *countingSource) Seqs(ctx context.Context, q string, ids []string) ([]in
 // places do not expire before the start), not even when one closes, and nothing is asked
 // about their tickets. Once drawn they are touched like any waiter.
 func TestPrequeueCostsNoPresenceWork(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	q := queue.New(rs.Client(), queue.Config{Grace: -1}, nil)
 	ctx := context.Background()

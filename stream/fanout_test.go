@@ -8,6 +8,7 @@ import (
 // The front of the line gets a position event every round; everyone behind it exactly once
 // every BackEvery rounds, and each round carries an even share of them.
 func TestFanoutFrontEveryRoundBackSpread(t *testing.T) {
+	t.Parallel()
 	const front, every = 12, 3
 	h := NewHub(nil, Config{UpdateFront: front, BackEvery: every, Shards: 1}, nil)
 	qh := &qhub{name: "q", conns: map[*conn]struct{}{}, byTicket: map[string][]*conn{}}

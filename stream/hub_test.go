@@ -77,6 +77,7 @@ func readLines(c net.Conn, out chan<- string) {
 }
 
 func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{Heartbeat: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, Shards: 1})
 	slow := f.attach(t, "10.0.0.1") // never read: every write to a pipe blocks
 	_ = slow
@@ -111,6 +112,7 @@ func TestSlowClientIsDroppedWithoutStallingOthers(t *testing.T) {
 }
 
 func TestShutdownSendsJitteredRetry(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{Retry: 2 * time.Second, ShutdownRetry: 5 * time.Second})
 	var chans []chan string
 	for i := range 5 {
@@ -152,6 +154,7 @@ func TestShutdownSendsJitteredRetry(t *testing.T) {
 }
 
 func TestPerIPCap(t *testing.T) {
+	t.Parallel()
 	f := newHub(t, stream.Config{MaxPerIP: 2})
 	f.attach(t, "10.0.2.1")
 	f.attach(t, "10.0.2.1")
@@ -167,6 +170,7 @@ func TestPerIPCap(t *testing.T) {
 // on the socket, and the tick message from Redis to the hub (operators read both to tell
 // server-side delay from client-side delay).
 func TestAdmissionDeliveryIsMeasured(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	f := newHubWith(t, stream.Config{}, reg)
 	client := f.attach(t, "10.0.3.1")

@@ -158,6 +158,7 @@ func laneSeqs(t *testing.T, rdb redis.UniversalClient, key string) []int64 {
 // A line state from a message of the release before lanes (no "lanes") keeps the lanes;
 // the ETA of each lane uses its share of the rate while the other line has waiters.
 func TestLaneETAAndOldMessages(t *testing.T) {
+	t.Parallel()
 	var l line
 	l.reset(queue.Snapshot{Ev: 1, Head: 10, Tail: 30, Waiting: 20, Rate: 10, AdmitRate: 10, Share: 0.25,
 		Priority: queue.LaneState{Head: 2, Tail: 12, Waiting: 9, Gone: []int64{5}},

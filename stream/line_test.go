@@ -28,6 +28,7 @@ func receiveTick(t *testing.T, feed *queue.Feed) queue.Tick {
 }
 
 func TestParseLastEventID(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want int64
@@ -59,6 +60,7 @@ func FuzzParseLastEventID(f *testing.F) {
 }
 
 func TestPositionRendererIsValidJSON(t *testing.T) {
+	t.Parallel()
 	for _, l := range []line{
 		{ev: 7, tick: 42, waiting: 100, rate: 5, arate: 4.567},
 		{ev: 1, tick: 1, waiting: 3, rate: 2.5, paused: true},

@@ -12,6 +12,7 @@ import (
 // queue's normal line shows no place (position and ETA null, the number waiting kept),
 // while its invite lanes keep their positions.
 func TestPositionEventSaleFields(t *testing.T) {
+	t.Parallel()
 	base := line{ev: 3, tick: 9, head: 10, tail: 40, waiting: 30, rate: 10, arate: 10, share: 0.5,
 		lanes: [2]laneLine{{tail: 5, waiting: 5}}}
 	data := func(l line, lane uint8, pos int64) map[string]any {
@@ -55,6 +56,7 @@ func TestPositionEventSaleFields(t *testing.T) {
 
 // The pre-queue's size is counted live before the start and is the frozen list's after it.
 func TestPrequeueSizeByPhase(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		phase queue.DrawPhase
 		want  int64

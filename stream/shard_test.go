@@ -176,6 +176,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // spread over hbSlots instants Heartbeat/hbSlots apart (a stream in slot s is pinged at
 // (s+1) steps, then every Heartbeat), so they are not all pinged at once.
 func TestHeartbeatOncePerHeartbeatSpreadOverSlots(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const hb, beats = 15 * time.Second, 5
 		step := hb / hbSlots
@@ -217,6 +218,7 @@ func TestHeartbeatOncePerHeartbeatSpreadOverSlots(t *testing.T) {
 // a slow client; the reading client behind it gets its response head at that moment and
 // its pings on schedule after it, one per Heartbeat.
 func TestSlowClientHoldsItsWriterOneWriteTimeout(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const hb, wt = time.Second, 250 * time.Millisecond
 		h := NewHub(stubSource{}, Config{Heartbeat: hb, WriteTimeout: wt, Shards: 1}, nil)
@@ -262,6 +264,7 @@ func TestSlowClientHoldsItsWriterOneWriteTimeout(t *testing.T) {
 // [Retry/4, ShutdownRetry] and closed; a client that stopped reading holds the shutdown up
 // for shutdownWriteTimeout at most.
 func TestShutdownRetryJitteredAndBounded(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := Config{Retry: 2 * time.Second, ShutdownRetry: 5 * time.Second, Shards: 2}
 		h := NewHub(stubSource{}, cfg, nil)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestAddrKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"203.0.113.7", "203.0.113.7"},
 		{"::ffff:203.0.113.7", "203.0.113.7"},
@@ -34,6 +35,7 @@ func mustTrust(t testing.TB, header string, trusted ...string) proxyTrust {
 
 // The client is the rightmost forwarded hop that is not a trusted proxy.
 func TestClientAddress(t *testing.T) {
+	t.Parallel()
 	xff := "X-Forwarded-For"
 	chain := mustTrust(t, xff, "10.0.0.0/8", "2001:db8:ffff::/48")
 	for _, tc := range []struct {
@@ -77,6 +79,7 @@ func TestClientAddress(t *testing.T) {
 }
 
 func TestProxyTrustParse(t *testing.T) {
+	t.Parallel()
 	p := mustTrust(t, "X-Forwarded-For", " 10.0.0.7/8 ", "::ffff:192.168.0.0/112", "2001:db8::1")
 	for addr, want := range map[string]bool{"10.200.0.1": true, "11.0.0.1": false, "192.168.3.4": true,
 		"192.169.0.1": false, "2001:db8::1": true, "2001:db8::2": false} {
@@ -130,6 +133,7 @@ func FuzzForwardedFor(f *testing.F) {
 // Every use of the client address goes through clientIP: Fiber's c.IP() and c.IPs() read
 // the proxy header from the left (or, without one here, give the peer behind a proxy).
 func TestNoFiberClientAddress(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

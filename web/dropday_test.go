@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseQueueBodyTimes(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2030, 6, 1, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name, body string
@@ -56,6 +57,7 @@ func TestParseQueueBodyTimes(t *testing.T) {
 
 // Positions are null where none exists; the pre-queue's fields appear only in it.
 func TestPlaceBodyDropDay(t *testing.T) {
+	t.Parallel()
 	s := &Server{}
 	tk := queue.Ticket{Queue: "drop", ID: "id"}
 	starts := time.Date(2030, 6, 1, 10, 0, 0, 0, time.UTC)
@@ -91,6 +93,7 @@ func TestPlaceBodyDropDay(t *testing.T) {
 }
 
 func TestDropDayErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err    error
 		status int

@@ -10,6 +10,7 @@ import (
 )
 
 func TestETagMatches(t *testing.T) {
+	t.Parallel()
 	const etag = `"abc123"`
 	for _, tc := range []struct {
 		field string
@@ -48,6 +49,7 @@ func TestETagMatches(t *testing.T) {
 
 // The conditional GET works for every route that sets an ETag, with lists, W/ and *.
 func TestNotModified(t *testing.T) {
+	t.Parallel()
 	app := fiber.New(fiber.Config{ErrorHandler: handleError(zerolog.Nop())})
 	app.Use(noStore, notModified)
 	app.Get("/logo", func(c *fiber.Ctx) error {

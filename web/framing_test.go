@@ -203,6 +203,7 @@ const framingSmuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 // same write, and in small pieces: it is answered 400 (JSON, Connection: close), the
 // connection then ends, and the request hidden behind it is never served.
 func TestFramingRefusesAmbiguousRequests(t *testing.T) {
+	t.Parallel()
 	addr, _ := framingServer(t, true)
 	modes := []struct {
 		name string
@@ -250,6 +251,7 @@ func TestFramingRefusesAmbiguousRequests(t *testing.T) {
 // TestFramingAnswersWithItsOwnMessage: a request refused at a request boundary is
 // answered by the guard, naming the problem.
 func TestFramingAnswersWithItsOwnMessage(t *testing.T) {
+	t.Parallel()
 	addr, _ := framingServer(t, true)
 	r := framingDial(t, addr)
 	r.send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
@@ -264,6 +266,7 @@ func TestFramingAnswersWithItsOwnMessage(t *testing.T) {
 // TestFramingServesWellFormedStreams: keep-alive, pipelining, bodies of both framings,
 // reads cut anywhere, big heads and HTTP/1.0 still work through the guard.
 func TestFramingServesWellFormedStreams(t *testing.T) {
+	t.Parallel()
 	addr, _ := framingServer(t, true)
 	type exchange struct{ req, method, want string }
 	get := func(path string) exchange {
@@ -345,6 +348,7 @@ func TestFramingServesWellFormedStreams(t *testing.T) {
 // byte, fasthttp takes the failed trailer read for the end of the body and answers the
 // request normally; either way the connection ends there and nothing after it is served.
 func TestFramingMalformedTrailer(t *testing.T) {
+	t.Parallel()
 	addr, _ := framingServer(t, true)
 	const start = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"
 	for _, trailer := range []string{" folded\r\n\r\n", "0x: y\r\n\r\n", "X: a\rb\r\n\r\n"} {
@@ -378,6 +382,7 @@ func TestFramingMalformedTrailer(t *testing.T) {
 // body. fasthttp v1.51's pre-parse stops reading at the closing boundary and serves
 // whatever follows as the next request, which no listener-level guard can see.
 func TestFramingMultipartEpilogueIsBody(t *testing.T) {
+	t.Parallel()
 	addr, _ := framingServer(t, true)
 	for pad := 4030; pad < 4040; pad++ {
 		body := "--XB\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nv\r\n--XB--\r\n" + strings.Repeat("z", pad) + framingSmuggled
@@ -397,6 +402,7 @@ func TestFramingMultipartEpilogueIsBody(t *testing.T) {
 // the stream handler takes it) is still a syscall.Conn, and a MSG_PEEK on its fd sees
 // the client as open while it is and as gone once it closes: the guard holds no bytes.
 func TestFramingKeepsHijackedConnsPeekable(t *testing.T) {
+	t.Parallel()
 	addr, hijacked := framingServer(t, true)
 	r := framingDial(t, addr)
 	r.send("GET /hijack HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -474,6 +480,7 @@ func framingScanSplit(s string, cuts ...int) (int, uint8, framingScanner) {
 // TestFramingScannerAnySplit: the verdict on a stream does not depend on where reads cut
 // it, for a well-formed stream and for each refused request.
 func TestFramingScannerAnySplit(t *testing.T) {
+	t.Parallel()
 	if at, why, f := framingScanSplit(framingStream); at >= 0 || f.st != fsStart || f.head != 0 {
 		t.Fatalf("well-formed stream refused at %d (%d) or not at a boundary (state %d)", at, why, f.st)
 	}

@@ -14,6 +14,7 @@ import (
 // The collector writes one window per second for each queue that had guarded requests in
 // it — counted once, failures included — and nothing for a queue without any.
 func TestHealthCollector(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	q := queue.New(rdb, queue.Config{}, nil)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestIndexStatePrecedence(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
 	sched := func(s queue.Settings) queue.Settings {
@@ -44,6 +45,7 @@ func TestIndexStatePrecedence(t *testing.T) {
 }
 
 func TestIndexListsEndedForADay(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
 	for _, c := range []struct {
@@ -63,6 +65,7 @@ func TestIndexListsEndedForADay(t *testing.T) {
 }
 
 func TestPollEvery(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		rate float64
 		want int

@@ -31,6 +31,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 }
 
 func TestAcceptErrorsAreRetriedNotFatal(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

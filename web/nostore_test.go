@@ -12,6 +12,7 @@ import (
 // The default is no-store; a handler may allow a cache; an error never is cached; the
 // routes open to other origins vary by Origin whether or not the request sent one.
 func TestNoStoreDefault(t *testing.T) {
+	t.Parallel()
 	app := fiber.New(fiber.Config{ErrorHandler: handleError(zerolog.Nop())})
 	app.Use(noStore)
 	app.Get("/api/queues/:queue/status", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"ticket": "secret"}) })

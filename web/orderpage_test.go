@@ -7,6 +7,7 @@ import (
 )
 
 func TestChooseProduct(t *testing.T) {
+	t.Parallel()
 	sold := []orders.Product{{ID: "a", Stock: 0}, {ID: "b", Stock: 3}, {ID: "c", Stock: 1}}
 	for _, c := range []struct {
 		name   string
@@ -33,6 +34,7 @@ func TestChooseProduct(t *testing.T) {
 }
 
 func TestSellsThrough(t *testing.T) {
+	t.Parallel()
 	all := []orders.Product{{ID: "demo", Queue: "demo"}, {ID: "old"}, {ID: "sneaker", Queue: "line"}, {ID: "ticket", Queue: "fest"}}
 	ids := func(ps []orders.Product) (out []string) {
 		for _, p := range ps {
@@ -66,6 +68,7 @@ func TestSellsThrough(t *testing.T) {
 }
 
 func TestMinorText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		minor  int64
 		digits int

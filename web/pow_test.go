@@ -7,6 +7,7 @@ import (
 )
 
 func TestPowJoinBody(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, body string
 		status     int

@@ -7,6 +7,7 @@ import (
 )
 
 func TestReturnTarget(t *testing.T) {
+	t.Parallel()
 	allowed := []string{"https://shop.example", "http://127.0.0.2:8090"}
 	good := []string{
 		"https://shop.example",
@@ -64,6 +65,7 @@ func TestReturnTarget(t *testing.T) {
 }
 
 func TestNormalizeOrigin(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"https://Shop.Example":    "https://shop.example",
 		"http://127.0.0.2:8090":   "http://127.0.0.2:8090",

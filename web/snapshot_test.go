@@ -103,6 +103,7 @@ func (ss *snapServer) refreshes() int {
 // start at most one refresh per second that passes, and the Redis commands they cost do not
 // grow with their number (at rest a refresh reads only a slice of probes).
 func TestSnapshotVisitorsShareOneRefresh(t *testing.T) {
+	t.Parallel()
 	ss := startSnapServer(t, 120, Config{})
 	if code, got, _ := ss.index(t, ""); code != 200 || len(got) != indexPerPage {
 		t.Fatalf("first page: %d with %d entries, want 200 with %d", code, len(got), indexPerPage)
@@ -150,6 +151,7 @@ func TestSnapshotVisitorsShareOneRefresh(t *testing.T) {
 // Pages: 50 queues a page, in name order, each with its data-state; a page past the last
 // redirects to the last; a page that is not a whole number from 1 is a 400 naming page.
 func TestIndexPages(t *testing.T) {
+	t.Parallel()
 	ss := startSnapServer(t, 120, Config{})
 	seen := map[string]bool{}
 	for p, want := range []int{50, 50, 20} {
@@ -206,6 +208,7 @@ func TestIndexPages(t *testing.T) {
 // a new queue (its wake names it); a change that publishes no wake (a sold-out flag) at
 // the queue's next probe — here made due at once.
 func TestSnapshotFollowsChanges(t *testing.T) {
+	t.Parallel()
 	ss := startSnapServer(t, 3, Config{})
 	ctx := context.Background()
 	if _, got, _ := ss.index(t, ""); len(got) != 3 {
@@ -240,6 +243,7 @@ func TestSnapshotFollowsChanges(t *testing.T) {
 // production) is that queue's problem: the others of its pipeline keep following their
 // changes, and the broken one keeps what the view had.
 func TestSnapshotOneBrokenQueue(t *testing.T) {
+	t.Parallel()
 	ss := startSnapServer(t, 3, Config{})
 	ctx := context.Background()
 	if _, got, _ := ss.index(t, ""); len(got) != 3 {
@@ -273,6 +277,7 @@ func TestSnapshotOneBrokenQueue(t *testing.T) {
 // past either, 429 too_many_streams with Retry-After and the usual error body; a stream
 // that ends gives its slot back. Every stream reads the one snapshot.
 func TestAdminStreamBounds(t *testing.T) {
+	t.Parallel()
 	tokA, tokB, tokC := "operator-token-aaaaaaaa", "viewer-token-bbbbbbbbbb", "viewer-token-cccccccccc"
 	ss := startSnapServer(t, 2, Config{AdminToken: tokA, AdminStreamsPerToken: 2, AdminStreamsPerInstance: 3,
 		AdminTokens: []AdminToken{{Name: "bee", Role: RoleViewer, Token: tokB}, {Name: "cee", Role: RoleViewer, Token: tokC}}})
@@ -358,6 +363,7 @@ func TestAdminStreamBounds(t *testing.T) {
 // GET /admin/api/stats reads the writes this instance answered: a PUT of a queue, then the
 // stats at once show it (a read of that queue alone, even within the snapshot's second).
 func TestAdminStatsReadsOwnWrites(t *testing.T) {
+	t.Parallel()
 	tok := "operator-token-aaaaaaaa"
 	ss := startSnapServer(t, 2, Config{AdminToken: tok})
 	do := func(method, path, body string) string {

@@ -20,6 +20,7 @@ type strictOuter struct {
 }
 
 func TestStrictBodyAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, body  string
 		status      int
@@ -70,6 +71,7 @@ func TestStrictBodyAnswers(t *testing.T) {
 }
 
 func TestStrictBodyNamesTheKnownKey(t *testing.T) {
+	t.Parallel()
 	var v queueBody
 	err := decodeStrict([]byte(`{"RATE_PER_SECOND":7}`), &v)
 	var e *Error

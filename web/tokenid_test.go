@@ -8,6 +8,7 @@ import (
 // The order store records one id per admission: a signed token's jti, the bare token
 // itself, in one spelling.
 func TestOrderTokenID(t *testing.T) {
+	t.Parallel()
 	const id = "6f1c1f2e-8a4b-4c1d-9e2f-0a1b2c3d4e5f"
 	seg := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	jws := func(payload string) string { return seg(`{"alg":"EdDSA","kid":"k"}`) + "." + seg(payload) + ".c2ln" }

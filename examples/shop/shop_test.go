@@ -38,6 +38,7 @@ func do(t *testing.T, h http.Handler, method, path, ctype, body, cookie string) 
 }
 
 func TestNewRefusesWrongSettings(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]Config{
 		"room with a path":   {Room: "http://line.example/room", Queue: "demo", Product: "demo"},
 		"room not http":      {Room: "ftp://line.example", Queue: "demo", Product: "demo"},
@@ -56,6 +57,7 @@ func TestNewRefusesWrongSettings(t *testing.T) {
 }
 
 func TestPagesCarryTheRoomQueueAndProduct(t *testing.T) {
+	t.Parallel()
 	s := newTestShop(t)
 	for _, p := range []string{"/", "/redirect.html", "/embed.html"} {
 		code, _, h := do(t, s, "GET", p, "", "", "")
@@ -79,6 +81,7 @@ func TestPagesCarryTheRoomQueueAndProduct(t *testing.T) {
 }
 
 func TestBadRequestsGetClearErrorsAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	s := newTestShop(t)
 	for _, c := range []struct {
 		name, method, path, ctype, body string
@@ -107,6 +110,7 @@ func TestBadRequestsGetClearErrorsAndChangeNothing(t *testing.T) {
 }
 
 func TestOneShopOrderPerSession(t *testing.T) {
+	t.Parallel()
 	s := newTestShop(t)
 	s.sessions["sid"] = &session{TicketHash: "abc"} // what a redeemed token opens
 	code, out, _ := do(t, s, "POST", "/shop/api/orders", "application/json", `{"quantity":1}`, "sid")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestBackoffDoublesUpToMaxAndResets(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}
 	ctx := context.Background()
 	var got []time.Duration

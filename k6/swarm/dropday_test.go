@@ -6,6 +6,7 @@ import (
 )
 
 func TestPermutationOf(t *testing.T) {
+	t.Parallel()
 	const t0 = 1000
 	rec := func(pos int64, at int64) dropRec { return dropRec{Pos: pos, PosAt: at} }
 	t.Run("ok", func(t *testing.T) {
@@ -26,6 +27,7 @@ func TestPermutationOf(t *testing.T) {
 }
 
 func TestPermutationExplain(t *testing.T) {
+	t.Parallel()
 	const t0 = 1000
 	recs := []dropRec{
 		{Pos: 1, PosAt: t0 + 1, First: evPrequeue, DrawID: "a"},
@@ -47,6 +49,7 @@ func TestPermutationExplain(t *testing.T) {
 }
 
 func TestOrderCheckOf(t *testing.T) {
+	t.Parallel()
 	order := []string{"AA", "bb", "cc"}
 	recs := []dropRec{
 		{Pos: 1, PosAt: 10, DrawID: "aa"}, // rank 1: right
@@ -65,6 +68,7 @@ func TestOrderCheckOf(t *testing.T) {
 }
 
 func TestEventKind(t *testing.T) {
+	t.Parallel()
 	for ev, want := range map[string]uint8{"prequeue": evPrequeue, "position": evPosition, "sold_out": evOther, "ping": evOther} {
 		if got := eventKind([]byte(ev)); got != want {
 			t.Errorf("%s: %d, want %d", ev, got, want)
@@ -73,6 +77,7 @@ func TestEventKind(t *testing.T) {
 }
 
 func TestFindNamed(t *testing.T) {
+	t.Parallel()
 	v := map[string]any{"queues": []any{map[string]any{"name": "a", "waiting": 1.0}, map[string]any{"name": "b", "prequeue": 7.0}}}
 	if m := findNamed(v, "b"); m == nil || m["prequeue"] != 7.0 {
 		t.Fatalf("%v", m)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestFields(t *testing.T) {
+	t.Parallel()
 	b := []byte(`{"position":42,"waiting":100,"eta_seconds":null,"ticket":"x","tick":7,"server_time":"2026-01-02T03:04:05.678Z"}`)
 	if v, ok := jsonInt(b, "position"); !ok || v != 42 {
 		t.Fatalf("position = %d %v", v, ok)
@@ -31,6 +32,7 @@ func TestFields(t *testing.T) {
 }
 
 func TestHistQuantiles(t *testing.T) {
+	t.Parallel()
 	var h hist
 	for i := 1; i <= 1000; i++ {
 		h.add(time.Duration(i) * time.Millisecond)
@@ -51,6 +53,7 @@ func TestHistQuantiles(t *testing.T) {
 }
 
 func TestLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"http://127.0.0.1:8080", "http://localhost:1", "http://[::1]:80", "http://127.3.4.5:9"} {
 		if err := checkLoopbackURL(ok); err != nil {
 			t.Errorf("%s refused: %v", ok, err)
@@ -64,6 +67,7 @@ func TestLoopbackOnly(t *testing.T) {
 }
 
 func TestFIFOCheck(t *testing.T) {
+	t.Parallel()
 	// Tick 10: A at 1, B at 2, C at 3. Tick 11 admits 2 (A, B), tick 12 admits C.
 	counts := map[int64]int64{11: 2, 12: 1}
 	recs := []admRecord{{PosTick: 10, Pos: 1, AdmTick: 11}, {PosTick: 10, Pos: 2, AdmTick: 11}, {PosTick: 10, Pos: 3, AdmTick: 12}}

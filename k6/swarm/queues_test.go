@@ -6,6 +6,7 @@ import (
 )
 
 func TestQueuesFlags(t *testing.T) {
+	t.Parallel()
 	o, err := parseFlags([]string{"-mode", "stream", "-queue", "q", "-queues", "20", "-n", "20000",
 		"-redis", "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003", "-redis-replicas", "127.0.0.1:7004"})
 	if err != nil {
@@ -46,6 +47,7 @@ func TestQueuesFlags(t *testing.T) {
 }
 
 func TestFIFOPerQueue(t *testing.T) {
+	t.Parallel()
 	r := &run{o: options{Mode: "stream", Queue: "q", Queues: 2}}
 	// Both queues admit at their own tick 5; mixed together their records would disagree.
 	res := []childResult{

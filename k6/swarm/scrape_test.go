@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
+	t.Parallel()
 	bucket := func(le string) string { return `h_seconds_bucket{le="` + le + `"}` }
 	// Two instances; at a, instance 1 already holds 10 observations under 1 ms, which the
 	// window must not count.
@@ -47,6 +48,7 @@ func TestHistQuantilesOverAWindowAndInstances(t *testing.T) {
 }
 
 func TestLabelQuantilesPicksOneRoute(t *testing.T) {
+	t.Parallel()
 	b := func(route, le string) string {
 		return `d_seconds_bucket{route="` + route + `",le="` + le + `"}`
 	}

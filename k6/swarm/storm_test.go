@@ -9,6 +9,7 @@ import (
 )
 
 func TestBackoffBounds(t *testing.T) {
+	t.Parallel()
 	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second} {
 		for range 200 {
 			d := backoff(n)
@@ -31,6 +32,7 @@ func TestBackoffBounds(t *testing.T) {
 }
 
 func TestReconnPositionErrors(t *testing.T) {
+	t.Parallel()
 	// Ticks 5 and 6 admit 2 and 3.
 	counts := map[int64]int64{5: 2, 6: 3, 9: 1}
 	recs := []reconnRecord{
@@ -48,6 +50,7 @@ func TestReconnPositionErrors(t *testing.T) {
 }
 
 func TestAdmittedRows(t *testing.T) {
+	t.Parallel()
 	ttl := 300 * time.Second
 	rows := map[string]string{
 		"w1": "w:17",
@@ -70,6 +73,7 @@ func TestAdmittedRows(t *testing.T) {
 }
 
 func TestReadRESP(t *testing.T) {
+	t.Parallel()
 	in := "*4\r\n$2\r\nk1\r\n$5\r\nv:1:2\r\n$2\r\nk2\r\n$-1\r\n"
 	v, err := readRESP(bufio.NewReader(strings.NewReader(in)))
 	if err != nil {
@@ -88,6 +92,7 @@ func TestReadRESP(t *testing.T) {
 }
 
 func TestPickTarget(t *testing.T) {
+	t.Parallel()
 	c := &child{hostports: []string{"a", "b", "c"}, downUntil: make([]atomic.Int64, 3)}
 	c.markDown(1)
 	for range 100 {
@@ -108,6 +113,7 @@ func TestPickTarget(t *testing.T) {
 }
 
 func TestParseStormFlags(t *testing.T) {
+	t.Parallel()
 	base := []string{"-mode", "storm", "-targets", "http://127.0.0.1:1,http://127.0.0.1:2", "-n", "10"}
 	if _, err := parseFlags(base); err == nil {
 		t.Fatal("storm without -pids must be refused")

@@ -73,6 +73,7 @@ func count(t *testing.T, dsn, sql string) int {
 }
 
 func TestDataIsKeptBetweenStarts(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(baseDir(t), "data")
 	in := start(t, pglocal.Options{DataDir: dataDir})
 	if !strings.HasPrefix(in.URL(), "postgres://postgres:") || !strings.Contains(in.URL(), "@127.0.0.1:") {
@@ -98,6 +99,7 @@ func TestDataIsKeptBetweenStarts(t *testing.T) {
 }
 
 func TestKillThenRestartRecovers(t *testing.T) {
+	t.Parallel()
 	in := start(t, pglocal.Options{DataDir: filepath.Join(baseDir(t), "data")})
 	port := in.Port()
 	if err := exec(t, in.URL(), "CREATE TABLE t (v int); INSERT INTO t VALUES (1)"); err != nil {
@@ -123,6 +125,7 @@ func TestKillThenRestartRecovers(t *testing.T) {
 }
 
 func TestTCPNeedsThePassword(t *testing.T) {
+	t.Parallel()
 	in := start(t, pglocal.Options{DataDir: filepath.Join(baseDir(t), "data")})
 	u, err := url.Parse(in.URL())
 	if err != nil {
@@ -139,6 +142,7 @@ func TestTCPNeedsThePassword(t *testing.T) {
 }
 
 func TestExplicitPortAndSettings(t *testing.T) {
+	t.Parallel()
 	first := start(t, pglocal.Options{DataDir: filepath.Join(baseDir(t), "a")})
 	port := first.Port()
 	if err := first.Stop(); err != nil {
@@ -158,6 +162,7 @@ func TestExplicitPortAndSettings(t *testing.T) {
 }
 
 func TestBadBinDirIsAClearError(t *testing.T) {
+	t.Parallel()
 	_, err := pglocal.Start(context.Background(), pglocal.Options{BinDir: t.TempDir()})
 	if !errors.Is(err, pglocal.ErrNoBinaries) {
 		t.Fatalf("err = %v, want ErrNoBinaries", err)
@@ -168,6 +173,7 @@ func TestBadBinDirIsAClearError(t *testing.T) {
 }
 
 func TestUnreachableDataDirIsAClearError(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		// Not root: PostgreSQL runs as this user, every directory it made is reachable.
 		in := start(t, pglocal.Options{DataDir: filepath.Join(t.TempDir(), "data")})
@@ -186,6 +192,7 @@ func TestUnreachableDataDirIsAClearError(t *testing.T) {
 }
 
 func TestFindBinDir(t *testing.T) {
+	t.Parallel()
 	dir, err := pglocal.FindBinDir(os.Getenv("PG_BINDIR"))
 	if err != nil {
 		t.Fatalf("no PostgreSQL binaries on this machine (the README's test setup installs them): %v", err)

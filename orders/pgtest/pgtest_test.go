@@ -28,6 +28,7 @@ func currentDB(t *testing.T, dsn string) string {
 }
 
 func TestMustDBGivesEachTestItsOwnDatabase(t *testing.T) {
+	t.Parallel()
 	var names [2]string
 	for i := range names {
 		t.Run("db", func(t *testing.T) {
@@ -49,6 +50,7 @@ func TestMustDBGivesEachTestItsOwnDatabase(t *testing.T) {
 }
 
 func TestMustPrivateCanBeRestarted(t *testing.T) {
+	t.Parallel()
 	in := pgtest.MustPrivate(t)
 	if got := currentDB(t, in.URL()); got != "postgres" {
 		t.Fatalf("database = %q", got)

@@ -35,6 +35,7 @@ var (
 )
 
 func TestKnownAnswer(t *testing.T) {
+	t.Parallel()
 	for i, tk := range katTickets {
 		if got := draw.ID(tk); got != katIDs[i] {
 			t.Fatalf("ID(%q) = %s, want %s", tk, got, katIDs[i])
@@ -92,6 +93,7 @@ func published(t testing.TB, list []string) (seed, commitment, phash string, ord
 }
 
 func TestSeedAndID(t *testing.T) {
+	t.Parallel()
 	a, b := draw.NewSeed(), draw.NewSeed()
 	if a == b || len(a) != 64 || strings.ToLower(a) != a {
 		t.Fatalf("NewSeed: %q %q", a, b)
@@ -126,6 +128,7 @@ func TestSeedAndID(t *testing.T) {
 // The order depends on the set of participants, not on the order they are listed (joined)
 // in, and the callers' slices are left alone.
 func TestOrderIgnoresListOrder(t *testing.T) {
+	t.Parallel()
 	list := ids(1000)
 	seed, _, phash, want := published(t, list)
 	shuffled := slices.Clone(list)
@@ -155,6 +158,7 @@ func TestOrderIgnoresListOrder(t *testing.T) {
 }
 
 func TestEmptyDraw(t *testing.T) {
+	t.Parallel()
 	seed, commitment, phash, order := published(t, nil)
 	if len(order) != 0 {
 		t.Fatal(order)
@@ -168,6 +172,7 @@ func TestEmptyDraw(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	list := ids(50)
 	seed, commitment, phash, order := published(t, list)
 	if err := draw.Verify(seed, commitment, phash, order); err != nil {
@@ -220,6 +225,7 @@ func TestVerify(t *testing.T) {
 // nothing in the construction (the sort, the tie-break, the key) favours a list position
 // or an id.
 func TestDrawIsUniform(t *testing.T) {
+	t.Parallel()
 	const draws, m = 20000, 5
 	list := ids(m)
 	phash := draw.ParticipantsHash(list)
@@ -248,6 +254,7 @@ func TestDrawIsUniform(t *testing.T) {
 
 // The test of the test: a biased draw fails it.
 func TestChiSquareCatchesBias(t *testing.T) {
+	t.Parallel()
 	const draws, m = 20000, 5
 	counts := make([][]int, m)
 	for i := range counts {
@@ -273,6 +280,7 @@ func TestChiSquareCatchesBias(t *testing.T) {
 }
 
 func TestChiSquareUniform(t *testing.T) {
+	t.Parallel()
 	// Expected 25 each: (35-25)²/25·2 + (15-25)²/25·2 = 16, one degree of freedom.
 	stat, df := draw.ChiSquareUniform([][]int{{35, 15}, {15, 35}})
 	if math.Abs(stat-16) > 1e-9 || df != 1 {
@@ -289,6 +297,7 @@ func TestChiSquareUniform(t *testing.T) {
 }
 
 func TestChiSquareCritical001(t *testing.T) {
+	t.Parallel()
 	// Exact values from a chi-square table; Wilson–Hilferty is close and never stricter.
 	for df, exact := range map[int]float64{1: 10.828, 2: 13.816, 4: 18.467, 9: 27.877, 16: 39.252, 81: 126.0, 100: 149.449} {
 		got := draw.ChiSquareCritical001(df)

@@ -16,6 +16,7 @@ import (
 // Slot agrees with the cluster (CLUSTER KEYSLOT) on plain keys, hash tags, empty and
 // unclosed tags, and the queue and limiter keys.
 func TestSlotMatchesCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.SharedCluster(t)
 	nc := c.Nodes()[0].Client()
 	defer nc.Close()
@@ -44,6 +45,7 @@ func TestSlotMatchesCluster(t *testing.T) {
 // hook catching a cross-slot script, MULTI/EXEC and multi-key command, and recording
 // scripts by SHA1.
 func TestClusterClientAndHook(t *testing.T) {
+	t.Parallel()
 	c := redistest.SharedCluster(t)
 	ctx := context.Background()
 	if o, err := redis.ParseClusterURL(c.URL()); err != nil || len(o.Addrs) != 6 {
@@ -147,7 +149,9 @@ func TestClusterClientAndHook(t *testing.T) {
 // Kill the master of a key's slot: its replica takes over within seconds, the client
 // follows, and the killed node rejoins as a replica when started again.
 func TestClusterFailover(t *testing.T) {
-	c := redistest.SharedCluster(t)
+	t.Parallel()
+	// A private cluster: the tests beside it use the shared one, and this one kills a node.
+	c := redistest.StartCluster(t)
 	ctx := context.Background()
 	cc := c.Client()
 	defer cc.Close()
@@ -216,6 +220,8 @@ func TestClusterFailover(t *testing.T) {
 // On the shared cluster (cluster mode), Start hands out an empty cluster and refuses to
 // stop or pause it; Single still gives a private server.
 func TestStartModes(t *testing.T) {
+	// Serial: in cluster mode it holds three clusters at once, the whole pool, which tests
+	// running beside it would wait for.
 	s := redistest.Start(t)
 	ctx := context.Background()
 	if err := s.Client().Set(ctx, "wr:{q:modes}:x", 1, 0).Err(); err != nil {

@@ -112,6 +112,7 @@ func do(t *testing.T, url, ticket, token string) answer {
 // TestGuardSemantics: a plain net/http handler behind the guard — claim, handler, consume
 // on success, release on failure — with every refusal of the contract.
 func TestGuardSemantics(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	tickets, tokens := f.admitted(t, "drop", 4)
 	_, otherTokens := f.admitted(t, "other", 1)
@@ -200,6 +201,7 @@ func TestGuardSemantics(t *testing.T) {
 // refused 401 token_revoked, signed or as its bare jti, and the handler never runs; the
 // queue's other tokens still pass.
 func TestGuardRevokedToken(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	tickets, tokens := f.admitted(t, "drop", 2)
 	var calls atomic.Int64
@@ -229,6 +231,7 @@ func TestGuardRevokedToken(t *testing.T) {
 // TestGuardRedisDown: with Redis gone the guard answers 503 in the error shape (never lets
 // the request through).
 func TestGuardRedisDown(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // stopped below
 	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
 	keys, _ := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
