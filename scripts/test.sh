@@ -82,6 +82,10 @@ if [ -z "${WR_TEST_AXE:-}" ]; then
 fi
 export WR_TEST_AXE
 
+# -trimpath: compiled packages and test binaries do not embed this checkout's directory, so
+# the Go build cache serves every clone of the repository (CI's fresh clone included), not
+# only the directory that filled it.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 echo "test.sh: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
