@@ -30,8 +30,8 @@ func TestDrawPlacesEveryPrequeueMemberOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "drop", 0, 0)
-	start := time.Now().Add(1500 * time.Millisecond)
-	f.schedule(t, "drop", start)
+	// The start is an hour away while the 300 join, then moved to just ahead.
+	f.schedule(t, "drop", time.Now().Add(time.Hour))
 	d, err := f.q.Draw(ctx, "drop")
 	if err != nil || d.Phase != queue.DrawScheduled || len(d.Commitment) != 64 || d.Seed != "" {
 		t.Fatalf("draw before the start: %+v, %v", d, err)
@@ -54,11 +54,14 @@ func TestDrawPlacesEveryPrequeueMemberOnce(t *testing.T) {
 	if err := f.q.Leave(ctx, tickets[n-1]); err != nil {
 		t.Fatal(err)
 	}
-	a := queue.NewAdmitter(f.q, queue.AdmitConfig{DrawBatch: 64})
+	// Each admission tick admits at most 10 (1,000/s over a MaxElapsed of 10 ms).
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{DrawBatch: 64, MaxElapsed: 10 * time.Millisecond})
 	if r, err := a.TickOnce(ctx, "drop"); err != nil || r.Admitted != 0 || r.Phase != queue.DrawScheduled {
 		t.Fatalf("tick before the start admitted: %+v %v", r, err)
 	}
-	time.Sleep(time.Until(start) + 10*time.Millisecond)
+	start := time.Now().Add(100 * time.Millisecond)
+	f.schedule(t, "drop", start)
+	f.untilRedisTime(t, start)
 	// A joiner after the start (before the leader's tick) freezes the list and queues behind.
 	late, _ := f.signer.New("drop")
 	lp, _, err := f.q.Join(ctx, late)
@@ -103,14 +106,13 @@ func TestDrawPlacesEveryPrequeueMemberOnce(t *testing.T) {
 	if _, _, err := f.q.Put(ctx, "drop", queue.SettingsPatch{StartsAt: timep(time.Now().Add(time.Hour))}); !errors.Is(err, queue.ErrDrawDone) {
 		t.Fatalf("changed start after the draw: %v", err)
 	}
-	// Admission now runs in drawn order.
-	time.Sleep(50 * time.Millisecond)
+	// Admission now runs in drawn order: 20 ticks of 10.
 	got := map[string]bool{}
 	for range 20 {
+		f.elapse(t, "drop")
 		if _, err := a.TickOnce(ctx, "drop"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	var admitted []int
 	for _, tk := range tickets[:n-1] {
@@ -317,9 +319,9 @@ func TestDrawRerunAfterLeaderLoss(t *testing.T) {
 		}
 		tickets = append(tickets, tk)
 	}
-	start := time.Now().Add(50 * time.Millisecond)
+	start := time.Now().Add(100 * time.Millisecond)
 	f.schedule(t, "rerun", start)
-	time.Sleep(time.Until(start) + 5*time.Millisecond)
+	f.untilRedisTime(t, start)
 	// A join after the start freezes the list (nobody has drawn yet).
 	late, _ := f.signer.New("rerun")
 	if _, _, err := f.q.Join(ctx, late); err != nil {
@@ -428,7 +430,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		f.elapse(t, "pt")
 		if r, err := a.TickOnce(ctx, "pt"); err != nil || r.Admitted != 2 {
 			t.Fatalf("drain tick: %+v %v", r, err)
 		}
@@ -456,7 +458,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if _, _, err := f.q.Put(ctx, "rnd", queue.SettingsPatch{RatePerSecond: f64(200)}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		f.elapse(t, "rnd")
 		r, err := a.TickOnce(ctx, "rnd")
 		if err != nil || r.Admitted < 5 {
 			t.Fatalf("random tick: %+v %v", r, err)
@@ -488,7 +490,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 20 {
-			time.Sleep(30 * time.Millisecond)
+			f.elapse(t, "rnd")
 			if r, _ := a.TickOnce(ctx, "rnd"); r.Waiting == 0 {
 				break
 			}
@@ -521,8 +523,9 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if len(p1) != 1 || p1[0].From.Before(before) || p1[0].From.After(time.Now()) || !p1[0].To.IsZero() {
 			t.Fatalf("sold-out periods %+v, want one since the call, no end", p1)
 		}
-		// Marked again (a re-check, another order): the period's start stays.
-		time.Sleep(5 * time.Millisecond)
+		// Marked again (a re-check, another order), later by Redis's clock: the period's start
+		// stays.
+		f.untilRedisTime(t, p1[0].From.Add(2*time.Millisecond))
 		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
 			t.Fatal(err)
 		}
@@ -533,7 +536,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrSoldOut) {
 			t.Fatalf("join while sold out: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		f.elapse(t, "so")
 		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 0 {
 			t.Fatalf("admitted %d while sold out", r.Admitted)
 		}
@@ -549,7 +552,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if p4 := periods(); len(p4) != 1 || !p4[0].To.Equal(p3[0].To) {
 			t.Fatalf("a second clear changed the log: %+v, want %+v", p4, p3)
 		}
-		time.Sleep(20 * time.Millisecond)
+		f.elapse(t, "so")
 		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 3 {
 			t.Fatalf("admitted %d after restock", r.Admitted)
 		}
@@ -563,16 +566,12 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 
 	t.Run("ends_at drops every place", func(t *testing.T) {
 		f.mkQueue(t, "end", 0, 0)
-		var tks []queue.Ticket
-		for range 2500 {
-			tk, _ := f.signer.New("end")
-			_, _, _ = f.q.Join(ctx, tk)
-			tks = append(tks, tk)
-		}
-		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: timep(time.Now().Add(200 * time.Millisecond))}); err != nil {
+		tks := joinMany(t, f, "end", 2500)
+		end := time.Now().Add(100 * time.Millisecond)
+		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: &end}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		f.untilRedisTime(t, end)
 		if _, err := a.TickOnce(ctx, "end"); err != nil {
 			t.Fatal(err)
 		}
@@ -608,19 +607,17 @@ func TestBigDrawOutlastsTheLease(t *testing.T) {
 	ctx := context.Background()
 	f.mkQueue(t, "long", 0, 0)
 	f.schedule(t, "long", time.Now().Add(time.Hour))
-	for range 3000 {
-		tk, _ := f.signer.New("long")
-		if _, _, err := f.q.Join(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	joinMany(t, f, "long", 3000)
 	if _, _, err := f.q.Put(ctx, "long", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
 		t.Fatal(err)
 	}
-	// A lease of 300 ms and batches of one member: the draw (3,000 batches) still outlasts the
-	// lease several times over, and a busy machine's pause between two renewals (a 100 ms lease
-	// lost the draw after 116 ms in a test-command run) does not end it.
-	a := queue.NewAdmitter(f.q, queue.AdmitConfig{LeaseTTL: 300 * time.Millisecond, DrawBatch: 1})
+	// A lease of 600 ms and batches of one member: the draw (3,000 batches) still outlasts the
+	// lease several times over. Shorter leases proved load-sensitive: a 100 ms lease lost the
+	// draw after 116 ms in a test-command run, and a 300 ms one beside other tests, because
+	// the draw's first renewal comes LeaseRenew after the draw's start, not after the tick's
+	// own renewal, and the freeze and the ordering of 3,000 members come in between.
+	const lease = 600 * time.Millisecond
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{LeaseTTL: lease, DrawBatch: 1})
 	start := time.Now()
 	if _, err := a.TickOnce(ctx, "long"); err != nil {
 		t.Fatal(err)
@@ -628,9 +625,9 @@ func TestBigDrawOutlastsTheLease(t *testing.T) {
 	took := time.Since(start)
 	d, err := f.q.Draw(ctx, "long")
 	if err != nil || d.Phase != queue.DrawDone || d.Participants != 3000 {
-		t.Fatalf("after one tick (the draw took %v, the lease is 300 ms): %+v %v", took, d, err)
+		t.Fatalf("after one tick (the draw took %v, the lease is %v): %+v %v", took, lease, d, err)
 	}
-	if took < 300*time.Millisecond {
+	if took < lease {
 		t.Logf("the draw took %v, shorter than the lease: the test did not stretch it", took)
 	}
 }
@@ -675,10 +672,11 @@ func TestPrequeueInviteAndLateEnd(t *testing.T) {
 	}
 
 	f.mkQueue(t, "late", 0, 0)
-	if _, _, err := f.q.Put(ctx, "late", queue.SettingsPatch{EndsAt: timep(time.Now().Add(100 * time.Millisecond))}); err != nil {
+	end := time.Now().Add(100 * time.Millisecond)
+	if _, _, err := f.q.Put(ctx, "late", queue.SettingsPatch{EndsAt: &end}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	f.untilRedisTime(t, end)
 	tk, _ := f.signer.New("late")
 	if _, _, err := f.q.Join(ctx, tk); !errors.Is(err, queue.ErrQueueEnded) {
 		t.Fatalf("join after ends_at, before the leader's tick: %v", err)
