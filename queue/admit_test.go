@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
 )
 
 // collect subscribes to a queue's channel and returns a func that stops and returns
@@ -85,9 +86,12 @@ type instance struct {
 	done   chan struct{}
 }
 
-func startInstance(t *testing.T, f *fixture, id, name string) *instance {
+func startInstance(t *testing.T, f *fixture, id, name string, hooks ...redis.Hook) *instance {
 	t.Helper()
 	rdb := f.srv.ClientWith(redis.UniversalOptions{MaxRetries: -1})
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
 	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
 	a := queue.NewAdmitter(q, queue.AdmitConfig{Owner: id})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -226,19 +230,20 @@ func TestFencedTickRefused(t *testing.T) {
 	f := newFixture(t)
 	f.mkQueue(t, "fence", 1000, 0)
 	joinN(t, f, "fence", 50)
-	in := startInstance(t, f, "old", "fence")
-	testwait.For(t, 3*time.Second, "the loop to take the lease", func() bool { return leader([]*instance{in}, "fence") >= 0 })
+	sent := &redistest.CommandCounter{}
+	in := startInstance(t, f, "old", "fence", sent)
+	testwait.For(t, 10*time.Second, "the loop to take the lease", func() bool { return leader([]*instance{in}, "fence") >= 0 })
 	// Another owner steals the lease (as if the old one had been deposed after a pause).
 	ctx := context.Background()
 	f.rdb.Set(ctx, "wr:{q:fence}:lease", "thief", 10*time.Second)
 	f.rdb.Incr(ctx, "wr:{q:fence}:fence")
 	// The loop learns it at its next tick, when admit.lua refuses its fencing token.
-	testwait.For(t, 800*time.Millisecond, "the loop to notice it was deposed", func() bool { return leader([]*instance{in}, "fence") < 0 })
+	testwait.For(t, 10*time.Second, "the loop to notice it was deposed", func() bool { return leader([]*instance{in}, "fence") < 0 })
 	before := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
-	// A claim that nothing happens needs a stretch of real time in which the deposed loop
-	// runs on against Redis (its ticks and lease retries do network I/O, which a synctest
-	// bubble's clock does not wait for).
-	time.Sleep(500 * time.Millisecond)
+	// The deposed loop runs on against Redis: wait until it has sent two more commands (its
+	// lease retries, LeaseRenew apart), each a moment at which it could wrongly admit.
+	n0 := sent.N.Load()
+	testwait.For(t, 30*time.Second, "the deposed loop to try Redis twice more", func() bool { return sent.N.Load() >= n0+2 })
 	after := f.rdb.ZCard(ctx, "wr:{q:fence}:waiting").Val()
 	if after != before {
 		t.Fatalf("a deposed loop still admitted: waiting %d -> %d", before, after)
@@ -361,7 +366,7 @@ func TestTokens(t *testing.T) {
 	stop := collect(t, f.rdb, "tok")
 	startInstance(t, f, "x", "tok")
 	var tokens map[string]string
-	testwait.For(t, 3*time.Second, "both tokens to be issued", func() bool {
+	testwait.For(t, 30*time.Second, "both tokens to be issued", func() bool {
 		p0, _ := f.q.Status(ctx, tks[0])
 		p1, _ := f.q.Status(ctx, tks[1])
 		if p0.Token != "" && p1.Token != "" {
@@ -413,7 +418,7 @@ func TestTokens(t *testing.T) {
 	// own clock).
 	tb := tokens[b.ID]
 	f.rdb.PExpire(ctx, "wr:{q:tok}:token:"+tb, time.Millisecond)
-	testwait.For(t, 20*time.Millisecond, "the token's key to expire", func() bool {
+	testwait.For(t, 10*time.Second, "the token's key to expire", func() bool {
 		return f.rdb.Exists(ctx, "wr:{q:tok}:token:"+tb).Val() == 0
 	})
 	if v, _, _ := f.q.ClaimToken(ctx, b, tb, "r", false); v != queue.TokenExpired {
@@ -436,7 +441,7 @@ func TestLeaveAfterAdmission(t *testing.T) {
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "la"})
 	var p queue.Place
 	// Each tick admits by the Redis TIME elapsed since the last one.
-	testwait.For(t, 3*time.Second, "the first user to be admitted", func() bool {
+	testwait.For(t, 30*time.Second, "the first user to be admitted", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +461,7 @@ func TestLeaveAfterAdmission(t *testing.T) {
 		t.Fatal("a left ticket's token still claims as live")
 	}
 	// max_active 1: the slot is free, so the second user is admitted next.
-	testwait.For(t, 3*time.Second, "the freed slot to be reused (the second user admitted)", func() bool {
+	testwait.For(t, 30*time.Second, "the freed slot to be reused (the second user admitted)", func() bool {
 		if _, err := a.TickOnce(ctx, "la"); err != nil {
 			t.Fatal(err)
 		}

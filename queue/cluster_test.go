@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -57,7 +58,8 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	const name = "proof"
 
 	// A scheduled sale (schedule.lua), a pre-queue (join.lua), one leaving (leave.lua).
-	start := time.Now().Add(400 * time.Millisecond)
+	// The start an hour away, moved to just ahead before the ticks.
+	start := time.Now().Add(time.Hour)
 	rate, maxActive := 1000.0, int64(0)
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: &rate, MaxActive: &maxActive, StartsAt: &start}); err != nil {
 		t.Fatal(err)
@@ -107,7 +109,11 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if _, err := a.TickOnce(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(start) + 20*time.Millisecond)
+	start = time.Now().Add(100 * time.Millisecond)
+	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{StartsAt: &start}); err != nil {
+		t.Fatal(err)
+	}
+	untilRedisTime(t, cc, start)
 	if r, err := a.TickOnce(ctx, name); err != nil || r.Phase != queue.DrawFrozen {
 		t.Fatalf("start tick: %+v %v", r, err)
 	}
@@ -115,18 +121,16 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		t.Fatalf("draw: %+v %v", d, err)
 	}
 	var p queue.Place
-	for deadline := time.Now().Add(5 * time.Second); p.Token == ""; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no admission: %+v", p)
-		}
-		time.Sleep(20 * time.Millisecond)
+	testwait.For(t, 30*time.Second, "the first member's admission", func() bool {
 		if _, err := a.TickOnce(ctx, name); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		if p, err = q.Status(ctx, tks[0]); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return p.Token != ""
+	})
 	if v, _, err := q.CheckToken(ctx, tks[0], p.Token); err != nil {
 		t.Fatalf("token: %v %v", v, err)
 	}
@@ -135,11 +139,11 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		t.Fatalf("revoke: %+v %v", r, err)
 	}
 	// The end of the sale (end.lua).
-	end := time.Now().Add(150 * time.Millisecond)
+	end := time.Now().Add(100 * time.Millisecond)
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{EndsAt: &end}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(end) + 20*time.Millisecond)
+	untilRedisTime(t, cc, end)
 	if r, err := a.TickOnce(ctx, name); err != nil || !r.EndDue {
 		t.Fatalf("end tick: %+v %v", r, err)
 	}

@@ -217,7 +217,7 @@ func TestInviteJoin(t *testing.T) {
 
 	short := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass, ExpiresAt: time.Now().Add(1200 * time.Millisecond)})[0]
 	// Waits for Redis's clock to pass the expiry (nothing is timed: the check is after it).
-	testwait.For(t, 5*time.Second, "the code's expiry", func() bool {
+	testwait.For(t, 30*time.Second, "the code's expiry", func() bool {
 		now, err := f.rdb.Time(ctx).Result()
 		return err == nil && now.After(short.ExpiresAt)
 	})
@@ -623,7 +623,7 @@ func TestLaneWaiterAbandoned(t *testing.T) {
 	left, p1 := joinInvite(t, f, "gone", code)
 	kept, _ := joinInvite(t, f, "gone", code)
 	start, _ := rdb.Time(ctx).Result()
-	testwait.For(t, 5*time.Second, "the grace period to pass on Redis's clock", func() bool {
+	testwait.For(t, 30*time.Second, "the grace period to pass on Redis's clock", func() bool {
 		now, err := rdb.Time(ctx).Result()
 		return err == nil && now.Sub(start) > 400*time.Millisecond
 	})

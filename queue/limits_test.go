@@ -26,7 +26,7 @@ func TestLiveLimitsAcrossReleases(t *testing.T) {
 	a, b := f.q.LiveLimits(initial), f.q.LiveLimits(initial)
 	go func() { _ = a.Run(ctx) }()
 	go func() { _ = b.Run(ctx) }()
-	testwait.For(t, 2*time.Second, "the stored limits", func() bool { return a.Get().JoinPerIP == 7 })
+	testwait.For(t, 30*time.Second, "the stored limits", func() bool { return a.Get().JoinPerIP == 7 })
 	if got := a.Get(); got.StatusPerTicket != initial.StatusPerTicket || got.StatusPerTicketBurst != initial.StatusPerTicketBurst {
 		t.Fatalf("old JSON turned the status limit to %v/%d, want the configured %v/%d",
 			got.StatusPerTicket, got.StatusPerTicketBurst, initial.StatusPerTicket, initial.StatusPerTicketBurst)
@@ -37,7 +37,7 @@ func TestLiveLimitsAcrossReleases(t *testing.T) {
 		t.Fatalf("put: %v, now %v", err, a.Get().JoinPerIP)
 	}
 	// b reads a stale snapshot without waiting, which asks its loop for a fresh one.
-	testwait.For(t, 3*time.Second, "the other store to see the change", func() bool { return b.Get().JoinPerIP == 9 })
+	testwait.For(t, 30*time.Second, "the other store to see the change", func() bool { return b.Get().JoinPerIP == 9 })
 	bad := next
 	bad.StatusPerTicketBurst = -1
 	if _, err := a.Put(ctx, bad); err == nil {

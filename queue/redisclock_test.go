@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 )
@@ -14,9 +16,14 @@ import (
 // for a test that sets a start or an end just ahead and then needs it behind.
 func (f *fixture) untilRedisTime(t testing.TB, at time.Time) {
 	t.Helper()
+	untilRedisTime(t, f.rdb, at)
+}
+
+func untilRedisTime(t testing.TB, rdb redis.UniversalClient, at time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	testwait.For(t, 30*time.Second, "Redis TIME to pass "+at.Format(time.StampMilli), func() bool {
-		now, err := f.rdb.Time(ctx).Result()
+		now, err := rdb.Time(ctx).Result()
 		return err == nil && now.After(at)
 	})
 }

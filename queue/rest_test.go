@@ -19,6 +19,10 @@ func TestIdleQueueRests(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mkQueue(t, "calm", 1000, 0)
+	// A queue beside it that never rests (a waiter, rate 0): its ticks mark the time in
+	// which the resting queue could have ticked.
+	f.mkQueue(t, "busy", 0, 0)
+	joinN(t, f, "busy", 1)
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "rest-1", RestCheck: time.Hour})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -31,15 +35,17 @@ func TestIdleQueueRests(t *testing.T) {
 		n, _ := f.rdb.Exists(ctx, lease).Result()
 		return idle == "1" && n == 0
 	}
-	testwait.For(t, 5*time.Second, "the empty queue to rest", resting)
+	testwait.For(t, 30*time.Second, "the empty queue to rest", resting)
 	before, _ := f.rdb.HGet(ctx, clock, "tick").Int64()
-	time.Sleep(time.Second) // ten ticks' worth
+	busyTick := func() int64 { n, _ := f.rdb.HGet(ctx, "wr:{q:busy}:clock", "tick").Int64(); return n }
+	b0 := busyTick()
+	testwait.For(t, 30*time.Second, "five ticks of the busy queue beside it", func() bool { return busyTick() >= b0+5 })
 	after, _ := f.rdb.HGet(ctx, clock, "tick").Int64()
 	if after != before {
 		t.Fatalf("a resting queue ticked: tick %d -> %d", before, after)
 	}
-	if got := a.Leading(); len(got) != 0 {
-		t.Fatalf("leading %v while the queue rests", got)
+	if got := a.Leading(); len(got) != 1 || got[0] != "busy" {
+		t.Fatalf("leading %v while the queue rests, want only busy", got)
 	}
 
 	tk, _ := f.signer.New("calm")
@@ -51,7 +57,7 @@ func TestIdleQueueRests(t *testing.T) {
 		t.Fatalf("join: %+v", p)
 	}
 	var admitted queue.Place
-	testwait.For(t, 3*time.Second, "the joiner admitted after the wake", func() bool {
+	testwait.For(t, 30*time.Second, "the joiner admitted after the wake", func() bool {
 		admitted, err = f.q.Status(ctx, tk)
 		return err == nil && admitted.State == queue.StateAdmitted
 	})
@@ -61,7 +67,7 @@ func TestIdleQueueRests(t *testing.T) {
 	if err := f.q.Leave(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 5*time.Second, "the queue to rest again once the token is given up", resting)
+	testwait.For(t, 30*time.Second, "the queue to rest again once the token is given up", resting)
 }
 
 // TestLeadershipSpreadsOverInstances: four admitters (four instances) over 40 busy queues
@@ -160,18 +166,18 @@ func TestRestingQueueKeepsItsSchedule(t *testing.T) {
 		return func() { cancel(); <-done }
 	}
 	stop := run("first")
-	testwait.For(t, 3*time.Second, "the scheduled, empty queue to rest", func() bool {
+	testwait.For(t, 30*time.Second, "the scheduled, empty queue to rest", func() bool {
 		idle, _ := f.rdb.HGet(ctx, "wr:{q:sched}:clock", "idle").Result()
 		return idle == "1"
 	})
 	stop() // the admitter that knew the instants is gone
 	stop = run("second")
 	defer stop()
-	testwait.For(t, 5*time.Second, "the draw at the start, with nobody joined", func() bool {
+	testwait.For(t, 30*time.Second, "the draw at the start, with nobody joined", func() bool {
 		d, err := f.q.Draw(ctx, "sched")
 		return err == nil && d.Seed != ""
 	})
-	testwait.For(t, 5*time.Second, "the end", func() bool {
+	testwait.For(t, 30*time.Second, "the end", func() bool {
 		s, err := f.q.Settings(ctx, "sched")
 		return err == nil && s.Ended
 	})

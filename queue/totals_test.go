@@ -74,7 +74,7 @@ func TestRunningTotalsAndAdaptiveTTL(t *testing.T) {
 	go func() { defer wg.Done(); _ = a.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	// Let the leader settle at rate 0, then admit the whole line in one tick.
-	testwait.For(t, 5*time.Second, "a tick observed", func() bool {
+	testwait.For(t, 30*time.Second, "a tick observed", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return len(log.ticks) > 0
@@ -83,13 +83,13 @@ func TestRunningTotalsAndAdaptiveTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p queue.Place
-	testwait.For(t, 5*time.Second, "the line admitted", func() bool {
+	testwait.For(t, 30*time.Second, "the line admitted", func() bool {
 		p, err = f.q.Status(ctx, tks[29])
 		return err == nil && p.State == queue.StateAdmitted
 	})
 	// The observers hear a tick after its script has run: the last ticket can read as admitted
 	// a moment before the tick that admitted it reaches the log.
-	testwait.For(t, 5*time.Second, "the observers told of every admission", func() bool {
+	testwait.For(t, 30*time.Second, "the observers told of every admission", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		var n int64

@@ -211,7 +211,7 @@ func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
 		ss = append(ss, f.open(t, tk, p))
 	}
 	late := f.place(t, tks[n-1]) // read before the draw, used after it
-	testwait.For(t, 5*time.Second, "a prequeue event on every stream", func() bool {
+	testwait.For(t, 30*time.Second, "a prequeue event on every stream", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("prequeue")) > 0 })
 	})
 	for i, s := range ss {
@@ -245,7 +245,7 @@ func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
 		return ss[0].ended() && every(ss[1:], func(s *evStream) bool { return len(s.named("position")) > 0 })
 	})
 	lateStream := f.open(t, tks[n-1], late) // its place said prequeue
-	testwait.For(t, 5*time.Second, "the late stream's position", func() bool { return len(lateStream.named("position")) > 0 })
+	testwait.For(t, 30*time.Second, "the late stream's position", func() bool { return len(lateStream.named("position")) > 0 })
 	for i, s := range append(ss[1:], lateStream) {
 		tk := append(tks[1:n-1], tks[n-1])[i]
 		p, err := f.q.Status(ctx, tk)
@@ -281,7 +281,7 @@ func TestDrawPushesPositionsAtOnce(t *testing.T) {
 	for _, tk := range tks {
 		ss = append(ss, f.open(t, tk, f.place(t, tk)))
 	}
-	testwait.For(t, 5*time.Second, "connect events", func() bool {
+	testwait.For(t, 30*time.Second, "connect events", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("prequeue")) == 1 })
 	})
 	time.Sleep(time.Until(starts))
@@ -319,7 +319,7 @@ func TestSoldOutReachesEveryStream(t *testing.T) {
 		ss = append(ss, f.open(t, tk, f.place(t, tk)))
 	}
 	later := f.join(t) // joins are refused while sold out: its stream opens then
-	testwait.For(t, 5*time.Second, "connect positions", func() bool {
+	testwait.For(t, 30*time.Second, "connect positions", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("position")) == 1 })
 	})
 	if e, _ := ss[0].last("position"); e.Data["sold_out"] != false {
@@ -380,7 +380,7 @@ func TestEndClosesEveryStream(t *testing.T) {
 	a, b := f.join(t), f.join(t)
 	f.ticking(t, "the first joiner admitted", func() bool { return f.place(t, a).State == queue.StateAdmitted })
 	sa, sb := f.open(t, a, f.place(t, a)), f.open(t, b, f.place(t, b))
-	testwait.For(t, 5*time.Second, "admitted and position events", func() bool {
+	testwait.For(t, 30*time.Second, "admitted and position events", func() bool {
 		return len(sa.named("admitted")) == 1 && len(sb.named("position")) > 0
 	})
 	ends := time.Now().Add(time.Second)
@@ -400,9 +400,9 @@ func TestEndClosesEveryStream(t *testing.T) {
 	// A stream opened after the end: the admitted ticket gets its token again; the ticket
 	// whose place was dropped gets closed only.
 	sa2 := f.open(t, a, f.place(t, a))
-	testwait.For(t, 5*time.Second, "the admitted reconnect", func() bool { return len(sa2.named("admitted")) == 1 })
+	testwait.For(t, 30*time.Second, "the admitted reconnect", func() bool { return len(sa2.named("admitted")) == 1 })
 	sc := f.open(t, b, queue.Place{Queue: "h", State: queue.StateWaiting, Seq: 2})
-	testwait.For(t, 5*time.Second, "the late stream to end", sc.ended)
+	testwait.For(t, 30*time.Second, "the late stream to end", sc.ended)
 	if names := sc.names(); len(names) != 1 || names[0] != "closed" {
 		t.Fatalf("stream opened after the end: events %v, want closed only", names)
 	}
@@ -418,7 +418,7 @@ func TestRandomQueueHidesPositions(t *testing.T) {
 		tk := f.join(t)
 		ss = append(ss, f.open(t, tk, f.place(t, tk)))
 	}
-	testwait.For(t, 5*time.Second, "connect positions", func() bool {
+	testwait.For(t, 30*time.Second, "connect positions", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("position")) == 1 })
 	})
 	m := queue.MethodRandom
@@ -433,7 +433,7 @@ func TestRandomQueueHidesPositions(t *testing.T) {
 	f.ticking(t, "positions without a place on every stream", func() bool { return every(ss, hidden) })
 	tk := f.join(t)
 	s := f.open(t, tk, f.place(t, tk))
-	testwait.For(t, 5*time.Second, "the connect position", func() bool { return len(s.named("position")) == 1 })
+	testwait.For(t, 30*time.Second, "the connect position", func() bool { return len(s.named("position")) == 1 })
 	if e, _ := s.last("position"); e.Data["position"] != nil || e.Data["eta_seconds"] != nil || e.Data["waiting"] == nil {
 		t.Fatalf("connect position in a random queue: %+v", e.Data)
 	}
@@ -448,7 +448,7 @@ func TestPingEventCarriesTheEventID(t *testing.T) {
 	s := f.open(t, tk, f.place(t, tk))
 	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
 	var ev int64
-	testwait.For(t, 5*time.Second, "a ping with the latest event id", func() bool {
+	testwait.For(t, 30*time.Second, "a ping with the latest event id", func() bool {
 		res, err := ad.TickOnce(context.Background(), "h")
 		if err != nil {
 			t.Fatal(err)
@@ -538,7 +538,7 @@ func TestPrequeueCostsNoPresenceWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _ = bufio.NewReader(client).ReadString('}'); _ = client.Close() }()
-	testwait.For(t, 5*time.Second, "the closed stream to be noticed", func() bool { return f.hub.Count() == 3 })
+	testwait.For(t, 30*time.Second, "the closed stream to be noticed", func() bool { return f.hub.Count() == 3 })
 	time.Sleep(time.Until(starts) - 100*time.Millisecond) // many presence and fan-out rounds
 	src.mu.Lock()
 	touched, states, seqs := len(src.touched), src.states, src.seqs
