@@ -12,6 +12,7 @@ import (
 )
 
 func TestBadConfigStopsWithOneLine(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"WR_ADDR": "nonsense", "WR_SECRET": "short", "WR_TICK": "fast", "WR_LOG_LEVEL": "loud",
 		"WR_DEMO_RATE": "-1", "WR_STREAMS_PER_IP": "0", "WR_FAIL_OPEN": "maybe", "WR_INSTANCE_ID": "has space",
@@ -31,6 +32,7 @@ func TestBadConfigStopsWithOneLine(t *testing.T) {
 }
 
 func TestSecretsMaskedInStartLog(t *testing.T) {
+	t.Parallel()
 	cfg, err := loadConfig(func(k string) string {
 		return map[string]string{"WR_SECRET": "super-secret-value-123", "WR_ADMIN_TOKEN": "admin-secret-456",
 			"DATABASE_URL": "postgres://u:dbpass789@h/db?sslmode=disable", "REDIS_URL": "redis://h:6379?password=redispass321&addr=h2:6379"}[k]
@@ -49,6 +51,7 @@ func TestSecretsMaskedInStartLog(t *testing.T) {
 }
 
 func TestEverySettingIsDocumented(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -90,6 +90,7 @@ func setIndexStates(t *testing.T, in *instance, rs *redistest.Server) map[string
 // sold_out where not). An ended queue stays listed for 24 h after ends_at; the waiting page of
 // an ended queue says so and shows when it ended.
 func TestIndexStateIsTheJoins(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "index", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
 	want := setIndexStates(t, in, rs)

@@ -14,6 +14,7 @@ import (
 // TestListensOnlyWhereWRAddrSays: with REDIS_URL and DATABASE_URL set, the process has
 // exactly one listening socket, on WR_ADDR.
 func TestListensOnlyWhereWRAddrSays(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startProcess(t, "l", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
 	want := strings.TrimPrefix(in.url, "http://")
@@ -26,10 +27,19 @@ func TestListensOnlyWhereWRAddrSays(t *testing.T) {
 // listeningSockets lists the TCP addresses pid listens on, from /proc.
 func listeningSockets(t *testing.T, pid int) []string {
 	t.Helper()
+	out, err := procListening(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// procListening is listeningSockets that reports an error (a process gone, say).
+func procListening(pid int) ([]string, error) {
 	inodes := map[string]bool{}
 	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, fd := range fds {
 		l, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()))
@@ -51,7 +61,7 @@ func listeningSockets(t *testing.T, pid int) []string {
 			out = append(out, procAddr(f[1]))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // procAddr turns /proc/net/tcp's "0100007F:1F90" into "127.0.0.1:8080".

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,13 +30,14 @@ import (
 // X-Forwarded-For, and when an instance dies its streams reopen through the proxy on the
 // other one and every user still gets exactly one token.
 func TestBehindNginx(t *testing.T) {
+	t.Parallel()
 	bin := nginxBinary(t)
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
 		"WR_LOG_LEVEL": "info", "WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1",
 		"WR_STREAMS_PER_IP": "2",
 	})
-	ins := []*instance{startProcess(t, "n1", env), startProcess(t, "n2", env)}
+	ins := startProcessAll(t, env, "n1", "n2")
 	proxy := startNginx(t, bin, ins)
 
 	if res := call(t, "GET", proxy+"/readyz", "", nil, nil); res.StatusCode != 200 {
@@ -79,7 +81,7 @@ func TestBehindNginx(t *testing.T) {
 			t.Fatalf("stream Content-Type %q", ct)
 		}
 		// The first position arrives while the stream stays open: nothing buffers it.
-		if ev, ok := s.next(t, 5*time.Second, "position"); !ok || num(ev.Data["position"]) != int64(i+1) {
+		if ev, ok := s.next(t, 30*time.Second, "position"); !ok || num(ev.Data["position"]) != int64(i+1) {
 			t.Fatalf("buyer %d: first position through nginx: %+v %v", i, ev, ok)
 		}
 		b.s = s
@@ -130,7 +132,7 @@ func TestBehindNginx(t *testing.T) {
 		return out
 	}
 	var c map[string]int64
-	testwait.For(t, 10*time.Second, "the six streams in the admin view", func() bool {
+	testwait.For(t, 30*time.Second, "the six streams in the admin view", func() bool {
 		c = counts(ins[0])
 		return c["n1"]+c["n2"] == n
 	})
@@ -149,10 +151,10 @@ func TestBehindNginx(t *testing.T) {
 	}
 	tokens := map[string]bool{}
 	for i, b := range buyers {
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			if time.Now().After(deadline) {
-				t.Fatalf("buyer %d: no admitted event through nginx within 20 s", i)
+				t.Fatalf("buyer %d: no admitted event through nginx within 60 s", i)
 			}
 			ev, ok := b.s.next(t, time.Until(deadline), "admitted")
 			if ok {
@@ -168,7 +170,8 @@ func TestBehindNginx(t *testing.T) {
 			s, res := openStreamWith(t, b.client, proxy+"/api/queues/nx/stream", b.ticket, "")
 			if s == nil {
 				t.Logf("buyer %d: reopen through nginx: %v (retrying)", i, res)
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // the client's retry delay, as EventSource waits its retry:
+				// the scenario (a second failure fails the test), not a wait for something to happen
 				s, res = openStreamWith(t, b.client, proxy+"/api/queues/nx/stream", b.ticket, "")
 				if s == nil {
 					t.Fatalf("buyer %d: reopen through nginx failed twice: %v", i, res)
@@ -181,7 +184,7 @@ func TestBehindNginx(t *testing.T) {
 		t.Fatalf("%d distinct tokens for %d buyers", len(tokens), n)
 	}
 	// The dead instance leaves the admin view by itself.
-	testwait.For(t, 15*time.Second, "the dead instance to leave the admin view", func() bool {
+	testwait.For(t, 30*time.Second, "the dead instance to leave the admin view", func() bool {
 		_, present := counts(live)[ins[victim].id]
 		return !present
 	})
@@ -214,19 +217,40 @@ func startNginx(t *testing.T, bin string, ins []*instance) string {
 
 // runNginx runs the site deploy/<file> with the replacements made (each must match once)
 // and its listener on a free loopback port, and stops it (by its PID) when the test ends.
+// The port is free when chosen but not held: should another process of the parallel tests
+// take it before nginx binds it, nginx is started again on another port.
 func runNginx(t *testing.T, bin, file string, repl map[string]string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "deploy", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	site := string(raw)
-	repl["listen 80;"] = fmt.Sprintf("listen 127.0.0.1:%d;", port)
-	for old, repl := range repl {
-		if strings.Count(site, old) != 1 {
-			t.Fatalf("deploy/%s changed shape: %q appears %d times", file, old, strings.Count(site, old))
+	for old := range repl {
+		if strings.Count(string(raw), old) != 1 {
+			t.Fatalf("deploy/%s changed shape: %q appears %d times", file, old, strings.Count(string(raw), old))
 		}
+	}
+	for attempt := 1; ; attempt++ {
+		url, inUse := runNginxOnce(t, bin, file, string(raw), repl)
+		if !inUse {
+			return url
+		}
+		if attempt == 3 {
+			t.Fatalf("nginx: the free port was taken before nginx bound it, three times")
+		}
+	}
+}
+
+// runNginxOnce is one start of runNginx; inUse reports an address taken meanwhile.
+func runNginxOnce(t *testing.T, bin, file, site string, repl map[string]string) (url string, inUse bool) {
+	t.Helper()
+	port := freePort(t)
+	const listen = "listen 80;"
+	if strings.Count(site, listen) != 1 {
+		t.Fatalf("deploy/%s changed shape: %q appears %d times", file, listen, strings.Count(site, listen))
+	}
+	site = strings.Replace(site, listen, fmt.Sprintf("listen 127.0.0.1:%d;", port), 1)
+	for old, repl := range repl {
 		site = strings.Replace(site, old, repl, 1)
 	}
 	dir := t.TempDir()
@@ -265,30 +289,34 @@ http {
 		_ = cmd.Process.Signal(syscall.SIGTERM) // fast shutdown: the master stops its workers
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
 		}
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = c.Close()
-			break
-		}
+	exited := false
+	testwait.For(t, 30*time.Second, "nginx to listen on "+addr, func() bool {
 		select {
 		case err := <-done:
+			done <- err // for the cleanup
+			exited = true
 			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			if strings.Contains(string(log)+out.String(), "Address already in use") {
+				inUse = true
+				return true
+			}
 			t.Fatalf("nginx exited: %v\n%s\n%s", err, out.String(), log)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nginx did not listen within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+		// nginx's own socket (a dial could reach another process that took the port).
+		got, _ := procListening(cmd.Process.Pid)
+		return slices.Contains(got, addr)
+	})
+	if exited {
+		return "", inUse
 	}
-	return "http://" + addr
+	return "http://" + addr, false
 }
 
 func freePort(t *testing.T) int {

@@ -349,6 +349,7 @@ func thousands(n int) string {
 // TestOpenAPIDocument: docs/openapi.yaml is a valid OpenAPI 3 document, and a running
 // server serves the same document as JSON at GET /api/openapi.json.
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromFile(specPath)
 	if err != nil {

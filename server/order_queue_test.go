@@ -95,6 +95,7 @@ func productIDs(t *testing.T, in *instance, query string) (int, []string, string
 // queue's page. GET /api/products?queue= lists the same products. Server-side, a token of one queue never buys another queue's product (403
 // token_wrong_queue, nothing sold), and its refusal leaves the token good for its own.
 func TestOrderPageBelongsToItsQueue(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	in := startInProcess(t, "orderpage", baseEnv(rs.URL(), db, map[string]string{
@@ -132,7 +133,7 @@ func TestOrderPageBelongsToItsQueue(t *testing.T) {
 	t.Run("admitted.redirect is the order page of the admitting queue", func(t *testing.T) {
 		for q, ticket := range map[string]string{"line": lineTickets[0], "fest": festTickets[0]} {
 			s := mustStream(t, in.url+"/api/queues/"+q+"/stream", ticket)
-			ev, ok := s.next(t, 10*time.Second, "admitted")
+			ev, ok := s.next(t, 30*time.Second, "admitted")
 			if !ok || ev.Data["redirect"] != "/q/"+q+"/order" {
 				t.Errorf("%s: admitted event %v (%v), want redirect /q/%s/order", q, ev.Data, ok, q)
 			}

@@ -13,6 +13,7 @@ import (
 // is admitted twice and then refused (429 too_many_places, scope ip, a message a buyer
 // understands) while its admissions live; the setting, raised to 0.25, lets it hold 5.
 func TestPlacesShareOfMaxActive(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "share", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
 	var st struct {

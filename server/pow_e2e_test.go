@@ -53,6 +53,7 @@ func powJoin(t *testing.T, in *instance, q, ticket string, body any) (int, powAn
 // challenge, a solution solved in Go, single use, expiry, a live raise of the difficulty,
 // rejoin without a proof, and bad bodies.
 func TestPowJoin(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
 	in := startInProcess(t, "pow", env)

@@ -27,6 +27,7 @@ type fieldErr struct {
 // one is USD; an unknown, lower-case or non-string currency is 422 naming the field and
 // changes nothing. (Every request and answer is also checked against docs/openapi.yaml.)
 func TestReceiptCurrencyAPI(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "web-1", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
 

@@ -15,6 +15,7 @@ import (
 // listens on stops the start with one error naming the kind and the addresses (never the
 // password), within the 5 s start check — not a flood of go-redis dial errors.
 func TestUnreachableRedisClusterIsOneClearLine(t *testing.T) {
+	t.Parallel()
 	p1, err1 := freeport.Get()
 	p2, err2 := freeport.Get()
 	if err1 != nil || err2 != nil {

@@ -42,17 +42,18 @@ const chartOverlapJS = `(() => {
 // leaves the chart, and each chart keeps at least two labels; nor do the wait
 // distribution's bar labels.
 func TestReportChartLabelsNeverOverlap(t *testing.T) {
-	ctx, in := browserInstance(t, "charts", 60*time.Second, nil)
+	t.Parallel()
+	ctx, in := browserInstance(t, "charts", 120*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/charts", map[string]any{"rate_per_second": 10})
 	b := startBrowser(t, ctx)
 	p := b.open(t, "report")
 	for _, lang := range []string{"en", "ko", "ja"} {
 		p.navigate(in.url + "/admin/queues/charts/report?lang=" + lang)
-		p.waitJS("charts.js", 5*time.Second, `!!window.WaitRoomCharts && !!document.querySelector('.report-chart')`)
+		p.waitJS("charts.js", 30*time.Second, `!!window.WaitRoomCharts && !!document.querySelector('.report-chart')`)
 		// The charts sit in the report's body, shown once the report is read: show it.
 		p.eval(`document.getElementById('report-body').hidden = false, 'ok'`)
 		for _, width := range []int64{1280, 375} {
-			p.do("viewport", 5*time.Second, chromedp.EmulateViewport(width, 900))
+			p.do("viewport", 30*time.Second, chromedp.EmulateViewport(width, 900))
 			for _, span := range []time.Duration{2 * time.Minute, 10 * time.Minute, 70 * time.Minute, 6 * time.Hour, 3 * 24 * time.Hour, 8 * 24 * time.Hour} {
 				var res struct {
 					Bad    []string `json:"bad"`

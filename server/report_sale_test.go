@@ -92,6 +92,7 @@ func saleQueueStats(t *testing.T, in *instance, q string) saleStats {
 // here, two sold-out periods with the first one's start as "sold out at", and the
 // orders per minute never after the report's own time.
 func TestReportAddsUpAfterASale(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	in := startInProcess(t, "rs", baseEnv(rs.URL(), db, nil))
@@ -103,7 +104,7 @@ func TestReportAddsUpAfterASale(t *testing.T) {
 	// Buy with the live tokens until the stock is gone (one at a time: max_active 1).
 	buyOut := func(stock int) {
 		bought := 0
-		testwait.For(t, 20*time.Second, "the stock sold", func() bool {
+		testwait.For(t, 30*time.Second, "the stock sold", func() bool {
 			_, live, _ := l.states()
 			for tk, tok := range live {
 				if bought == stock {
@@ -118,7 +119,7 @@ func TestReportAddsUpAfterASale(t *testing.T) {
 			}
 			return bought == stock
 		})
-		testwait.For(t, 10*time.Second, "the queue sold out", func() bool { return saleQueueStats(t, in, q).SoldOut })
+		testwait.For(t, 30*time.Second, "the queue sold out", func() bool { return saleQueueStats(t, in, q).SoldOut })
 	}
 	before := time.Now()
 	buyOut(2)
@@ -136,7 +137,7 @@ func TestReportAddsUpAfterASale(t *testing.T) {
 
 	// A restock of one: admission resumes, it sells out again.
 	mustAdmin(t, in, "PUT", "/admin/api/products/rsp", map[string]any{"name": "Sale", "price": 1000, "stock": 1, "queue": q})
-	testwait.For(t, 10*time.Second, "the restock seen", func() bool { return !saleQueueStats(t, in, q).SoldOut })
+	testwait.For(t, 30*time.Second, "the restock seen", func() bool { return !saleQueueStats(t, in, q).SoldOut })
 	restocked := time.Now()
 	buyOut(1)
 
@@ -144,7 +145,7 @@ func TestReportAddsUpAfterASale(t *testing.T) {
 	waiting, _, admitted := l.states()
 	end := time.Now().Add(time.Second)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"ends_at": end.UTC().Format(time.RFC3339Nano)})
-	testwait.For(t, 10*time.Second, "the end", func() bool {
+	testwait.For(t, 30*time.Second, "the end", func() bool {
 		s := saleQueueStats(t, in, q)
 		return s.Ended && s.Waiting == 0
 	})

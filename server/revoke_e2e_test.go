@@ -20,12 +20,14 @@ import (
 // token_revoked on this instance at once and on the other within its key refresh; each
 // revocation is in the audit log.
 func TestRevokeEndToEnd(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	env := baseEnv(rs.URL(), db, map[string]string{
 		"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s",
 	})
-	a, b := startInProcess(t, "rva", env), startInProcess(t, "rvb", env)
+	ab := startInProcessAll(t, env, "rva", "rvb")
+	a, b := ab[0], ab[1]
 	admin(t, a, "PUT", "/admin/api/products/rv-shoe", map[string]any{"name": "Shoe", "price": 100, "stock": 50, "queue": "rv"})
 	tickets, tokens := admittedUsers(t, a, "rv", 4)
 	buy := map[string]any{"product_id": "rv-shoe", "quantity": 1}
@@ -120,7 +122,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 		t.Fatalf("revoke an unknown kid: %d %s", res.StatusCode, e.Error.Code)
 	}
 	admin(t, a, "POST", "/admin/api/keys/rotate", nil)
-	testwait.For(t, 20*time.Second, "the new key signs on A", func() bool {
+	testwait.For(t, 30*time.Second, "the new key signs on A", func() bool {
 		call(t, "GET", a.url+"/admin/api/keys", adminToken, nil, &keys)
 		return keys.Signing != old
 	})
@@ -135,7 +137,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 	if code, e := verifyCall(t, a, tickets[2], tokens[2], "rv"); code != 401 || e != "token_revoked" {
 		t.Fatalf("A: a token of the revoked key: %d %s", code, e)
 	}
-	testwait.For(t, 20*time.Second, "B refuses the revoked key", func() bool {
+	testwait.For(t, 30*time.Second, "B refuses the revoked key", func() bool {
 		code, e := verifyCall(t, b, tickets[3], tokens[3], "rv")
 		return code == 401 && e == "token_revoked"
 	})
@@ -148,7 +150,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 
 	// The audit log: two token revocations (the repeat changed nothing) and one key
 	// revocation, by admin.
-	testwait.For(t, 20*time.Second, "the revocations in the audit log", func() bool {
+	testwait.For(t, 30*time.Second, "the revocations in the audit log", func() bool {
 		var log struct {
 			Entries []struct{ Actor, Action, Target string } `json:"entries"`
 		}

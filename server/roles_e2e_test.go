@@ -141,6 +141,7 @@ func requestWithType(t *testing.T, in *instance, r changingRoute, bearer string)
 // A viewer token may read everything and change nothing: every PUT, POST and DELETE under
 // /admin/api is 403 forbidden and the state read back is the same.
 func TestAdminViewerRefusedEveryChange(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "roles", rolesEnv(rs.URL(), pgtest.MustDB(t)))
 	png := brandingPNG(t, 8, 8)
@@ -270,6 +271,7 @@ func TestAdminViewerRefusedEveryChange(t *testing.T) {
 // before and after; failed changes are not recorded; no token, secret or invite code is
 // ever in it.
 func TestAuditLogOfOperatorChanges(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	dbURL := pgtest.MustDB(t)
 	in := startInProcess(t, "audit", rolesEnv(rs.URL(), dbURL))
@@ -422,6 +424,7 @@ func TestAuditLogOfOperatorChanges(t *testing.T) {
 // WR_ADMIN_TOKENS and WR_ADMIN_VIEWER_TOKEN: a bad entry stops the start with one line that
 // names the setting and the entry's position, and never shows a token.
 func TestAdminTokensConfig(t *testing.T) {
+	t.Parallel()
 	const tokA, tokB = "token-aaaaaaaaaaaaaaaa", "token-bbbbbbbbbbbbbbbb"
 	good := map[string]string{"WR_ADMIN_TOKEN": adminToken, "WR_ADMIN_VIEWER_TOKEN": rolesViewerToken,
 		"WR_ADMIN_TOKENS": "alice:operator:" + tokA + ",bob:viewer:" + tokB + ":with:colons"}
@@ -493,6 +496,7 @@ func TestAdminTokensConfig(t *testing.T) {
 // up), the entry is written to the server log at error level once the retries are spent,
 // and the audit list answers 503 database_unavailable until PostgreSQL is back.
 func TestAuditWithPostgresDown(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	pg := pgtest.MustPrivate(t)
 	in := startInProcess(t, "auditdown", rolesEnv(rs.URL(), pg.URL()))
@@ -526,7 +530,7 @@ func TestAuditWithPostgresDown(t *testing.T) {
 	if err := pg.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 20*time.Second, "the audit list back", func() bool {
+	testwait.For(t, 30*time.Second, "the audit list back", func() bool {
 		return call(t, "GET", in.url+"/admin/api/audit", rolesAliceToken, nil, nil).StatusCode == 200
 	})
 	if got := auditEntries(t, in, rolesAliceToken, ""); len(got) != 1 || got[0].Action != "queue.create" {

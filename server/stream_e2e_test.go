@@ -37,9 +37,10 @@ func (u *userLog) add(ev sseEvent) {
 // every user gets exactly one admitted event with its own token, and admission follows
 // join order.
 func TestLivePositionsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
-	ins := []*instance{startInProcess(t, "a", env), startInProcess(t, "b", env)}
+	ins := startInProcessAll(t, env, "a", "b")
 	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true, "places_per_ip": 0})
 
 	const n = 200
@@ -55,12 +56,26 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 		logs[i] = record(mustStream(t, in.url+"/api/queues/live/stream", j.Ticket))
 	}
 	// Everyone has the first position before admission starts.
-	testwait.For(t, 10*time.Second, "first positions", func() bool {
+	testwait.For(t, 30*time.Second, "first positions", func() bool {
 		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })
 	})
 	admin(t, ins[1], "PUT", "/admin/api/queues/live", map[string]any{"paused": false})
-	testwait.For(t, 30*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
-	time.Sleep(1500 * time.Millisecond) // let any duplicate arrive
+	testwait.For(t, 60*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
+	// The admin view counts both instances' streams.
+	var st struct {
+		Instances []struct {
+			ID  string `json:"id"`
+			SSE int64  `json:"sse_connections"`
+		} `json:"instances"`
+		Total int64 `json:"sse_connections_total"`
+	}
+	testwait.For(t, 30*time.Second, "admin counts", func() bool {
+		call(t, "GET", ins[0].url+"/admin/api/stats", adminToken, nil, &st)
+		return st.Total == n && len(st.Instances) == 2
+	})
+	// No duplicate admitted event was sent (the marker users' admissions come after every
+	// tick that could have made one).
+	noMoreAdmitted(t, ins, "live", n, map[string]any{"rate_per_second": 40})
 
 	// The tick at which each user was admitted (admission order = join order).
 	admittedAt := admittedTicks(t, logs)
@@ -85,18 +100,6 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 	if checked < 2*n {
 		t.Fatalf("only %d position events for %d users", checked, n)
 	}
-	// The admin view counts both instances' streams.
-	var st struct {
-		Instances []struct {
-			ID  string `json:"id"`
-			SSE int64  `json:"sse_connections"`
-		} `json:"instances"`
-		Total int64 `json:"sse_connections_total"`
-	}
-	testwait.For(t, 5*time.Second, "admin counts", func() bool {
-		call(t, "GET", ins[0].url+"/admin/api/stats", adminToken, nil, &st)
-		return st.Total == n && len(st.Instances) == 2
-	})
 }
 
 // record collects every event of s into a new userLog.

@@ -17,10 +17,11 @@ import (
 // Retry-After and its position follows the line, and once the other stream closes the room
 // goes back to the stream by itself (onPolling false, live), leaving one stream open.
 func TestStreamCapBackToStream(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "cap", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
@@ -57,14 +58,14 @@ func TestStreamCapBackToStream(t *testing.T) {
 			onState(s) { window.__state = s; } });
 		return '';
 	})()`)
-	p.waitJS("polling at 1 s for the cap, 2nd in line", 15*time.Second, `__log[0] === 'polling:true:1000:too_many_streams' && __pos === 2 && __state === 'live'`)
+	p.waitJS("polling at 1 s for the cap, 2nd in line", 30*time.Second, `__log[0] === 'polling:true:1000:too_many_streams' && __pos === 2 && __state === 'live'`)
 	call(t, "DELETE", in.url+"/api/queues/sc/ticket", dropJoinAPI(t, in, "sc").Ticket, nil, nil) // a place behind: nothing moves
 	call(t, "DELETE", in.url+"/api/queues/sc/ticket", ahead.Ticket, nil, nil)                    // the first place leaves
-	p.waitJS("the polled position moves up", 10*time.Second, `__pos === 1 && __log.length === 1`)
+	p.waitJS("the polled position moves up", 30*time.Second, `__pos === 1 && __log.length === 1`)
 
 	held.close()
-	p.waitJS("back on the stream", 20*time.Second, `__log[__log.length - 1] === 'polling:false' && __state === 'live' && __pos === 1`)
-	testwait.For(t, 10*time.Second, "one stream open (the room's)", func() bool { return badStreams(t, in) == 1 })
+	p.waitJS("back on the stream", 30*time.Second, `__log[__log.length - 1] === 'polling:false' && __state === 'live' && __pos === 1`)
+	testwait.For(t, 30*time.Second, "one stream open (the room's)", func() bool { return badStreams(t, in) == 1 })
 	p.eval(`(() => { __room.close(); return ''; })()`)
 	p.checkConsole()
 }

@@ -17,6 +17,7 @@ import (
 // stores what was there is answered 200 and records nothing; the settings' loose values
 // (ports, Unicode hosts, bidi controls, -0) are refused or normalised.
 func TestAdminStrictBodies(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "strict", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
 	type answer struct {

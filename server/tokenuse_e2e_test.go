@@ -134,6 +134,7 @@ func tokenUsedOutcomes(t *testing.T, in *instance) string {
 // tries are refused by the guard; the first order's Idempotency-Key still replays it).
 // Also concurrently: ten orders with one token make one order, before and after the loss.
 func TestTokenUseSurvivesFailover(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	in := startInProcess(t, "tu", baseEnv(rs.URL(), db, nil))

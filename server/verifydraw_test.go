@@ -70,6 +70,7 @@ func runVerifyDraw(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestVerifyDrawRoom(t *testing.T) {
+	t.Parallel()
 	honest, order, tickets := honestDraw(t, 200)
 	d, text := honest, orderText(order)
 	srv := room(t, &d, &text)
@@ -130,6 +131,7 @@ func TestVerifyDrawRoom(t *testing.T) {
 }
 
 func TestVerifyDrawNotYet(t *testing.T) {
+	t.Parallel()
 	d := publishedDraw{StartsAt: "2030-01-02T03:04:05Z", Commitment: draw.ID("c"), Algorithm: draw.Algorithm}
 	text := ""
 	srv := room(t, &d, &text)
@@ -145,6 +147,7 @@ func TestVerifyDrawNotYet(t *testing.T) {
 }
 
 func TestVerifyDrawEmpty(t *testing.T) {
+	t.Parallel()
 	d, order, _ := honestDraw(t, 0)
 	text := orderText(order)
 	srv := room(t, &d, &text)
@@ -154,6 +157,7 @@ func TestVerifyDrawEmpty(t *testing.T) {
 }
 
 func TestVerifyDrawRoomErrors(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 	code, out, errOut := runVerifyDraw("-room", srv.URL, "-queue", "drop")
@@ -176,6 +180,7 @@ func TestVerifyDrawRoomErrors(t *testing.T) {
 }
 
 func TestVerifyDrawFiles(t *testing.T) {
+	t.Parallel()
 	d, order, tickets := honestDraw(t, 50)
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -214,6 +219,7 @@ func TestVerifyDrawFiles(t *testing.T) {
 }
 
 func TestVerifyDrawUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		nil,
 		{"-room", "http://127.0.0.1:1"},
