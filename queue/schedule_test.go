@@ -157,8 +157,10 @@ func TestDrawIsUniform(t *testing.T) {
 	// and returns, per member in join order, the drawn place.
 	oneDraw := func(d int) ([]int, error) {
 		name := "uniform-" + string(rune('a'+d/26)) + string(rune('a'+d%26))
-		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(1000), MaxActive: i64(0),
-			StartsAt: timep(time.Now().Add(time.Hour))}); err != nil {
+		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(0), MaxActive: i64(0)}); err != nil {
+			return nil, err
+		}
+		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(1000), StartsAt: timep(time.Now().Add(time.Hour))}); err != nil {
 			return nil, err
 		}
 		ids := make([]string, members)
@@ -611,12 +613,12 @@ func TestBigDrawOutlastsTheLease(t *testing.T) {
 	if _, _, err := f.q.Put(ctx, "long", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
 		t.Fatal(err)
 	}
-	// A lease of 600 ms and batches of one member: the draw (3,000 batches) still outlasts the
-	// lease several times over. Shorter leases proved load-sensitive: a 100 ms lease lost the
-	// draw after 116 ms in a test-command run, and a 300 ms one beside other tests, because
-	// the draw's first renewal comes LeaseRenew after the draw's start, not after the tick's
-	// own renewal, and the freeze and the ordering of 3,000 members come in between.
-	const lease = 600 * time.Millisecond
+	// A lease of 1 s and batches of one member: the draw (3,000 batches, about 2 s on a quiet
+	// machine) still outlasts the lease. Shorter leases proved load-sensitive: a 100 ms lease
+	// lost the draw after 116 ms in a test-command run, 300 and 600 ms ones beside other tests,
+	// because the draw's first renewal comes LeaseRenew after the draw's start, not after the
+	// tick's own renewal, and the freeze and the ordering of 3,000 members come in between.
+	const lease = time.Second
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{LeaseTTL: lease, DrawBatch: 1})
 	start := time.Now()
 	if _, err := a.TickOnce(ctx, "long"); err != nil {

@@ -159,12 +159,22 @@ func (s *evStream) ended() bool {
 func (f *hubFixture) ticking(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
-	testwait.For(t, 10*time.Second, what, func() bool {
+	testwait.For(t, 30*time.Second, what, func() bool {
 		if _, err := ad.TickOnce(context.Background(), "h"); err != nil {
 			t.Fatal(err)
 		}
 		return cond()
 	})
+}
+
+// startSoon moves queue h's start to just ahead; the ticks of f.ticking then run the draw
+// once it has passed (admission counts by Redis TIME).
+func (f *hubFixture) startSoon(t *testing.T) {
+	t.Helper()
+	starts := time.Now().Add(100 * time.Millisecond)
+	if _, _, err := f.q.Put(context.Background(), "h", queue.SettingsPatch{StartsAt: &starts}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func every(ss []*evStream, f func(s *evStream) bool) bool {
@@ -193,7 +203,8 @@ func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
 	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: 100 * time.Millisecond})
 	ctx := context.Background()
-	starts := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	// An hour ahead while the members join and connect; moved to just ahead for the draw.
+	starts := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if _, _, err := f.q.Put(ctx, "h", queue.SettingsPatch{StartsAt: &starts}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +251,7 @@ func TestPrequeueEventsAndLateDrawnStream(t *testing.T) {
 	if err := f.q.Leave(ctx, tks[0]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(starts))
+	f.startSoon(t)
 	f.ticking(t, "the draw placed the others, and the leaver's stream ended", func() bool {
 		return ss[0].ended() && every(ss[1:], func(s *evStream) bool { return len(s.named("position")) > 0 })
 	})
@@ -268,7 +279,7 @@ func TestDrawPushesPositionsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newHub(t, stream.Config{UpdateInterval: time.Hour})
 	ctx := context.Background()
-	starts := time.Now().Add(1500 * time.Millisecond)
+	starts := time.Now().Add(time.Hour) // moved to just ahead once every member is connected
 	if _, _, err := f.q.Put(ctx, "h", queue.SettingsPatch{StartsAt: &starts}); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +295,7 @@ func TestDrawPushesPositionsAtOnce(t *testing.T) {
 	testwait.For(t, 30*time.Second, "connect events", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("prequeue")) == 1 })
 	})
-	time.Sleep(time.Until(starts))
+	f.startSoon(t)
 	f.ticking(t, "every member's drawn position", func() bool {
 		return every(ss, func(s *evStream) bool { return len(s.named("position")) > 0 })
 	})
@@ -383,11 +394,11 @@ func TestEndClosesEveryStream(t *testing.T) {
 	testwait.For(t, 30*time.Second, "admitted and position events", func() bool {
 		return len(sa.named("admitted")) == 1 && len(sb.named("position")) > 0
 	})
-	ends := time.Now().Add(time.Second)
+	// Just ahead: the ticks below run until it has passed and the end is done.
+	ends := time.Now().Add(100 * time.Millisecond)
 	if _, _, err := f.q.Put(ctx, "h", queue.SettingsPatch{EndsAt: &ends}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(ends))
 	f.ticking(t, "the waiting stream closed and ended", sb.ended)
 	names := sb.names()
 	e, _ := sb.last("closed")
