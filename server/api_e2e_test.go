@@ -38,7 +38,7 @@ func joinUsers(t *testing.T, in *instance, queue string, n, par int) []string {
 			for {
 				var j joinResp
 				res := call(t, "POST", in.url+"/api/queues/"+queue+"/join", "", nil, &j)
-				tickets[i] = j.Ticket
+				tickets[i], failed[i] = j.Ticket, ""
 				if j.Ticket != "" {
 					return
 				}
