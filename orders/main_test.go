@@ -26,6 +26,14 @@ func mustOpenReg(tb testing.TB, cfg orders.Config) (*orders.Store, string, *prom
 	if cfg.URL == "" {
 		cfg.URL = pgtest.MustDB(tb)
 	}
+	// A test that does not set the fail-fast bounds is not about them: generous ones, so a
+	// busy machine (tests in parallel, a CPU hog) does not turn its calls unavailable.
+	if cfg.AcquireTimeout == 0 {
+		cfg.AcquireTimeout = 10 * time.Second
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = 20 * time.Second
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()

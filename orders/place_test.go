@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +14,16 @@ import (
 	"github.com/waitroom/waitroom/orders"
 )
 
+// TestNeverOversells: 1,000 buyers for 100 units in the test command — exactly 100 orders,
+// every other buyer answered sold out (or, with a fail-fast pool, unavailable), stock 0;
+// WR_TEST_ORDERS_BUYERS=10000 runs the benchmark's flood with the same outcome set.
 func TestNeverOversells(t *testing.T) {
 	t.Parallel()
-	const buyers, workers, stock = 10_000, 200, 100
+	const workers, stock = 200, 100
+	buyers := 1_000
+	if n, err := strconv.Atoi(os.Getenv("WR_TEST_ORDERS_BUYERS")); err == nil && n > stock {
+		buyers = n
+	}
 	run := func(t *testing.T, cfg orders.Config) (counts map[string]int, dsn string) {
 		s, dsn := mustOpen(t, cfg)
 		mustProduct(t, s, "drop", stock)
