@@ -46,7 +46,7 @@ func TestReportSaleEdges(t *testing.T) {
 		if err := e.q.SetSoldOut(ctx, name, so); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Millisecond)
+		time.Sleep(3 * time.Millisecond) // the periods' instants apart (ms)
 	}
 	r.flush(ctx, t0.Add(Step))
 	rp, err := e.st.Report(ctx, name)
@@ -97,7 +97,9 @@ func TestReportSaleEdges(t *testing.T) {
 
 	// The end: the places still waiting are dropped; the report counts them at once, from
 	// the running totals (no step recorded since).
-	end := time.Now().Add(50 * time.Millisecond)
+	// Far enough ahead to be in the future when Put checks it on a busy machine; then the
+	// wait for the instant itself (Redis TIME and this clock are the same machine's).
+	end := time.Now().Add(300 * time.Millisecond)
 	if _, _, err := e.q.Put(ctx, name, queue.SettingsPatch{EndsAt: &end}); err != nil {
 		t.Fatal(err)
 	}
