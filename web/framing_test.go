@@ -28,12 +28,14 @@ import (
 func framingServer(tb testing.TB, guarded bool) (string, <-chan net.Conn) {
 	tb.Helper()
 	app := fiber.New(fiber.Config{
-		DisableStartupMessage:        true,
-		BodyLimit:                    64 << 10,
-		ReadBufferSize:               8 << 10,
-		ReadTimeout:                  5 * time.Second,
-		WriteTimeout:                 5 * time.Second,
-		IdleTimeout:                  5 * time.Second,
+		DisableStartupMessage: true,
+		BodyLimit:             64 << 10,
+		ReadBufferSize:        8 << 10,
+		// Generous: a request trickled a byte at a time on a busy machine takes seconds, and
+		// no test here waits for these to end a connection.
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  30 * time.Second,
 		Immutable:                    true,
 		ErrorHandler:                 handleError(zerolog.Nop()),
 		DisablePreParseMultipartForm: true,
@@ -107,7 +109,7 @@ func (r *framingClient) trickle(s string, n int) {
 // response reads one response (for a request of method; a HEAD has no body).
 func (r *framingClient) response(method string) (*http.Response, string) {
 	r.tb.Helper()
-	_ = r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	res, err := http.ReadResponse(r.br, &http.Request{Method: method})
 	if err != nil {
 		r.tb.Fatalf("reading a response: %v", err)
@@ -123,7 +125,7 @@ func (r *framingClient) response(method string) (*http.Response, string) {
 // (not a reset, not a timeout, not another response).
 func (r *framingClient) closed() {
 	r.tb.Helper()
-	_ = r.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_ = r.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	b, err := r.br.ReadByte()
 	if err != io.EOF {
 		r.tb.Fatalf("after the answer: read %q, %v; want io.EOF", b, err)
