@@ -31,7 +31,8 @@ func baseDir(t *testing.T) string {
 
 func start(t *testing.T, opts pglocal.Options) *pglocal.Instance {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Generous: initdb is CPU-bound, and these tests run theirs side by side.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	opts.BinDir = os.Getenv("PG_BINDIR")
 	opts.NoSync = true
@@ -45,7 +46,7 @@ func start(t *testing.T, opts pglocal.Options) *pglocal.Instance {
 
 func exec(t *testing.T, dsn, sql string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -58,7 +59,7 @@ func exec(t *testing.T, dsn, sql string) error {
 
 func count(t *testing.T, dsn, sql string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
