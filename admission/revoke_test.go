@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 )
 
@@ -27,15 +28,14 @@ func admitted(t *testing.T, q *queue.Queue, signer *queue.Signer, keys *admissio
 		ts, raws = append(ts, tk), append(raws, raw)
 	}
 	adm := queue.NewAdmitter(q, queue.AdmitConfig{})
-	for range 100 {
+	// Each tick admits by the Redis TIME since the last one.
+	testwait.For(t, 30*time.Second, "the last of them admitted", func() bool {
 		if _, err := adm.TickOnce(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := q.Status(ctx, ts[n-1]); err == nil && p.State == queue.StateAdmitted {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // the next tick's budget
-	}
+		p, err := q.Status(ctx, ts[n-1])
+		return err == nil && p.State == queue.StateAdmitted
+	})
 	for _, tk := range ts {
 		p, err := q.Status(ctx, tk)
 		if err != nil || p.State != queue.StateAdmitted {
