@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -322,7 +324,8 @@ func TestDrawPushesPositionsAtOnce(t *testing.T) {
 // sold_out event; when stock returns every stream gets a position saying "sold_out":false.
 func TestSoldOutReachesEveryStream(t *testing.T) {
 	t.Parallel()
-	f := newHub(t, stream.Config{UpdateInterval: 200 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	f := newHubWith(t, stream.Config{UpdateInterval: 100 * time.Millisecond}, reg)
 	ctx := context.Background()
 	var ss []*evStream
 	for range 5 {
@@ -344,12 +347,16 @@ func TestSoldOutReachesEveryStream(t *testing.T) {
 	})
 	sl := f.open(t, later, f.place(t, later))
 	ad := queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "test"})
-	for range 5 { // more ticks and fan-outs while sold out
+	// More ticks and fan-outs while sold out: five ticks, then three fan-out rounds (the
+	// hub's own count of them) after the last.
+	for range 5 {
 		if _, err := ad.TickOnce(ctx, "h"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	rounds := func() uint64 { return histogram(t, reg, "stream_fanout_seconds").GetSampleCount() }
+	r0 := rounds()
+	testwait.For(t, 30*time.Second, "three more fan-out rounds", func() bool { return rounds() >= r0+3 })
 	for i, s := range ss {
 		evs := s.named("sold_out")
 		if len(evs) != 1 || s.ended() || !evs[0].HasID || evs[0].Data["server_time"] == nil {
