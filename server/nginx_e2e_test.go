@@ -33,7 +33,7 @@ func TestBehindNginx(t *testing.T) {
 	t.Parallel()
 	bin := nginxBinary(t)
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
 		"WR_LOG_LEVEL": "info", "WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1",
 		"WR_STREAMS_PER_IP": "2",
 	})

@@ -24,7 +24,7 @@ import (
 func TestDescriptorFloodIsShed(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	in := startCommand(t, "fd", env, "prlimit", "--nofile=1024:1024", "--", binary(t))
 	admin(t, in, "PUT", "/admin/api/queues/fd", map[string]any{"paused": true})
 	addr := strings.TrimPrefix(in.url, "http://")
@@ -150,7 +150,7 @@ func TestStreamBudgetSheds(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	// Heartbeats far apart: the sweep, not a heartbeat, must be what finds the gone client.
-	in := startInProcess(t, "budget", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1h"}))
+	in := startInProcess(t, "budget", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1h"}))
 	admin(t, in, "PUT", "/admin/api/queues/bq", map[string]any{"paused": true})
 	var tickets []string
 	for range 3 {
@@ -211,7 +211,7 @@ func TestStreamBudgetSheds(t *testing.T) {
 func TestIncompleteRequestsAreClosed(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "idle", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s"}))
+	in := startInProcess(t, "idle", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s"}))
 	addr := strings.TrimPrefix(in.url, "http://")
 	for _, start := range []string{"", "GET /healthz HTTP/1.1\r\nHost: x\r\n"} {
 		t.Run(fmt.Sprintf("%q", start), func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 func TestPlacesShareOfMaxActive(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "share", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "share", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
 	var st struct {
 		Share *float64 `json:"max_active_share_per_ip"`
 	}

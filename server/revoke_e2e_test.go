@@ -23,7 +23,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
-	env := baseEnv(rs.URL(), db, map[string]string{
+	env := tolerantEnv(rs.URL(), db, map[string]string{
 		"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s",
 	})
 	ab := startInProcessAll(t, env, "rva", "rvb")

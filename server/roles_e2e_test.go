@@ -29,7 +29,7 @@ const (
 // rolesEnv: the harness's operator token (actor admin), a viewer token (actor viewer), a
 // named operator alice and a named viewer bob.
 func rolesEnv(redisURL, dbURL string) map[string]string {
-	return baseEnv(redisURL, dbURL, map[string]string{
+	return tolerantEnv(redisURL, dbURL, map[string]string{
 		"WR_ADMIN_VIEWER_TOKEN": rolesViewerToken,
 		"WR_ADMIN_TOKENS":       "alice:operator:" + rolesAliceToken + ", bob:viewer:" + rolesBobToken,
 	})

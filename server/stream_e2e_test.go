@@ -39,7 +39,7 @@ func (u *userLog) add(ev sseEvent) {
 func TestLivePositionsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), nil)
 	ins := startInProcessAll(t, env, "a", "b")
 	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true, "places_per_ip": 0})
 

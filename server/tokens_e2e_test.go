@@ -90,7 +90,7 @@ func TestSignedTokensEndToEnd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
-	env := baseEnv(rs.URL(), db, nil)
+	env := tolerantEnv(rs.URL(), db, nil)
 	ab := startInProcessAll(t, env, "ta", "tb")
 	a, b := ab[0], ab[1]
 	admin(t, a, "PUT", "/admin/api/products/jws-shoe", map[string]any{"name": "Shoe", "price": 100, "stock": 50, "queue": "jws"})
@@ -251,7 +251,7 @@ func encodeSeg(t *testing.T, v any) string {
 func TestKeyRotationDuringASale(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s"})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s"})
 	ab := startInProcessAll(t, env, "ra", "rb")
 	a, b := ab[0], ab[1]
 	admin(t, a, "PUT", "/admin/api/products/rot", map[string]any{"name": "Rot", "price": 1, "stock": 1000, "queue": "rot"})
@@ -313,7 +313,7 @@ func TestNginxAuthRequest(t *testing.T) {
 	t.Parallel()
 	bin := nginxBinary(t)
 	rs := redistest.Start(t)
-	in := startProcess(t, "ng", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startProcess(t, "ng", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
 	shop := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(shop, "checkout"), 0o755); err != nil {
 		t.Fatal(err)
@@ -390,9 +390,9 @@ func TestMixedTokenFormats(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
-	bare := launchInProcess(t, "mx-uuid", baseEnv(rs.URL(), db, map[string]string{"WR_TOKEN_FORMAT": "uuid"}))
-	signed := launchInProcess(t, "mx-jws", baseEnv(rs.URL(), db, nil))
-	strict := launchInProcess(t, "mx-strict", baseEnv(rs.URL(), db, map[string]string{"WR_ACCEPT_BARE_TOKENS": "false"}))
+	bare := launchInProcess(t, "mx-uuid", tolerantEnv(rs.URL(), db, map[string]string{"WR_TOKEN_FORMAT": "uuid"}))
+	signed := launchInProcess(t, "mx-jws", tolerantEnv(rs.URL(), db, nil))
+	strict := launchInProcess(t, "mx-strict", tolerantEnv(rs.URL(), db, map[string]string{"WR_ACCEPT_BARE_TOKENS": "false"}))
 	readyAll(t, []*instance{bare, signed, strict})
 	admin(t, signed, "PUT", "/admin/api/products/mx", map[string]any{"name": "Mx", "price": 1, "stock": 100, "queue": "mx"})
 	buy := map[string]any{"product_id": "mx", "quantity": 1}

@@ -137,7 +137,7 @@ func TestTokenUseSurvivesFailover(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
-	in := startInProcess(t, "tu", baseEnv(rs.URL(), db, nil))
+	in := startInProcess(t, "tu", tolerantEnv(rs.URL(), db, nil))
 	admin(t, in, "PUT", "/admin/api/products/tu-shoe", map[string]any{"name": "Shoe", "price": 100, "stock": 50, "queue": "tu"})
 	tickets, tokens := admittedUsers(t, in, "tu", 2)
 	rdb := rs.Client()
