@@ -12,7 +12,7 @@ import (
 )
 
 // TestETAFollowsPauseAndRateChange is the buyer-truth scenario: 40 ahead of the watched
-// buyer at 5/s; the queue is paused, its rate changed to 4/s while paused, then resumed.
+// buyer at 5/s; the queue is paused, its rate changed to 2/s while paused, then resumed.
 // Every second the buyer's status ETA is read; after the admission each reading is compared
 // with the real remaining wait. While paused the ETA must be null; after the resume, within
 // ±25 % of the real remaining wait (within 1 s absolute for the last few seconds, where the
@@ -34,7 +34,9 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 			watched = tk
 		}
 	}
-	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	// Ticks late by up to 2 s (a busy machine) still admit all that is due: the rate the
+	// buyer sees is the configured one, which is what the ETA is compared with.
+	a := queue.NewAdmitter(f.q, queue.AdmitConfig{MaxElapsed: 2 * time.Second})
 	go func() { _ = a.Run(ctx) }()
 
 	type reading struct {
@@ -69,34 +71,22 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	read() // paused
-	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{RatePerSecond: f64(4)}); err != nil {
+	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{RatePerSecond: f64(2)}); err != nil {
 		t.Fatal(err)
 	}
-	read() // still paused, now 4/s
+	read() // still paused, now 2/s
 	if _, _, err := f.q.Put(ctx, "eta", queue.SettingsPatch{Paused: boolp(false)}); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	// A reading a second, and the admission itself seen within 20 ms (the real remaining
-	// wait of every reading is measured to it).
 	var admittedAt time.Time
-	lastReading := time.Time{}
 	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) {
-		var p queue.Place
-		if time.Since(lastReading) >= time.Second {
-			p, lastReading = read(), time.Now()
-		} else {
-			var err error
-			if p, err = f.q.Status(ctx, watched); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if p.State == queue.StateAdmitted {
+		if p := read(); p.State == queue.StateAdmitted {
 			admittedAt = time.Now()
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	if admittedAt.IsZero() {
 		t.Fatal("the watched buyer was not admitted")

@@ -152,33 +152,36 @@ func TestDrawIsUniform(t *testing.T) {
 	for i := range counts {
 		counts[i] = make([]int, bins)
 	}
-	a := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	// Calls that may wait 30 s for the client's pool: eight draws side by side on a busy
+	// machine outlast the default 1 s per call.
+	q := queue.New(f.rdb, queue.Config{OpTimeout: 30 * time.Second}, nil)
+	a := queue.NewAdmitter(q, queue.AdmitConfig{})
 	// oneDraw joins members to a fresh scheduled queue in order, starts it, runs the draw
 	// and returns, per member in join order, the drawn place.
 	oneDraw := func(d int) ([]int, error) {
 		name := "uniform-" + string(rune('a'+d/26)) + string(rune('a'+d%26))
-		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(0), MaxActive: i64(0)}); err != nil {
+		if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(0), MaxActive: i64(0)}); err != nil {
 			return nil, err
 		}
-		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(1000), StartsAt: timep(time.Now().Add(time.Hour))}); err != nil {
+		if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(1000), StartsAt: timep(time.Now().Add(time.Hour))}); err != nil {
 			return nil, err
 		}
 		ids := make([]string, members)
 		for i := range members {
 			tk, _ := f.signer.New(name)
-			if _, _, err := f.q.Join(ctx, tk); err != nil {
+			if _, _, err := q.Join(ctx, tk); err != nil {
 				return nil, err
 			}
 			ids[i] = tk.ID
 		}
 		// The sale starts now (a cleared start on a scheduled queue).
-		if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
+		if _, _, err := q.Put(ctx, name, queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
 			return nil, err
 		}
 		if _, err := a.TickOnce(ctx, name); err != nil {
 			return nil, err
 		}
-		order, err := f.q.DrawOrder(ctx, name)
+		order, err := q.DrawOrder(ctx, name)
 		if err != nil {
 			return nil, err
 		}
