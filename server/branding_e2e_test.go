@@ -42,7 +42,7 @@ type brandingQueue struct {
 func brandingInstance(t *testing.T) *instance {
 	t.Helper()
 	rs := redistest.Start(t)
-	return startInProcess(t, "brand-1", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	return startInProcess(t, "brand-1", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
 }
 
 // brandingPNG is a w×h PNG of one colour.
@@ -68,6 +68,7 @@ func brandingStats(t *testing.T, in *instance, name string) brandingQueue {
 
 // TestBrandingRefused: each bad branding value is a 422 naming its field, and changes nothing.
 func TestBrandingRefused(t *testing.T) {
+	t.Parallel()
 	in := brandingInstance(t)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/b", map[string]any{"brand_name": "Acme", "brand_color": "#1a5fb4"})
 	for _, c := range []struct {
@@ -107,6 +108,7 @@ func TestBrandingRefused(t *testing.T) {
 // TestBrandingSettings: the values are stored, shown in the answer and the stats, and
 // cleared by "" and by null; the colour is stored lower case; a message may hold line breaks.
 func TestBrandingSettings(t *testing.T) {
+	t.Parallel()
 	in := brandingInstance(t)
 	var q brandingQueue
 	res := call(t, "PUT", in.url+"/admin/api/queues/b", adminToken, map[string]any{
@@ -145,6 +147,7 @@ func TestBrandingSettings(t *testing.T) {
 // the type sent (422 field logo); a good logo round trip: upload, served with its type,
 // nosniff and an ETag (304 on If-None-Match), named in the settings; deleted → 404.
 func TestBrandingLogo(t *testing.T) {
+	t.Parallel()
 	in := brandingInstance(t)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/b", map[string]any{"rate_per_second": 1})
 	logo := "/admin/api/queues/b/logo"
@@ -250,6 +253,7 @@ func TestBrandingLogo(t *testing.T) {
 // TestBrandingEscaped: a message, a name and a link holding markup reach the waiting page and
 // the order page as text: escaped, never as a tag.
 func TestBrandingEscaped(t *testing.T) {
+	t.Parallel()
 	in := brandingInstance(t)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/b", map[string]any{
 		"brand_message": `<script>alert(1)</script>`, "brand_name": `"><img src=x onerror=alert(1)>`,

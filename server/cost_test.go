@@ -375,7 +375,7 @@ func costEnv(redisURL, db string) map[string]string {
 		// then WAIT), the longest path of join and status.
 		env["WR_REDIS_REPLICA_ACKS"] = "1"
 	}
-	return baseEnv(redisURL, db, env)
+	return tolerantEnv(redisURL, db, env)
 }
 
 // TestCostPerRequest holds docs/API.md's "Cost per request": every public route, asked
@@ -384,6 +384,7 @@ func costEnv(redisURL, db string) map[string]string {
 // limit and past it), costs at most its bound in Redis commands — with 10,000 queues too
 // (on one Redis; the cluster pass of the test command runs it on the shared cluster).
 func TestCostPerRequest(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	hook := &costHook{}
 	in := startCounted(t, "cost", costEnv(rs.URL(), pgtest.MustDB(t)), hook)
@@ -854,6 +855,7 @@ func makeQueues(t *testing.T, rs *redistest.Server, n int) {
 // routes with the same bounds as costBounds, and every public route the server registers
 // (web/server.go, web/pages.go) has its row.
 func TestCostTableMatchesDocs(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/API.md")
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,7 @@ func TestDrawAcrossInstances(t *testing.T) {
 		batch = "5000"
 	}
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": batch})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": batch})
 	ins := []*instance{startProcess(t, "d1", env), startProcess(t, "d2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/drop10k", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
@@ -239,7 +239,7 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	}
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "100"})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "100"})
 	ins := []*instance{startProcess(t, "k1", env), startProcess(t, "k2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),

@@ -9,6 +9,7 @@ import (
 // one key refresh (the last instance re-reads the keys) plus the JWKS cache lifetime (the
 // last verifier's copy expires). A shorter one stops the start with one line saying so.
 func TestKeyPublishDelayCoversRefreshAndJWKSCache(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		env  map[string]string
 		fail bool

@@ -39,7 +39,7 @@ func follow(t *testing.T, ins []*instance, first int, queue, ticket string) *fol
 			s, _ := openStream(t, ins[k%len(ins)].url+"/api/queues/"+queue+"/stream", ticket, lastID)
 			if s == nil {
 				k++
-				time.Sleep(50 * time.Millisecond)
+				<-time.After(50 * time.Millisecond) // a browser's pause before it reconnects
 				continue
 			}
 			ended := false
@@ -88,8 +88,9 @@ func (f *follower) admittedTokens() map[string]int {
 // every user ends up with exactly one token (the same one on every delivery); no
 // admission is lost or duplicated.
 func TestKillInstanceMidRun(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	ins := []*instance{startProcess(t, "p1", env), startProcess(t, "p2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20, "places_per_ip": 0, "paused": true})
 	// An empty queue rests with no leader (issue 12): a first waiter wakes it, paused so it
@@ -97,7 +98,7 @@ func TestKillInstanceMidRun(t *testing.T) {
 	call(t, "POST", ins[0].url+"/api/queues/kill/join", "", nil, nil)
 	// Find the leader (the admin view names it).
 	var leader string
-	testwait.For(t, 10*time.Second, "a leader", func() bool {
+	testwait.For(t, 30*time.Second, "a leader", func() bool {
 		var st struct {
 			Queues []struct{ Name, Leader string } `json:"queues"`
 		}
@@ -128,7 +129,15 @@ func TestKillInstanceMidRun(t *testing.T) {
 		}
 	}()
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"paused": false})
-	time.Sleep(2 * time.Second) // admission under way
+	testwait.For(t, 30*time.Second, "admission under way (20 users told)", func() bool {
+		told := 0
+		for _, f := range fs {
+			if len(f.admittedTokens()) > 0 {
+				told++
+			}
+		}
+		return told >= 20
+	})
 	ins[victim].kill()
 	t.Logf("killed %s (the leader is %s)", ins[victim].id, leader)
 

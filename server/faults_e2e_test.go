@@ -84,7 +84,7 @@ func (l *tickLog) stop() {
 func TestKillLeader(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	const (
 		rate       = 20.0
 		maxElapsed = 300 // ms: 3 × the default WR_TICK (100 ms)
@@ -337,7 +337,7 @@ func TestRedisRestart(t *testing.T) {
 func TestPubSubKilled(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "ps", baseEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "ps", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/ps", map[string]any{"rate_per_second": 10, "paused": true})
 	const n = 60
 	tickets := make([]string, n)

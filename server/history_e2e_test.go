@@ -66,9 +66,10 @@ func historyCounts(t *testing.T, in *instance, q, query string) histCounts {
 }
 
 func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
-	env := baseEnv(rs.URL(), db, map[string]string{"WR_GRACE": "5s"})
+	env := tolerantEnv(rs.URL(), db, map[string]string{"WR_GRACE": "5s"})
 	a := startInProcess(t, "ha", env)
 	b := startInProcess(t, "hb", env)
 	ins := []*instance{a, b}
@@ -205,6 +206,7 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 // Retry-After (never a hang or a 500), admission goes on, and both answer again once
 // PostgreSQL is back.
 func TestHistoryWhilePostgresIsDown(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	pg := pgtest.MustPrivate(t)
 	in := startInProcess(t, "hpg", baseEnv(rs.URL(), pg.URL(), nil))

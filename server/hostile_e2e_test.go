@@ -2,9 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +20,14 @@ import (
 // anyone else; oversized headers get 431 and bodies 413; malformed input gets 400/422
 // with the error JSON and never a 5xx.
 func TestHostileClients(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	in := startInProcess(t, "h", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s", "WR_WRITE_TIMEOUT": "1s"}))
 	admin(t, in, "PUT", "/admin/api/queues/h", map[string]any{"rate_per_second": 1})
 	addr := strings.TrimPrefix(in.url, "http://")
 
 	t.Run("slowloris is cut at the read timeout", func(t *testing.T) {
+		t.Parallel()
 		var conns []net.Conn
 		for range 50 {
 			c, err := net.Dial("tcp", addr)
@@ -33,19 +38,22 @@ func TestHostileClients(t *testing.T) {
 			_, _ = io.WriteString(c, "POST /api/queues/h/join HTTP/1.1\r\nHost: x\r\n")
 			conns = append(conns, c)
 		}
-		// A normal client is served at once meanwhile.
-		start := time.Now()
+		// A normal client is served meanwhile: before the server has cut the slowloris
+		// connections (they are still open after its answer), so it did not wait for them.
 		if res := call(t, "POST", in.url+"/api/queues/h/join", "", nil, nil); res.StatusCode != 201 {
 			t.Fatalf("join beside slowloris: %d", res.StatusCode)
 		}
-		if d := time.Since(start); d > 500*time.Millisecond {
-			t.Fatalf("join beside 50 slowloris connections took %v", d)
+		last := conns[len(conns)-1]
+		_ = last.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := last.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the last slowloris connection was cut before a normal join was answered (%v): the join waited for them", err)
 		}
-		// Dribbling one header byte every 200 ms does not keep a connection past ~1 s.
+		// Dribbling one header byte every 200 ms (the slow client's pace) does not keep a
+		// connection open: the read timeout (1 s) cuts it.
 		c := conns[0]
 		closedAt := time.Time{}
-		start = time.Now()
-		for time.Since(start) < 5*time.Second {
+		start := time.Now()
+		for time.Since(start) < 30*time.Second {
 			if _, err := io.WriteString(c, "X"); err != nil {
 				closedAt = time.Now()
 				break
@@ -58,12 +66,13 @@ func TestHostileClients(t *testing.T) {
 			}
 		}
 		if closedAt.IsZero() {
-			t.Fatal("slowloris connection still open after 5 s")
+			t.Fatal("slowloris connection still open after 30 s")
 		}
 		t.Logf("slowloris connection cut after %v", closedAt.Sub(start).Round(100*time.Millisecond))
 	})
 
 	t.Run("oversized and malformed requests", func(t *testing.T) {
+		t.Parallel()
 		// A 2 MiB body is refused from its Content-Length, before it is read (the server
 		// then closes the connection, so the client reads the answer before sending it all).
 		for _, p := range []string{"/api/queues/h/join", "/admin/api/queues/h", "/api/orders"} {
@@ -112,6 +121,7 @@ func TestHostileClients(t *testing.T) {
 	})
 
 	t.Run("static files cannot escape their folder", func(t *testing.T) {
+		t.Parallel()
 		for _, p := range []string{"/static/../../go.mod", "/static/..%2f..%2fgo.mod", "/static/%2e%2e/%2e%2e/etc/passwd", "/static/../server/main.go"} {
 			res := call(t, "GET", in.url+p, "", nil, nil)
 			body := readAll(res)
@@ -125,6 +135,7 @@ func TestHostileClients(t *testing.T) {
 	})
 
 	t.Run("CORS is not open and pages carry security headers", func(t *testing.T) {
+		t.Parallel()
 		var e errResp
 		res := call(t, "POST", in.url+"/api/queues/h/join", "", nil, &e, "Origin", "https://evil.example")
 		if v := res.Header.Get("Access-Control-Allow-Origin"); v != "" {
@@ -160,24 +171,30 @@ func TestHostileClients(t *testing.T) {
 	})
 
 	t.Run("the admin stream outlives the write timeout", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", in.url+"/admin/api/stream", nil)
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", in.url+"/admin/api/stream", nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		res, err := streamClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
+		// Three stats events, the last one after the 1 s write timeout: the stream was not
+		// cut at it. (The stream's own pace sets how long this takes; the scan ends at the
+		// third event, or when the stream ends, or at the request's 30 s deadline.)
+		opened := time.Now()
 		sc := bufio.NewScanner(res.Body)
 		sc.Buffer(make([]byte, 1<<16), 1<<20)
 		events := 0
-		start := time.Now()
-		for time.Since(start) < 3500*time.Millisecond && sc.Scan() {
+		for events < 3 && sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "event: stats") {
 				events++
 			}
 		}
-		if events < 3 {
-			t.Fatalf("admin stream gave %d events in %v with a 1 s write timeout: %v", events, time.Since(start), sc.Err())
+		if lived := time.Since(opened); events < 3 || lived <= time.Second {
+			t.Fatalf("admin stream gave %d events in %v with a 1 s write timeout: %v", events, lived, sc.Err())
 		}
 	})
 }
@@ -206,8 +223,9 @@ func rawRequest(t *testing.T, addr, req string) (int, string) {
 // TestNoSecretsInLogs runs a whole journey — join, stream, admission, order, admin — at
 // debug level and reads every log line: no ticket, token, admin token or secret in them.
 func TestNoSecretsInLogs(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), nil)
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), nil)
 	in := startInProcess(t, "logs", env)
 	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5, "queue": "logs"})
 	tickets, tokens := admittedUsers(t, in, "logs", 1)
