@@ -24,8 +24,9 @@ import (
 //     in dollars (12.50 in the currency the form starts with, USD like every product) and
 //     stored in cents (1250).
 //
-// The screenshot goes to $WR_SCREENSHOTS, else screenshots/ at the repo root.
+// The screenshot goes to $WR_SCREENSHOTS, else screenshots/ at the repo root, in the test's own directory.
 func TestBrowserAdminEditsSaleSettings(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "admin-ui", 60*time.Second, nil)
 	for _, q := range []string{"drop", "later"} {
 		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
@@ -102,7 +103,7 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 	if others := adm.eval(`String(document.querySelectorAll('[aria-invalid=true]').length)`); others != "1" {
 		t.Errorf("%s controls marked invalid, want only max_per_order", others)
 	}
-	adm.screenshot(screenshotDir(t), "7-admin-field-error")
+	adm.screenshot(shotDir(t), "7-admin-field-error")
 	if p := adminUIProduct(t, in, "shoe"); p.MaxPerOrder != 2 {
 		t.Fatalf("max_per_order after the refused save: %d, want 2", p.MaxPerOrder)
 	}
@@ -150,6 +151,7 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 //     (2–10 s, jittered) and ends; joins answer 503 instance_full and /readyz 503 "full";
 //   - once a stream closes the row shows "1 / 2" and the badge goes.
 func TestBrowserAdminShowsStreamBudget(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "budget", 60*time.Second, map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1s"})
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": true})
 	// Three places first: at the budget the instance refuses joins too.
@@ -192,7 +194,7 @@ func TestBrowserAdminShowsStreamBudget(t *testing.T) {
 	})()`)
 	t.Logf("2 streams open: streams %q, connections %q, row header %q", adminUIRowCell(adm, "instance-streams"),
 		adminUIRowCell(adm, "instance-conns"), adm.eval(`document.querySelector('tr[data-instance=budget] th').textContent`))
-	adm.screenshot(screenshotDir(t), "8-admin-stream-budget")
+	adm.screenshot(shotDir(t), "8-admin-stream-budget")
 
 	// 2. The API agrees: a third stream is shed with a retry and ends.
 	rctx, rcancel := context.WithTimeout(testContext(t), 5*time.Second)

@@ -16,6 +16,7 @@ import (
 // CSP, which forbids inline styles. The order page carries the same branding. Screenshots at
 // 1280 px and 375 px go to /tmp/wr-shots/branding-*.png.
 func TestBrowserBranding(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "brand-browser", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/brand", map[string]any{
 		"rate_per_second": 0, "brand_name": "Acme Shoes", "brand_color": "#8a1c7c",
@@ -73,15 +74,14 @@ func TestBrowserBranding(t *testing.T) {
 		t.Errorf("button background %q, --brand %q: want the accent #8a1c7c", v.ButtonBG, v.Accent)
 	}
 	shots.take(p, "branding-queue-1280")
-	p.do("375 px viewport", 5*time.Second, chromedp.EmulateViewport(375, 812))
-	time.Sleep(150 * time.Millisecond) // layout
+	p.viewport(375, 812)
 	if over := p.eval(`String(document.documentElement.scrollWidth > window.innerWidth)`); over != "true" && over != "false" {
 		t.Fatalf("scrollWidth check: %q", over)
 	} else if over == "true" {
 		t.Errorf("the branded page scrolls sideways at 375 px")
 	}
 	shots.take(p, "branding-queue-375")
-	p.do("1280 px viewport", 5*time.Second, chromedp.EmulateViewport(1280, 900))
+	p.viewport(1280, 900)
 
 	// The order page: the same band and colour.
 	p.navigate(in.url + "/q/brand/order")
@@ -100,6 +100,7 @@ func TestBrowserBranding(t *testing.T) {
 // file input (fetch PUT with the file's type). The settings, the stats and the waiting page
 // carry them. Removing the logo asks for confirmation first.
 func TestBrowserBrandingDashboard(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "brand-dash", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/shop", map[string]any{"rate_per_second": 0})
 	logo := filepath.Join(t.TempDir(), "logo.png")

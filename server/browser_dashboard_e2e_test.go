@@ -24,6 +24,7 @@ import (
 //   - The sale form with the start emptied on a scheduled queue asks too (it starts the
 //     sale): Cancel keeps the schedule.
 func TestBrowserDashboardConfirmations(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "dash-confirm", 120*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/eu", map[string]any{"rate_per_second": 2})
 	mustAdmin(t, in, "PUT", "/admin/api/queues/kr", map[string]any{"rate_per_second": 2})
@@ -138,6 +139,7 @@ func TestBrowserDashboardConfirmations(t *testing.T) {
 //   - A logo over 100 KiB is refused on the logo field before anything is sent (the brand
 //     name typed with it is not saved either).
 func TestBrowserDashboardProducts(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "dash-products", 120*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/eu", map[string]any{"rate_per_second": 2})
 	mustAdmin(t, in, "PUT", "/admin/api/queues/kr", map[string]any{"rate_per_second": 2})
@@ -221,7 +223,7 @@ func TestBrowserDashboardProducts(t *testing.T) {
 	if call(t, "GET", in.url+"/api/products/scarf", "", nil, &p); p.Queue == nil || *p.Queue != "kr" || p.Price != 4500 || p.Currency != "EUR" {
 		t.Fatalf("scarf after the move: %+v", p)
 	}
-	adm.screenshot(screenshotDir(t), "dashboard-products")
+	adm.screenshot(shotDir(t), "dashboard-products")
 
 	// 4. A logo over 100 KiB: refused on its field, nothing sent.
 	big := filepath.Join(t.TempDir(), "big.png")

@@ -27,6 +27,7 @@ import (
 // keeps Japanese and the place; the index and order pages follow the cookie although the
 // browser still asks for English. Screenshots: /tmp/wr-shots/lang-ja-1280.png and -375.png.
 func TestBrowserLangSwitch(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "lang-1", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/lq", map[string]any{"rate_per_second": 1, "paused": true, "token_ttl_seconds": 300})
 	var first struct{ Position int64 }
@@ -127,6 +128,8 @@ func TestBrowserLangSwitch(t *testing.T) {
 // ignores an unknown key (logged). ?lang=fr shows French and sets the cookie; the switcher
 // in Chromium offers "français" next to the built-in languages.
 func TestBrowserLangMessagesDir(t *testing.T) {
+	// Serial: WR_MESSAGES_DIR loads into the process-wide message tables (static.LoadMessagesDir),
+	// which every page of every test in this binary reads.
 	dir := t.TempDir()
 	for name, body := range map[string]string{
 		"fr.json": `{"index_heading": "Files ouvertes", "lang_label": "Langue"}`,

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/orders/pgtest"
 )
 
@@ -15,19 +14,17 @@ import (
 // again on the same address, which loses the line. The buyer's page reconnects, finds its
 // place gone, joins again — and says so in words with the new place, never a silent move.
 func TestBrowserTruthLostPlace(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a guard, not a budget
 	t.Cleanup(cancel)
-	port, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := restartPort(t)
 	// No REDIS_URL: the in-process Redis, whose line dies with the process. The demo queue is
 	// made at every start, paused by a rate of 0 so the buyers wait.
-	env := baseEnv("", pgtest.MustDB(t), map[string]string{"WR_ADDR": "127.0.0.1:" + strconv.Itoa(port),
-		"WR_DEMO": "true", "WR_DEMO_RATE": "0", "WR_HEARTBEAT": "1s"})
+	env := baseEnv("", pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_ADDR": "127.0.0.1:" + strconv.Itoa(port),
+		"WR_DEMO": "true", "WR_DEMO_RATE": "0", "WR_HEARTBEAT": "1s"}))
 	delete(env, "REDIS_URL")
 	first := startProcess(t, "lost-1", env)
 	for range 2 { // two buyers ahead of ours before the restart
@@ -46,7 +43,7 @@ func TestBrowserTruthLostPlace(t *testing.T) {
 		t.Fatalf("restarted at %s, want %s", second.url, first.url)
 	}
 	dropJoinAPI(t, second, "demo") // someone else is first in the new line
-	buyer.waitJS("the lost-place message", 30*time.Second, `(() => {
+	buyer.waitJS("the lost-place message", 60*time.Second, `(() => {
 		const l = document.getElementById('lost-place');
 		return l && !l.hidden && document.getElementById('position').dataset.position === '2';
 	})()`)

@@ -9,6 +9,7 @@ import (
 // cookies, joining the second queue overwrote the first one's ticket, and going back to the
 // first queue's page took a new place at the back of the line.
 func TestBrowserKeepsAPlaceInEveryQueue(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "two-queues", 60*time.Second, nil)
 	for _, q := range []string{"qa", "qb"} {
 		mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
@@ -47,6 +48,7 @@ func TestBrowserKeepsAPlaceInEveryQueue(t *testing.T) {
 // the page shows the final notice (waitroom.js reports the error as fatal and closes the room
 // instead of scheduling another join; a retried 429 would show the "retrying" state).
 func TestBrowserTooManyPlacesIsFinal(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "hoard-page", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/hp", map[string]any{"paused": true, "places_per_ip": 1})
 	call(t, "POST", in.url+"/api/queues/hp/join", "", nil, nil) // the address's one place

@@ -25,6 +25,7 @@ const receiptShots = "/tmp/wr-shots"
 // the copy button answering (copied, or the fallback that shows the reference). Screenshots
 // at 1280 px and 375 px go to /tmp/wr-shots/receipt-<lang>-<width>.png.
 func TestBrowserReceipt(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "web-1", 90*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 20})
 	mustAdmin(t, in, "PUT", "/admin/api/products/yen", map[string]any{"name": "Kyoto tote", "price": 12900, "currency": "JPY", "stock": 10, "queue": "drop"})

@@ -38,10 +38,9 @@ func truthStats(t *testing.T, in *instance, name string) truthQueueStats {
 func truthShots(t *testing.T, shots *dropShots, p *browserPage, name string) {
 	t.Helper()
 	shots.take(p, "truth-"+name+"-1280")
-	p.do("375 px viewport", 5*time.Second, chromedp.EmulateViewport(375, 812))
-	time.Sleep(150 * time.Millisecond) // layout
+	p.viewport(375, 812)
 	shots.take(p, "truth-"+name+"-375")
-	p.do("1280 px viewport", 5*time.Second, chromedp.EmulateViewport(1280, 900))
+	p.viewport(1280, 900)
 }
 
 // truthRecordNotifications wraps window.Notification before the page's scripts run, so
@@ -84,6 +83,7 @@ func truthGrantNotifications(t *testing.T, p *browserPage, origin string) {
 // paused message goes. At admission the page creates a notification and shows the deadline in
 // local time.
 func TestBrowserTruthPausedAndTurn(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	ctx, in := browserInstance(t, "truth-paused", 90*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/truth", map[string]any{"rate_per_second": 0.2, "paused": true, "token_ttl_seconds": 300})
@@ -121,6 +121,15 @@ func TestBrowserTruthPausedAndTurn(t *testing.T) {
 		document.getElementById('notify-me').hidden && document.activeElement === document.getElementById('notify-state')`)
 	truthShots(t, shots, buyer, "paused")
 
+	// Every title the page shows is recorded: the title flashes until the buyer has looked at
+	// the page for a few seconds (every tab of the tests' shared browser has the focus), so a
+	// test that reads it late could miss the flash.
+	buyer.eval(`(() => {
+		window.__titles = [];
+		new MutationObserver(() => window.__titles.push(document.title)).observe(document.querySelector('title'), {childList: true, characterData: true, subtree: true});
+		return '';
+	})()`)
+
 	// Resumed: the message goes while the buyer still waits.
 	mustAdmin(t, in, "PUT", "/admin/api/queues/truth", map[string]any{"paused": false})
 	buyer.waitJS("the paused message gone", 10*time.Second, `(() => {
@@ -145,7 +154,7 @@ func TestBrowserTruthPausedAndTurn(t *testing.T) {
 	if err != nil || !strings.HasPrefix(deadline, "Your turn lasts until ") || end.Sub(time.Now()) < 280*time.Second || end.Sub(time.Now()) > 301*time.Second {
 		t.Fatalf("deadline %q (%s, %v)", deadline, iso, err)
 	}
-	buyer.waitJS("the flashing title", 3*time.Second, `document.title.startsWith('🔔')`)
+	buyer.waitJS("the flashing title", 3*time.Second, `window.__titles.some((s) => s.startsWith('🔔'))`)
 	t.Logf("admitted: notification %q / %q; %q; countdown %s", title, body, deadline, buyer.eval(`document.getElementById('countdown').textContent`))
 	truthShots(t, shots, buyer, "turn")
 
@@ -161,14 +170,15 @@ func TestBrowserTruthPausedAndTurn(t *testing.T) {
 // the connection label is not green; SIGCONT: live again. The test sends SIGCONT in a cleanup
 // too, so a failure never leaves a stopped process behind.
 func TestBrowserTruthStale(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a guard, not a budget
 	t.Cleanup(cancel)
 	rs := redistest.Start(t)
-	in := startProcess(t, "truth-stale", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_HEARTBEAT": "1s"}))
+	in := startProcess(t, "truth-stale", baseEnv(rs.URL(), pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"})))
 	mustAdmin(t, in, "PUT", "/admin/api/queues/frozen", map[string]any{"rate_per_second": 1, "paused": true})
 	dropJoinAPI(t, in, "frozen")
 	b := startBrowser(t, ctx)
@@ -177,7 +187,12 @@ func TestBrowserTruthStale(t *testing.T) {
 	buyer.navigate(in.url + "/q/frozen")
 	buyer.waitJS("live with pings", 15*time.Second, `document.getElementById('conn-state').dataset.state === 'live' &&
 		document.getElementById('position').dataset.position === '2' && document.getElementById('updated').textContent === 'updated just now'`)
-	time.Sleep(2500 * time.Millisecond) // a few pings: the page learns the interval
+	// Two pings teach the page the interval: its stale threshold drops from 20 s to about
+	// 2 × 1 s + 3 s (never under 5 s).
+	buyer.waitJS("the ping interval learned", 15*time.Second, `(() => {
+		const ms = Number(document.getElementById('room').dataset.staleAfterMs);
+		return ms >= 5000 && ms < 20000;
+	})()`)
 	if got := buyer.eval(`document.getElementById('stale').hidden ? 'hidden' : 'shown'`); got != "hidden" {
 		t.Fatalf("stale shown while the server pings")
 	}
@@ -227,6 +242,7 @@ func TestBrowserTruthStale(t *testing.T) {
 // that queue is taken to the order page by the page itself at admission, with the token in
 // sessionStorage and never in the address.
 func TestBrowserTruthAutoRedirect(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	ctx, in := browserInstance(t, "truth-redirect", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/rd", map[string]any{"rate_per_second": 5, "paused": true})
@@ -257,7 +273,7 @@ func TestBrowserTruthAutoRedirect(t *testing.T) {
 	if got := buyer.eval(`(JSON.parse(sessionStorage.getItem('wr_token:rd') || '{}').token || '').split('.').length + ''`); got != "3" {
 		t.Fatalf("no token in sessionStorage after the redirect (%s parts)", got)
 	}
-	time.Sleep(500 * time.Millisecond)
+	buyer.waitJS("the order page loaded", 10*time.Second, `document.readyState === 'complete' && document.getElementById('shop') !== null`)
 	truthShots(t, shots, buyer, "auto-redirect-order")
 
 	for _, p := range b.pages {
