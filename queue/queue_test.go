@@ -33,7 +33,9 @@ func newFixture(t testing.TB, opts ...redistest.Option) *fixture {
 	t.Helper()
 	srv := redistest.Start(t, opts...)
 	rdb := srv.Client()
-	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{}, nil), signer: queue.NewSigner([]byte("test-secret"))}
+	// Calls may take 10 s (the default, 1 s, fails them on a machine busy with the tests
+	// beside them); a test about the bound makes its own Queue.
+	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), signer: queue.NewSigner([]byte("test-secret"))}
 }
 
 func (f *fixture) mkQueue(t testing.TB, name string, rate float64, maxActive int64) {

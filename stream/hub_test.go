@@ -34,7 +34,8 @@ func newHub(t *testing.T, cfg stream.Config) *hubFixture {
 func newHubWith(t *testing.T, cfg stream.Config, reg prometheus.Registerer) *hubFixture {
 	t.Helper()
 	rs := redistest.Start(t)
-	q := queue.New(rs.Client(), queue.Config{Grace: -1}, nil)
+	// Calls may take 10 s: the default 1 s fails them on a machine busy with other tests.
+	q := queue.New(rs.Client(), queue.Config{Grace: -1, OpTimeout: 10 * time.Second}, nil)
 	zero := 0.0
 	if _, _, err := q.Put(context.Background(), "h", queue.SettingsPatch{RatePerSecond: &zero}); err != nil {
 		t.Fatal(err)
