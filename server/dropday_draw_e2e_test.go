@@ -247,7 +247,7 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	// The pre-queue is filled through the queue package (the joins' own code path, without
 	// HTTP, so 100,000 take seconds).
 	rdb := rs.Client()
-	q := queue.New(rdb, queue.Config{}, nil)
+	q := queue.New(rdb, queue.Config{OpTimeout: 30 * time.Second}, nil) // the joins' budget: generous beside other tests
 	signer := queue.NewSigner([]byte(env["WR_SECRET"]))
 	ctx := context.Background()
 	ids := make([]string, n)

@@ -394,7 +394,14 @@ func TestStalledRedisFailsFast(t *testing.T) {
 		}
 	}
 	orders := pgCount(t, db, "SELECT count(*)::int FROM orders WHERE product_id = 'p'")
-	if left := stockOf(t, a, "p"); int(left) != 1000-orders {
+	var left int64
+	testwait.For(t, 30*time.Second, "the product answered", func() bool {
+		var p struct{ Stock int64 }
+		res := call(t, "GET", a.url+"/api/products/p", "", nil, &p)
+		left = p.Stock
+		return res.StatusCode == 200
+	})
+	if int(left) != 1000-orders {
 		t.Fatalf("stock %d after %d orders of 1 from 1000", left, orders)
 	}
 	t.Logf("%d orders placed around the stall, stock consistent", orders)
