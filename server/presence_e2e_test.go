@@ -24,6 +24,31 @@ func TestAbandonment(t *testing.T) {
 	var ghost, poller, streamer, witness joinResp
 	call(t, "POST", in.url+"/api/queues/ab/join", "", nil, &ghost)  // joins, then vanishes
 	call(t, "POST", in.url+"/api/queues/ab/join", "", nil, &poller) // polls /status
+	var polled sync.Mutex
+	var last joinResp       // the poller's latest status …
+	var lastAsked time.Time // … asked at this time
+	stopPolling := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stopPolling:
+				return
+			case <-time.After(time.Second): // the client's polling interval: the scenario
+				var st joinResp
+				asked := time.Now()
+				if res := call(t, "GET", in.url+"/api/queues/ab/status", poller.Ticket, nil, &st); res.StatusCode == 200 {
+					polled.Lock()
+					last, lastAsked = st, asked
+					polled.Unlock()
+				}
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(stopPolling)
 	call(t, "POST", in.url+"/api/queues/ab/join", "", nil, &streamer)
 	s, _ := openStream(t, in.url+"/api/queues/ab/stream", streamer.Ticket, "")
 	if s == nil {
@@ -37,29 +62,6 @@ func TestAbandonment(t *testing.T) {
 	// The witness joins once the stream is open, so its grace ends after the streamer's
 	// would (the streamer joined before it); it is never asked about, which would keep it.
 	call(t, "POST", in.url+"/api/queues/ab/join", "", nil, &witness)
-	var polled sync.Mutex
-	var last joinResp // the poller's latest status
-	stopPolling := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stopPolling:
-				return
-			case <-time.After(time.Second): // the client's polling interval: the scenario
-				var st joinResp
-				if res := call(t, "GET", in.url+"/api/queues/ab/status", poller.Ticket, nil, &st); res.StatusCode == 200 {
-					polled.Lock()
-					last = st
-					polled.Unlock()
-				}
-			}
-		}
-	}()
-	defer wg.Wait()
-	defer close(stopPolling)
 	// Within grace + a tick the ghost is gone: the streamer moves to 2, the poller to 1.
 	ev, ok = s.next(t, 30*time.Second, "position")
 	if !ok || num(ev.Data["position"]) != 2 {
@@ -73,11 +75,13 @@ func TestAbandonment(t *testing.T) {
 	if res := call(t, "GET", in.url+"/api/queues/ab/status", ghost.Ticket, nil, nil); res.StatusCode != 404 {
 		t.Fatalf("abandoned ticket status: %d", res.StatusCode)
 	}
-	// The witness lapses too (the poller's statuses count the line: poller and streamer).
+	// The witness lapses too (the poller's statuses, asked from now on, count the line:
+	// poller and streamer).
+	from := time.Now()
 	testwait.For(t, 30*time.Second, "the witness abandoned", func() bool {
 		polled.Lock()
 		defer polled.Unlock()
-		return last.Waiting == 2
+		return lastAsked.After(from) && last.Waiting == 2
 	})
 	// The streamer (and the poller) kept their places past that point.
 	call(t, "GET", in.url+"/api/queues/ab/status", streamer.Ticket, nil, &st)
