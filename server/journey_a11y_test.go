@@ -36,10 +36,10 @@ func TestJourneyA11yStates(t *testing.T) {
 	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	// The deadline is a guard for a machine under load, not the budget (the suite's running
 	// time is measured by the test command).
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	rs := redistest.Start(t)
-	in := startInProcess(t, "a11y-j", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_HEARTBEAT": "1s"}))
+	in := startInProcess(t, "a11y-j", baseEnv(rs.URL(), pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"})))
 	started := time.Now()
 
 	// The draw queue's lease goes to an owner that never ticks before its start is set.

@@ -21,7 +21,8 @@ const badFreeze = 20 * time.Second
 
 // TestJourneyBadMoments is J6, the bad moments of a buyer, on one server run as a child
 // process (so it can be frozen) with WR_STREAMS_PER_IP=2; every browser is on 127.0.0.1:
-//   - ana is admitted with a 10-s token and opens the order page; the token lapses there;
+//   - ana is admitted with a 20-s token and opens the order page; the token lapses there
+//     (during the 20-s freeze below, which begins after her order page is up);
 //   - ben waits while the server is frozen for 20 s (SIGSTOP): the page shows the stale state
 //     (light and dark, 1280 and 375 px), then live again after SIGCONT; ana's order page
 //     has meanwhile said that her token expired;
@@ -35,7 +36,8 @@ const badFreeze = 20 * time.Second
 func TestJourneyBadMoments(t *testing.T) {
 	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	// The deadline is a guard for a machine under load, not the budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
@@ -49,8 +51,10 @@ func TestJourneyBadMoments(t *testing.T) {
 	t.Logf("server (built and started) and browser up after %v", time.Since(began).Round(time.Millisecond))
 
 	// (c) The token lapses on the order page: ana is let in at once (nobody ahead) with a
-	// 10-s token; her order page counts it down while the rest of the journey goes on.
-	mustAdmin(t, in, "PUT", "/admin/api/queues/bad", map[string]any{"rate_per_second": 5, "token_ttl_seconds": 10})
+	// 20-s token; her order page counts it down while the rest of the journey goes on. The
+	// freeze below lasts 20 s and begins after her order page is up, so the token has lapsed
+	// by the time the test looks, however slowly the machine ran until then.
+	mustAdmin(t, in, "PUT", "/admin/api/queues/bad", map[string]any{"rate_per_second": 5, "token_ttl_seconds": 20})
 	mustAdmin(t, in, "PUT", "/admin/api/products/bad-tee", map[string]any{"name": "Tee", "price": 2500, "stock": 5, "queue": "bad"})
 	ana := j.person("ana", journeyDesktop)
 	ana.navigate(in.url + "/q/bad?lang=en")
@@ -67,7 +71,7 @@ func TestJourneyBadMoments(t *testing.T) {
 	ben.waitJS("ben live at 2nd", 15*time.Second, `document.getElementById('conn-state').dataset.state === 'live' &&
 		document.getElementById('position').dataset.position === '2'`)
 	// The page learns the ping interval from two pings (1 s apart): then it is stale after 5 s.
-	ben.waitJS("ben's page knows the ping interval", 10*time.Second, `document.getElementById('room').dataset.staleAfterMs === '5000' &&
+	ben.waitJS("ben's page knows the ping interval", 10*time.Second, `Number(document.getElementById('room').dataset.staleAfterMs) >= 5000 && Number(document.getElementById('room').dataset.staleAfterMs) < 20000 &&
 		document.getElementById('room').dataset.stale !== 'true'`)
 	stopped := time.Now()
 	if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {

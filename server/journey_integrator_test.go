@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -30,8 +31,8 @@ import (
 // addresses replaced (the room on 127.0.0.3, the shop on 127.0.0.2: two sites to Chromium,
 // as localhost and 127.0.0.1 are in the README). The room runs with the zero-config
 // defaults the README relies on: demo data on, no WR_ADMIN_TOKEN (the generated token file
-// is what step 3 reads, in a HOME of the test's own). The room is the harness's in-process
-// instance (`make run` is `go run ./server`, the same run()); the shop is its own binary.
+// is what step 3 reads, in a HOME of the test's own). The room is the built server as a
+// child process (`make run` is `go run ./server`, the same program); the shop is its own binary.
 
 const shopReadmePath = "../examples/shop/README.md"
 
@@ -133,15 +134,15 @@ func startIntegrator(t *testing.T) *integrator {
 	}
 	shopBin := shopBinary(t)
 	in := &integrator{readme: r, home: t.TempDir(), db: pgtest.MustDB(t)}
-	env := baseEnv(redistest.Start(t).URL(), in.db, map[string]string{"WR_ADDR": "127.0.0.3:0"})
+	// The room writes its generated token under the user's cache directory (os.UserCacheDir,
+	// the process environment): it runs as its own process, the built server (`make run` is
+	// `go run ./server`), with this test's HOME, so the journeys run in parallel and the test
+	// binary's environment is left alone.
+	env := baseEnv(redistest.Start(t).URL(), in.db, map[string]string{"WR_ADDR": "127.0.0.3:0",
+		"HOME": in.home, "XDG_CACHE_HOME": filepath.Join(in.home, ".cache")})
 	delete(env, "WR_DEMO")        // zero config: the demo queue and product are made
 	delete(env, "WR_ADMIN_TOKEN") // zero config: a random token, written to a file
-	// The room writes its generated token under the user's cache directory, at start: this
-	// test's HOME for the start, the machine's again afterwards (axe-core is cached there).
-	cache := os.Getenv("XDG_CACHE_HOME")
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(in.home, ".cache"))
-	in.room = startInProcess(t, "room", env)
-	t.Setenv("XDG_CACHE_HOME", cache)
+	in.room = startProcess(t, "room", env)
 	tok, err := os.ReadFile(filepath.Join(in.home, ".cache", "waitroom", "admin-token-room"))
 	if err != nil {
 		t.Fatalf("the room's generated admin token file: %v\n%s", err, in.room.logs.String())
@@ -205,18 +206,11 @@ func (in *integrator) allowOrigin(t *testing.T) {
 // routes: each instance follows a change of allowed_origins within 2 s (its cache).
 func (in *integrator) waitCORS(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, path := range []string{"/api/queues/demo/join", "/api/orders"} {
-		for {
+		testwait.For(t, 30*time.Second, "the room to answer CORS for "+in.shop+" on "+path, func() bool {
 			res := call(t, "OPTIONS", in.room.url+path, "", nil, nil, "Origin", in.shop, "Access-Control-Request-Method", "POST")
-			if res.Header.Get("Access-Control-Allow-Origin") == in.shop {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the room does not answer CORS for %s on %s: %d", in.shop, path, res.StatusCode)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return res.Header.Get("Access-Control-Allow-Origin") == in.shop
+		})
 	}
 }
 
@@ -232,7 +226,9 @@ func (in *integrator) admin(t *testing.T, method, path string, body any) {
 // buyer goes from the shop to the room's waiting page, is let in, comes back to the shop,
 // whose backend redeems the token; the shop shows its own session and its own order.
 func TestJourneyIntegratorRedirect(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Parallel() // journeys overlap their waits
+	// The deadline is a guard for a machine under load, not the budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	in := startIntegrator(t)
 	in.allowOrigin(t)
@@ -322,7 +318,9 @@ func TestJourneyIntegratorRedirect(t *testing.T) {
 // page, is let in and orders the room's product: the page shows the room's order id (the one
 // in PostgreSQL) and the stock that fell.
 func TestJourneyIntegratorEmbed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Parallel() // journeys overlap their waits
+	// The deadline is a guard for a machine under load, not the budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	in := startIntegrator(t)
 	in.admin(t, "PUT", "/admin/api/queues/demo", map[string]any{"rate_per_second": 0}) // hold the line

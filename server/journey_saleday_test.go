@@ -134,7 +134,7 @@ func TestJourneySaleDay(t *testing.T) {
 	// The product, in won, sold through the queue.
 	olga.sendKeys("new-product-id", "tee")
 	olga.sendKeys("new-product-name", "Sale day tee")
-	olga.do("choose KRW", 5*time.Second, chromedp.Focus(chromedp.ID("new-product-currency")), chromedp.KeyEvent("KRW"))
+	olga.sendKeys("new-product-currency", "KRW") // by the keyboard (sendKeys: arrow keys, not type-ahead's clock)
 	olga.do("type the price", 5*time.Second, chromedp.SetValue(chromedp.ID("new-product-price"), ""), chromedp.SendKeys(chromedp.ID("new-product-price"), "19000"))
 	adminUIRetype(olga.browserPage, "new-product-stock", "1")
 	adminUIRetype(olga.browserPage, "new-product-max-order", "1")
