@@ -2,6 +2,7 @@ package orders_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,14 @@ func mustOpen(tb testing.TB, cfg orders.Config) (*orders.Store, string) {
 func mustOpenReg(tb testing.TB, cfg orders.Config) (*orders.Store, string, *prometheus.Registry) {
 	tb.Helper()
 	if cfg.URL == "" {
+		// A connection's start (SCRAM authentication) may take long on a busy machine: the
+		// Store's default connect timeout (5 s) is not what these tests are about.
 		cfg.URL = pgtest.MustDB(tb)
+		if strings.Contains(cfg.URL, "?") {
+			cfg.URL += "&connect_timeout=60"
+		} else {
+			cfg.URL += "?connect_timeout=60"
+		}
 	}
 	// A test that does not set the fail-fast bounds is not about them: generous ones, so a
 	// busy machine (tests in parallel, a CPU hog) does not turn its calls unavailable.

@@ -36,6 +36,7 @@ func start(t *testing.T, opts pglocal.Options) *pglocal.Instance {
 	defer cancel()
 	opts.BinDir = os.Getenv("PG_BINDIR")
 	opts.NoSync = true
+	opts.StartTimeout = 3 * time.Minute
 	in, err := pglocal.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start: %v", err)
