@@ -249,7 +249,7 @@ func TestRedisRestart(t *testing.T) {
 	})
 
 	rs.Stop()
-	testwait.For(t, 15*time.Second, "readyz 503", func() bool {
+	testwait.For(t, 30*time.Second, "readyz 503", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 503
 	})
 	res := call(t, "POST", in.url+"/api/queues/rr/join", "", nil, nil)
@@ -270,12 +270,12 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return k
 	}
-	testwait.For(t, 15*time.Second, "streams told reconnecting", func() bool { return told("reconnecting") == n })
+	testwait.For(t, 60*time.Second, "streams told reconnecting", func() bool { return told("reconnecting") == n })
 	rs.Start()
 	testwait.For(t, 30*time.Second, "readyz 200", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
 	})
-	testwait.For(t, 30*time.Second, "streams told live", func() bool { return told("live") == n })
+	testwait.For(t, 60*time.Second, "streams told live", func() bool { return told("live") == n })
 	for _, s := range streams {
 		select {
 		case <-s.done:

@@ -128,18 +128,32 @@ func TestOneAddressHoldsAtMostTheCap(t *testing.T) {
 		t.Fatalf("one more after the re-join: %d, want 429", res.StatusCode)
 	}
 	// Status is limited per ticket: a burst of polls is cut off.
-	limited := 0
-	for range 15 {
-		res := call(t, "GET", in.url+"/api/queues/hoard/status", held[1], nil, nil)
-		if res.StatusCode == 429 {
-			if res.Header.Get("X-RateLimit-Scope") != "user" {
-				t.Fatalf("status 429 scope %q", res.Header.Get("X-RateLimit-Scope"))
+	// 30 polls at once (the bucket holds 10 and refills 2/s: they would have to spread over
+	// 10 s to be all answered).
+	limited, badScope := 0, ""
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := call(t, "GET", in.url+"/api/queues/hoard/status", held[1], nil, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if res.StatusCode == 429 {
+				if sc := res.Header.Get("X-RateLimit-Scope"); sc != "user" {
+					badScope = sc
+				}
+				limited++
 			}
-			limited++
-		}
+		}()
+	}
+	wg.Wait()
+	if badScope != "" {
+		t.Fatalf("status 429 scope %q", badScope)
 	}
 	if limited == 0 {
-		t.Fatal("15 status calls at once on one ticket were all answered")
+		t.Fatal("30 status calls at once on one ticket were all answered")
 	}
 	var st struct {
 		Queues []struct {
@@ -154,7 +168,7 @@ func TestOneAddressHoldsAtMostTheCap(t *testing.T) {
 			t.Fatalf("stats: %d waiting, places_per_ip %d; want at most %d", q.Waiting, q.PlacesPerIP, cap)
 		}
 	}
-	t.Logf("one address: %d places, %d joins refused, %d of 15 status polls limited", len(held), refused, limited)
+	t.Logf("one address: %d places, %d joins refused, %d of 30 status polls limited", len(held), refused, limited)
 }
 
 // An IPv6 /64 is one client for the per-address limits.
@@ -257,7 +271,7 @@ func TestAdminValuesNeverAnswer500(t *testing.T) {
 }
 
 // Finding 6: a stalled Redis answered joins and orders only after 5 s, and orders started
-// during the stall waited up to 9.4 s. Redis is SIGSTOPped for 6 s under joins, status
+// during the stall waited up to 9.4 s. Redis is SIGSTOPped for 8 s under joins, status
 // polls and orders on two instances: every request started during the stall is answered
 // — 503 with Retry-After while Redis is stalled — within the budget, nothing is lost and
 // nothing oversold.
@@ -274,7 +288,7 @@ func TestStalledRedisFailsFast(t *testing.T) {
 
 	// The stall is the scenario: longer than the bound below, so a request that waited for
 	// Redis to come back would show.
-	const stall = 6 * time.Second
+	const stall = 8 * time.Second
 	const workers = 12
 	type result struct {
 		what       string
@@ -371,8 +385,10 @@ func TestStalledRedisFailsFast(t *testing.T) {
 			t.Errorf("%s during the stall: %d", r.what, r.status)
 		}
 		// The budget is 1 s per Redis call (WR_REDIS_TIMEOUT); the bound here is looser only
-		// so that a loaded 2-core CI machine does not turn scheduling into a failure.
-		if r.latency > 3*time.Second {
+		// so that a loaded 2-core CI machine does not turn scheduling into a failure (a
+		// request that waited for Redis to come back, started in the stall's first 3 s,
+		// still shows).
+		if r.latency > 5*time.Second {
 			t.Errorf("%s took %v during the stall", r.what, r.latency)
 		}
 	}
