@@ -173,7 +173,7 @@ func TestInvitesAcrossInstances(t *testing.T) {
 		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })
 	})
 	admin(t, ins[1], "PUT", "/admin/api/queues/vip", map[string]any{"paused": false})
-	testwait.For(t, 60*time.Second, "every buyer admitted", func() bool { return all(logs, hasAdmitted) })
+	testwait.For(t, 120*time.Second, "every buyer admitted", func() bool { return all(logs, hasAdmitted) })
 	// No duplicate admitted event was sent: the markers' admissions come after every tick
 	// that could have made one.
 	noMoreAdmitted(t, ins, "vip", len(buyers), map[string]any{"rate_per_second": 4})

@@ -60,7 +60,7 @@ func TestLivePositionsAcrossInstances(t *testing.T) {
 		return all(logs, func(u *userLog) bool { return len(u.positions) > 0 })
 	})
 	admin(t, ins[1], "PUT", "/admin/api/queues/live", map[string]any{"paused": false})
-	testwait.For(t, 60*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
+	testwait.For(t, 120*time.Second, "every user admitted", func() bool { return all(logs, hasAdmitted) })
 	// The admin view counts both instances' streams.
 	var st struct {
 		Instances []struct {
