@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -233,7 +234,14 @@ func TestRedisRestart(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			streams[i], _ = openStream(t, in.url+"/api/queues/rr/stream", tickets[i], "")
+			// A connection dropped before its answer (EOF, on a loaded machine) is opened
+			// again, as EventSource does.
+			for try := 0; try < 5 && streams[i] == nil; try++ {
+				var res *http.Response
+				if streams[i], res = openStream(t, in.url+"/api/queues/rr/stream", tickets[i], ""); res != nil && streams[i] == nil {
+					return // refused with an answer: reported below
+				}
+			}
 		}()
 	}
 	wg.Wait()
