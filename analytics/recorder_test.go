@@ -2,6 +2,7 @@ package analytics
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,9 +28,16 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// Generous bounds (connection start, pool wait, statements): these tests run side by side
+	// and are not about the bounds.
 	dsn := pgtest.MustDB(t)
+	if strings.Contains(dsn, "?") {
+		dsn += "&connect_timeout=60"
+	} else {
+		dsn += "?connect_timeout=60"
+	}
 	ctx := ctxT(t)
-	ost, err := orders.Open(ctx, orders.Config{URL: dsn}, prometheus.NewRegistry())
+	ost, err := orders.Open(ctx, orders.Config{URL: dsn, AcquireTimeout: 10 * time.Second, QueryTimeout: 20 * time.Second}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatalf("open orders: %v", err)
 	}
@@ -39,8 +47,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	q := queue.New(redistest.Start(t).Client(), queue.Config{}, nil)
-	return &env{st: New(pool, q, Config{Log: zerolog.Nop()}), orders: ost, q: q,
+	q := queue.New(redistest.Start(t).Client(), queue.Config{OpTimeout: 10 * time.Second}, nil)
+	return &env{st: New(pool, q, Config{Log: zerolog.Nop(), QueryTimeout: 20 * time.Second}), orders: ost, q: q,
 		signer: queue.NewSigner([]byte("test-secret")), adm: queue.NewAdmitter(q, queue.AdmitConfig{Owner: "t"}), dsn: dsn}
 }
 
