@@ -133,17 +133,27 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	order := make([]byte, 0, 32*len(perm))
 	batch := a.cfg.DrawBatch
 	keys := []string{k.lease(), k.fence(), k.tickets(), k.waiting(), k.seen(), k.gone(), k.goneNew(), k.draw()}
-	renewed := time.Now()
+	// The lease is renewed before the first batch (reading and ordering the frozen list may
+	// have taken longer than the lease on a big draw or a busy machine), then every
+	// LeaseRenew, and once more before the order is stored.
+	var renewed time.Time
+	renew := func() error {
+		if !renewed.IsZero() && time.Since(renewed) < a.cfg.LeaseRenew {
+			return nil
+		}
+		f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+		if err != nil {
+			return fail("draw "+name, err)
+		}
+		if f != fence {
+			return errFenced
+		}
+		renewed = time.Now()
+		return nil
+	}
 	for from := min(max(resume, 0), len(perm)); from < len(perm); from += batch {
-		if time.Since(renewed) >= a.cfg.LeaseRenew {
-			f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
-			if err != nil {
-				return 0, fail("draw "+name, err)
-			}
-			if f != fence {
-				return 0, errFenced
-			}
-			renewed = time.Now()
+		if err := renew(); err != nil {
+			return 0, err
 		}
 		to := min(from+batch, len(perm))
 		args := make([]any, 0, 3+2*(to-from))
@@ -162,6 +172,9 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	for _, i := range perm {
 		b, _ := hex.DecodeString(ids[i])
 		order = append(order, b...)
+	}
+	if err := renew(); err != nil {
+		return 0, err
 	}
 	n, err := drawDoneScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.cfg(), k.draw(), k.drawOrder()},
 		owner, fence, order, phash).Int64()
