@@ -196,7 +196,7 @@ func TestKillLeader(t *testing.T) {
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.WithAOF()) // restarted from its AOF: a private server in cluster mode too
-	in := startInProcess(t, "rr", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
+	in := startInProcess(t, "rr", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
 	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"rate_per_second": 200, "paused": true, "places_per_ip": 0})
 	const n = 1000
 	// The users join at once; each one's place is the position its join answered (the line
