@@ -121,15 +121,17 @@ func TestLimiterRefusalsDoNotSpendOtherBuckets(t *testing.T) {
 func TestLimiterRefillsOverTime(t *testing.T) {
 	t.Parallel()
 	l, _ := rlLimiter(t)
-	lim := []queue.Limit{{Scope: "user", Key: "u", Rate: 50, Burst: 2}} // one token per 20ms
+	// One token per 2 s: the three calls cannot refill a token between them even on a
+	// machine slowed by other work (at 50/s, a 20 ms gap between two calls did).
+	lim := []queue.Limit{{Scope: "user", Key: "u", Rate: 0.5, Burst: 2}}
 	for range 2 {
 		if r := rlAllow(t, l, lim); !r.Allowed {
 			t.Fatalf("burst: %+v", r)
 		}
 	}
 	r := rlAllow(t, l, lim)
-	if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 20*time.Millisecond {
-		t.Fatalf("empty bucket: %+v, want refused with 0 < RetryAfter ≤ 20ms", r)
+	if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > 2*time.Second {
+		t.Fatalf("empty bucket: %+v, want refused with 0 < RetryAfter ≤ 2s", r)
 	}
 	// Real time: limit.lua refills by Redis TIME, and the claim is that waiting exactly
 	// RetryAfter is enough — polling until allowed would not prove it.
@@ -157,7 +159,15 @@ func TestLimiterRefillsOverTime(t *testing.T) {
 
 func TestLimiterRetryAfterIsSane(t *testing.T) {
 	t.Parallel()
-	l, _ := rlLimiter(t)
+	l, srv := rlLimiter(t)
+	rdb := srv.Client()
+	redisNow := func() time.Time {
+		now, err := rdb.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
 	for _, tc := range []struct {
 		rate  float64
 		burst int
@@ -169,12 +179,21 @@ func TestLimiterRetryAfterIsSane(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%v/s burst %d", tc.rate, tc.burst), func(t *testing.T) {
 			lim := []queue.Limit{{Scope: "user", Key: fmt.Sprintf("%v-%d", tc.rate, tc.burst), Rate: tc.rate, Burst: tc.burst}}
+			// The refill runs on Redis TIME: whatever time passed between the first call and
+			// the refusal (measured on Redis's clock around them, so a slow machine cannot
+			// change the verdict) shortens the wait, and nothing else may.
+			from := redisNow()
 			for range tc.burst {
 				rlAllow(t, l, lim)
 			}
 			r := rlAllow(t, l, lim)
-			if r.Allowed || r.RetryAfter <= tc.max*8/10 || r.RetryAfter > tc.max {
-				t.Fatalf("%+v, want refused with RetryAfter in (%v, %v]", r, tc.max*8/10, tc.max)
+			elapsed := redisNow().Sub(from)
+			low := tc.max - elapsed - time.Millisecond // the script rounds to whole milliseconds
+			if elapsed >= tc.max {
+				t.Fatalf("%v passed on Redis's clock during %d calls: too long to check a %v wait", elapsed, tc.burst+1, tc.max)
+			}
+			if r.Allowed || r.RetryAfter < low || r.RetryAfter > tc.max {
+				t.Fatalf("%+v, want refused with RetryAfter in [%v, %v] (%v passed)", r, low, tc.max, elapsed)
 			}
 			if r.Remaining != 0 {
 				t.Fatalf("remaining %d, want 0", r.Remaining)
