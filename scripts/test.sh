@@ -97,10 +97,10 @@ go vet ./...
 # short): decoded strictly into the Kubernetes API types and checked against server/config.go.
 echo "test.sh: Kubernetes manifests"
 (cd deploy/k8s && go vet ./... && go test -count=1 ./...)
-# The passes below run at the same time, each in its own process group with its own log
-# (their tests own their backends: a private Redis per test or a cluster lent from each test
-# binary's pool, a database per test in each binary's PostgreSQL), so one pass's waits fill
-# with another's work; the logs are printed pass by pass when all have ended. Inside a
+# The passes below each have their own log, printed pass by pass when all have ended (with
+# WR_TEST_AT_ONCE=1 they run at the same time: their tests own their backends — a private
+# Redis per test or a cluster lent from each test binary's pool, a database per test in each
+# binary's PostgreSQL). Inside a
 # package, tests run in parallel (-parallel 8; serial tests say why in a comment), and the
 # packages of a pass run four at a time (-p 4). Builds are shared through the Go build cache.
 work=$(mktemp -d)
@@ -115,21 +115,29 @@ parallel=${WR_TEST_PARALLEL:-8}
 names=()
 pids=()
 t_all=$SECONDS
-start_pass() { # name command...: run in the background, log to $work/name.log
+# WR_TEST_AT_ONCE=1 starts the passes together (faster on an idle machine with cores to
+# spare; on 2 busy cores it overloads the machine: measured 1,109 s and red, see README);
+# by default each pass runs after the one before.
+at_once=${WR_TEST_AT_ONCE:-0}
+start_pass() { # name command...: run (in the background with WR_TEST_AT_ONCE=1), log to $work/name.log
   local name=$1
   shift
   ( t0=$SECONDS; rc=0; "$@" >"$work/$name.log" 2>&1 || rc=$?; echo "$rc $((SECONDS - t0))" >"$work/$name.rc" ) &
   names+=("$name")
   pids+=("$!")
+  if [ "$at_once" != 1 ]; then
+    wait "$!" || true
+    echo "test.sh: $name took $(cut -d' ' -f2 "$work/$name.rc") s"
+  fi
 }
 if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: go test -race against a private Redis per test (the single pass)"
-  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 15m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
+  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
   # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
   # through the pages as a person would, axe-core at every state it passes, screenshots in
   # screenshots/journeys/<test>/. Its own run so its lines are printed together.
   echo "test.sh: the journey suite"
-  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 10m -parallel "$parallel" -run '^TestJourney' -v ./server
+  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
 fi
 # The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
 # against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
@@ -144,8 +152,8 @@ fi
 # reloads, WAIT) runs under it in this pass's queue and stream tests.
 if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race)"
-  start_pass cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 15m -parallel "$parallel" ./queue/... ./stream/...
-  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 15m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
+  start_pass cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/...
+  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
 fi
 # Short fuzz runs. Budgets are counts of executions, not durations: a duration (-fuzztime 5s)
 # races the fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context

@@ -27,7 +27,7 @@ func TestStreamDeliversAReplacementToken(t *testing.T) {
 	ctx := context.Background()
 	rs := redistest.Start(t)
 	rdb := rs.Client()
-	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
+	q := queue.New(rdb, queue.Config{Grace: -1, OpTimeout: 10 * time.Second}, nil) // a busy machine's calls may outlast the 1 s default
 	const name = "rp"
 	rate := 100.0
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: &rate, Paused: ptr(true)}); err != nil {

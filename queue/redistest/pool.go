@@ -12,10 +12,10 @@ import (
 // The clusters that Start hands out in cluster mode. Each is lent to one test at a time and
 // emptied before it is lent again, so tests that run in parallel (t.Parallel) each have a
 // whole cluster and never see each other's keys, scripts or channels. The pool grows on
-// demand up to EnvClusters clusters (default 3) per test binary; a test asking for more
-// waits until one is given back. Clusters die with the test binary (spawn.go).
+// demand (a free cluster is reused first), so a binary has about as many clusters as tests
+// running at once. Clusters die with the test binary (spawn.go).
 
-// EnvClusters is the environment variable that bounds the clusters of one test binary.
+// EnvClusters is the environment variable that sizes the pool's free list at first.
 const EnvClusters = "WR_TEST_CLUSTERS"
 
 const defaultClusters = 3
@@ -45,12 +45,25 @@ func borrowCluster(tb testing.TB) *Cluster {
 		pool.max = poolMax()
 		pool.free = make(chan *Cluster, pool.max)
 	}
-	grow := pool.made < pool.max && len(pool.free) == 0
+	// A free cluster is lent at once; with none free the pool grows rather than wait — a
+	// test may hold one cluster and ask for another (two Redis), and parallel tests doing
+	// that would otherwise wait for each other for ever. WR_TEST_CLUSTERS only sizes the
+	// free list at first; it grows with what was made.
+	var c *Cluster
+	grow := len(pool.free) == 0
 	if grow {
 		pool.made++
+		if pool.made > cap(pool.free) {
+			nf := make(chan *Cluster, 2*pool.made)
+			for len(pool.free) > 0 {
+				nf <- <-pool.free
+			}
+			pool.free = nf
+		}
+	} else {
+		c = <-pool.free
 	}
 	pool.mu.Unlock()
-	var c *Cluster
 	if grow {
 		nc, err := NewCluster()
 		if err != nil {
@@ -63,15 +76,13 @@ func borrowCluster(tb testing.TB) *Cluster {
 		pool.all = append(pool.all, nc)
 		pool.mu.Unlock()
 		c = nc
-	} else {
-		select {
-		case c = <-pool.free:
-		case <-time.After(15 * time.Minute):
-			tb.Fatalf("redistest: no test cluster came free within 15 minutes")
-		}
 	}
 	// Given back before the checks below may fail the test: Fatal runs the cleanups.
-	tb.Cleanup(func() { pool.free <- c })
+	tb.Cleanup(func() {
+		pool.mu.Lock()
+		pool.free <- c // its capacity is at least the number made
+		pool.mu.Unlock()
+	})
 	if err := c.WaitHealthy(30 * time.Second); err != nil {
 		tb.Fatalf("redistest: test cluster: %v", err)
 	}
