@@ -65,7 +65,7 @@ func borrowCluster(tb testing.TB) *Cluster {
 	}
 	pool.mu.Unlock()
 	if grow {
-		nc, err := NewCluster()
+		nc, err := newPoolCluster()
 		if err != nil {
 			pool.mu.Lock()
 			pool.made--
@@ -107,4 +107,24 @@ func poolCluster(url string) *Cluster {
 		return shared.c
 	}
 	return nil
+}
+
+// creating serialises the pool's cluster starts: clusters started side by side took the
+// same free port now and then (each picks its 12 ports on its own), and a node that could
+// not bind left its cluster unhealthy.
+var creating sync.Mutex
+
+// newPoolCluster starts a cluster for the pool, one at a time, with two more tries if one
+// does not come up healthy.
+func newPoolCluster() (*Cluster, error) {
+	creating.Lock()
+	defer creating.Unlock()
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = NewCluster(); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }
