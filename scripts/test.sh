@@ -141,12 +141,13 @@ if [[ " $passes " == *" single "* ]]; then
 fi
 # The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
 # against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
-# a whole cluster (3 masters + 3 replicas on loopback) from its test binary's pool of
-# WR_TEST_CLUSTERS (3), emptied first, and checks every command the tests' clients send
+# a whole cluster (3 masters + 3 replicas on loopback) from its test binary's
+# pool (grown on demand, clusters started one at a time), emptied first, and checks every command the tests' clients send
 # against the one-slot rule (queue/redistest). Tests that kill, pause or restart their Redis
 # keep a private server (redistest.Single()). Left out of this pass: the browser tests
 # (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
-# commands) and TestAutoRateFindsTheKnee (a PostgreSQL backend's knee). The server's tests
+# commands) and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
+# Redis side runs in queue's TestAutoRate* here). The server's tests
 # run here without the race detector: the single pass runs the same server code under it, and
 # the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
 # reloads, WAIT) runs under it in this pass's queue and stream tests.
