@@ -580,7 +580,9 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
 	// No more tokens than users who could be waiting: last tick's line plus a margin for
 	// joins since (an idle queue sends a few ids, not thousands).
-	n = min(n, maxTokensPerTick, int(waiting)+joinMargin)
+	// Never below zero: a loop that could not read the rate yet passes -1, which with a
+	// MaxElapsed over 1 s made n negative (a panic in make); such a tick hands out no token.
+	n = max(0, min(n, maxTokensPerTick, int(waiting)+joinMargin))
 	keys := make([]string, admitFixedKeys, admitFixedKeys+n)
 	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
 		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire(),
