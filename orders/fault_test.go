@@ -212,7 +212,10 @@ func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
 
 func TestDeadlockIsRetried(t *testing.T) {
 	t.Parallel()
-	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 20 * time.Second})
+	// Generous acquire and query budgets: the test is about the deadlock, and on a busy
+	// machine opening the retry's connection can take longer than the 500 ms default (the
+	// retry then ends ErrUnavailable and never waits for the lock this test looks for).
+	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 20 * time.Second, AcquireTimeout: 20 * time.Second})
 	mustProduct(t, s, "p", 5)
 	ctx := context.Background()
 	other, err := pgx.Connect(ctx, dsn)
@@ -242,14 +245,28 @@ func TestDeadlockIsRetried(t *testing.T) {
 		o, _, err := s.PlaceOrder(context.Background(), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "k"})
 		done <- result{o, err}
 	}()
-	waitLockWaiters(t, dsn, 1) // PlaceOrder inserted key k, now waits for row p
+	// waitFor waits until PlaceOrder waits for a lock, failing at once with its answer if
+	// it ended instead.
+	waitFor := func(what string) {
+		t.Helper()
+		testwait.For(t, 30*time.Second, what, func() bool {
+			select {
+			case r := <-done:
+				t.Fatalf("PlaceOrder ended while the test waited for %s: order %v, err %v", what, r.o.ID, r.err)
+			default:
+			}
+			return query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
+		})
+	}
+	waitFor("PlaceOrder to wait for row p") // PlaceOrder inserted key k, now waits for row p
 	// Now wait for PlaceOrder's key: a cycle. PlaceOrder's transaction is aborted with
 	// 40P01, which lets this INSERT through.
 	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, product_id, quantity, idempotency_key, request_hash)
 		VALUES (gen_random_uuid(), 'p', 1, 'k', 'other')`); err != nil {
 		t.Fatalf("other transaction: %v", err)
 	}
-	waitLockWaiters(t, dsn, 1) // the retry waits for the other transaction's key k
+	waitFor("the retry to wait for the other transaction's key k")
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

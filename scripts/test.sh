@@ -15,6 +15,9 @@ command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+
 command -v redis-cli >/dev/null 2>&1 || [ -x /usr/bin/redis-cli ] || need+=(redis-tools)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+# The browser tests run in Chromium's headless shell (half the CPU of the full browser; the
+# full one stays for the one test that needs browser notifications).
+[ -x /usr/bin/chromium-headless-shell ] || need+=(chromium-headless-shell)
 # Japanese and Korean glyphs for the screenshots of the language tests (small packages:
 # 3.5 MB + 1.6 MB; fonts-noto-cjk would be 56 MB, 91 MB installed).
 fc-list :lang=ja 2>/dev/null | grep -q . || need+=(fonts-ipafont-gothic)

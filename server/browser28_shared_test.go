@@ -12,7 +12,8 @@ import (
 )
 
 // The browser tests and the journeys share one headless Chromium per test binary instead of
-// starting one each: every person still gets a browser context of its own (own cookies,
+// starting one each (per binary: Debian's chromium-headless-shell for nearly all of them,
+// the full chromium for the tests that need what only it has): every person still gets a browser context of its own (own cookies,
 // storage, cache and renderer process — Chromium never shares a renderer between browser
 // contexts), and the tests run in parallel on that one browser process.
 //
@@ -36,50 +37,50 @@ type sharedChromium struct {
 
 var (
 	chromiumMu  sync.Mutex
-	chromiumNow *sharedChromium
+	chromiumNow = map[string]*sharedChromium{} // by binary
 )
 
-// acquireChromium returns the shared Chromium, started if no test uses one, and releases it
-// when t ends.
-func acquireChromium(t *testing.T) *sharedChromium {
+// acquireChromium returns the shared Chromium of binary bin, started if no test uses one,
+// and releases it when t ends.
+func acquireChromium(t *testing.T, bin string) *sharedChromium {
 	t.Helper()
 	chromiumMu.Lock()
 	defer chromiumMu.Unlock()
-	if c := chromiumNow; c != nil && c.root.Err() != nil {
+	if c := chromiumNow[bin]; c != nil && c.root.Err() != nil {
 		// It died (a crash ends its root context): its tests release it; new ones get another.
-		chromiumNow = nil
+		delete(chromiumNow, bin)
 	}
-	if chromiumNow == nil {
-		c, err := startChromium()
+	if chromiumNow[bin] == nil {
+		c, err := startChromium(bin)
 		if err != nil {
-			t.Fatalf("start %s: %v", chromiumBin, err)
+			t.Fatalf("start %s: %v", bin, err)
 		}
-		chromiumNow = c
+		chromiumNow[bin] = c
 	}
-	c := chromiumNow
+	c := chromiumNow[bin]
 	c.users++
-	t.Cleanup(func() { releaseChromium(c) })
+	t.Cleanup(func() { releaseChromium(bin, c) })
 	return c
 }
 
 // releaseChromium stops c once no test uses it any more.
-func releaseChromium(c *sharedChromium) {
+func releaseChromium(bin string, c *sharedChromium) {
 	chromiumMu.Lock()
 	defer chromiumMu.Unlock()
 	c.users--
 	if c.users > 0 {
 		return
 	}
-	if chromiumNow == c {
-		chromiumNow = nil
+	if chromiumNow[bin] == c {
+		delete(chromiumNow, bin)
 	}
 	c.stop()
 }
 
 // startChromium starts Chromium with a fresh profile and only the flags the issue names (no
 // chromedp defaults: they would leave some network features on).
-func startChromium() (*sharedChromium, error) {
-	if _, err := os.Stat(chromiumBin); err != nil {
+func startChromium(bin string) (*sharedChromium, error) {
+	if _, err := os.Stat(bin); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "waitroom-chromium-")
@@ -90,7 +91,7 @@ func startChromium() (*sharedChromium, error) {
 	// The browser lives as long as its users, not as the test that started it: its contexts
 	// come from Background, and each tab follows its own test's deadline (browser.open).
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumBin),
+		chromedp.ExecPath(bin),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true),

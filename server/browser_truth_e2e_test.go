@@ -90,7 +90,8 @@ func TestBrowserTruthPausedAndTurn(t *testing.T) {
 	for range 2 {
 		dropJoinAPI(t, in, "truth")
 	}
-	b := startBrowser(t, ctx)
+	// The full browser: the headless shell never grants notifications.
+	b := startFullBrowser(t, ctx)
 	shots := newDropShots(t)
 	buyer := b.open(t, "buyer")
 	truthGrantNotifications(t, buyer, in.url)
