@@ -280,7 +280,16 @@ func TestQueryTimeoutOnALockedRow(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	s, dsn := mustOpen(t, orders.Config{QueryTimeout: timeout})
-	mustProduct(t, s, "locked", 5)
+	// The set-up has the same 300 ms: on a busy machine it may time out too (and write
+	// nothing), so it is tried until it is not unavailable.
+	stock, maxBuy := 5, orders.MaxPerBuyer
+	testwait.For(t, 30*time.Second, "the product stored", func() bool {
+		_, _, err := s.PutProduct(context.Background(), "locked", orders.ProductPatch{Stock: &stock, MaxPerOrder: &maxBuy, MaxPerTicket: &maxBuy})
+		if err != nil && !errors.Is(err, orders.ErrUnavailable) {
+			t.Fatalf("put product: %v", err)
+		}
+		return err == nil
+	})
 	_, release := holdRow(t, dsn, "locked")
 	start := time.Now()
 	_, _, err := s.PlaceOrder(ctxT(t), orders.OrderRequest{ProductID: "locked", Quantity: 1, IdempotencyKey: "k"})

@@ -98,6 +98,8 @@ type Admitter struct {
 	refresh chan struct{} // re-read the queue names now (a wake named an unknown queue)
 
 	holds map[string]*heldTick // guarded by mu: ticks held until a replica acknowledges them (ackhold.go)
+
+	afterDrawBatch func() // tests only (export_test.go): runs after each batch of a draw
 }
 
 // leadView is one computation of the spread: which queues this instance is preferred for,

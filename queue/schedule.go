@@ -168,6 +168,9 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		if n < 0 {
 			return 0, errFenced
 		}
+		if a.afterDrawBatch != nil {
+			a.afterDrawBatch()
+		}
 	}
 	for _, i := range perm {
 		b, _ := hex.DecodeString(ids[i])

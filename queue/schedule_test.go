@@ -622,28 +622,30 @@ func TestBigDrawOutlastsTheLease(t *testing.T) {
 	ctx := context.Background()
 	f.mkQueue(t, "long", 0, 0)
 	f.schedule(t, "long", time.Now().Add(time.Hour))
-	joinMany(t, f, "long", 3000)
+	const members = 300
+	joinMany(t, f, "long", members)
 	if _, _, err := f.q.Put(ctx, "long", queue.SettingsPatch{StartsAt: &time.Time{}}); err != nil {
 		t.Fatal(err)
 	}
-	// A lease of 1 s and batches of one member: the draw (3,000 batches, about 2 s on a quiet
-	// machine) still outlasts the lease. Shorter leases proved load-sensitive: a 100 ms lease
-	// lost the draw after 116 ms in a test-command run, 300 and 600 ms ones beside other tests,
-	// because the draw's first renewal comes LeaseRenew after the draw's start, not after the
-	// tick's own renewal, and the freeze and the ordering of 3,000 members come in between.
-	const lease = time.Second
+	// Batches of one member with a 20 ms pause after each: the draw takes at least 6 s, twice
+	// the 3 s lease, whatever the machine's speed (the pause is the stretch, not CPU work). The
+	// lease is renewed every 750 ms (LeaseTTL/4), so only a stall of over 2 s between two
+	// renewals could lose it — a lease of 1 s was lost on a busy machine (a 1.4 s draw, in a
+	// test-command run, when the draw was stretched by 3,000 members instead).
+	const lease = 3 * time.Second
 	a := queue.NewAdmitter(f.q, queue.AdmitConfig{LeaseTTL: lease, DrawBatch: 1})
+	queue.SetAfterDrawBatch(a, func() { time.Sleep(20 * time.Millisecond) })
 	start := time.Now()
 	if _, err := a.TickOnce(ctx, "long"); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
 	d, err := f.q.Draw(ctx, "long")
-	if err != nil || d.Phase != queue.DrawDone || d.Participants != 3000 {
+	if err != nil || d.Phase != queue.DrawDone || d.Participants != members {
 		t.Fatalf("after one tick (the draw took %v, the lease is %v): %+v %v", took, lease, d, err)
 	}
-	if took < lease {
-		t.Logf("the draw took %v, shorter than the lease: the test did not stretch it", took)
+	if took < 2*lease {
+		t.Fatalf("the draw took %v, want at least %v (300 batches with a 20 ms pause each)", took, 2*lease)
 	}
 }
 

@@ -162,11 +162,14 @@ fi
 # Short fuzz runs. Budgets are counts of executions, not durations: a duration (-fuzztime 5s)
 # races the fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context
 # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). One
-# instrumented test binary per package serves all of its targets; the inputs a run finds
-# stay in the Go build cache's fuzz corpus, so runs add up.
+# instrumented test binary per package serves all of its targets. Each run starts from the
+# seed corpus (the f.Add inputs and testdata/fuzz) with a fuzz cache of its own: a corpus
+# kept in the Go build cache grew with every run, and replaying it first (the "baseline
+# coverage") had come to take longer than the 10,000 executions — a test command whose cost
+# grew by itself. A longer run: WR_FUZZ_EXECS (README).
 fuzz_all() {
   local f d t bin cache
-  cache=$(go env GOCACHE)/fuzz
+  cache=$work/fuzzcache
   for d in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
     d=${d#./}
     bin=$work/fuzz-$(echo "$d" | tr / -).test
@@ -175,7 +178,7 @@ fuzz_all() {
     for t in $(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$d"/*_test.go | awk '{print $2}'); do
       echo "fuzz $d $t"
       (cd "$d" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "${fuzz}x" \
-        -test.fuzzcachedir "$cache/github.com/waitroom/waitroom/$d") || return 1
+        -test.fuzzcachedir "$cache/$d") || return 1
     done
   done
 }

@@ -278,12 +278,47 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return k
 	}
+	// On a failure: what the streams not told the awaited state did see.
+	awaited := ""
+	defer func() {
+		if !t.Failed() || awaited == "" {
+			return
+		}
+		shown := 0
+		for i, u := range logs {
+			u.mu.Lock()
+			seen := false
+			var names []string
+			for _, ev := range u.other {
+				seen = seen || (ev.Name == "state" && ev.Data["state"] == awaited)
+				names = append(names, fmt.Sprintf("%s %v", ev.Name, ev.Data["state"]))
+			}
+			np, na := len(u.positions), len(u.admitted)
+			u.mu.Unlock()
+			if seen {
+				continue
+			}
+			closed := false
+			select {
+			case <-streams[i].done:
+				closed = true
+			default:
+			}
+			if shown++; shown <= 5 {
+				t.Logf("user %d not told %q: stream closed %v, %d positions, %d admitted, other events %v", i, awaited, closed, np, na, names)
+			}
+		}
+		t.Logf("%d of %d streams not told %q", shown, n, awaited)
+	}()
+	awaited = "reconnecting"
 	testwait.For(t, 60*time.Second, "streams told reconnecting", func() bool { return told("reconnecting") == n })
 	rs.Start()
 	testwait.For(t, 30*time.Second, "readyz 200", func() bool {
 		return call(t, "GET", in.url+"/readyz", "", nil, nil).StatusCode == 200
 	})
+	awaited = "live"
 	testwait.For(t, 60*time.Second, "streams told live", func() bool { return told("live") == n })
+	awaited = ""
 	for _, s := range streams {
 		select {
 		case <-s.done:
