@@ -615,7 +615,9 @@ func TestLaneWaiterAbandoned(t *testing.T) {
 	t.Parallel()
 	srv := newFixture(t).srv
 	rdb := srv.Client()
-	q := queue.New(rdb, queue.Config{Grace: 300 * time.Millisecond}, nil)
+	// A grace of 3 s: the tick below must come within it after kept's sign of life (300 ms
+	// was missed on a busy machine, and both were swept).
+	q := queue.New(rdb, queue.Config{Grace: 3 * time.Second}, nil)
 	f := &fixture{srv: srv, rdb: rdb, q: q, signer: queue.NewSigner([]byte("test-secret"))}
 	ctx := context.Background()
 	f.mkQueue(t, "gone", 0, 0)
@@ -625,7 +627,7 @@ func TestLaneWaiterAbandoned(t *testing.T) {
 	start, _ := rdb.Time(ctx).Result()
 	testwait.For(t, 30*time.Second, "the grace period to pass on Redis's clock", func() bool {
 		now, err := rdb.Time(ctx).Result()
-		return err == nil && now.Sub(start) > 400*time.Millisecond
+		return err == nil && now.Sub(start) > 3100*time.Millisecond
 	})
 	if err := q.Touch(ctx, "gone", []string{kept.ID}); err != nil { // kept shows a sign of life
 		t.Fatal(err)

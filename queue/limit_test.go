@@ -231,11 +231,14 @@ func TestLimiterKeysShareOneSlotAndExpire(t *testing.T) {
 	rdb := srv.Client()
 	prefix := rlPrefix(t)
 	l := queue.NewLimiter(rdb, prefix)
-	rlAllow(t, l, rlChain("alice", 1, 5, 100, 200))
+	// Slow refills (0.2/s): each key lives 1 token / 0.2/s + the 1 s margin = 6 s, long
+	// enough to be found below on a busy machine (a refill at 100/s left the global key
+	// 1.01 s, and it was gone before the keys were listed).
+	rlAllow(t, l, rlChain("alice", 0.2, 5, 0.2, 200))
 	ctx := context.Background()
 	want := map[string]time.Duration{
-		prefix + "{rl}:user:alice": 6 * time.Second, // refill of 1 token at 1/s + 1s margin, at most
-		prefix + "{rl}:global:":    2 * time.Second,
+		prefix + "{rl}:user:alice": 6 * time.Second, // refill of 1 token at 0.2/s + 1s margin, at most
+		prefix + "{rl}:global:":    6 * time.Second,
 	}
 	for key, max := range want {
 		ttl, err := rdb.PTTL(ctx, key).Result()
