@@ -115,8 +115,19 @@ func SharedCluster(tb testing.TB) *Cluster {
 }
 
 // NewCluster starts a cluster and waits until it is healthy (see WaitHealthy). The caller
-// stops it (Stop); its nodes die with this process anyway.
+// stops it (Stop); its nodes die with this process anyway. A node whose port was taken
+// between choosing and binding it (another test's server, on a busy machine) makes it start
+// again on new ports, up to three times.
 func NewCluster() (*Cluster, error) {
+	for try := 1; ; try++ {
+		c, err := newCluster()
+		if err == nil || !errors.Is(err, errNotOurs) || try == 3 {
+			return c, err
+		}
+	}
+}
+
+func newCluster() (*Cluster, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -593,13 +604,24 @@ func (n *Node) spawn() error {
 func (n *Node) waitPing(timeout time.Duration) error {
 	nc := n.Client()
 	defer nc.Close()
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := nc.Ping(ctx).Err()
+		ours, err := answersAs(ctx, nc, cmd.Process.Pid)
+		if err == nil && ours {
+			err = nc.Ping(ctx).Err()
+		}
 		cancel()
-		if err == nil {
+		if err == nil && ours {
 			return nil
+		}
+		if (err == nil && !ours) || exited(cmd) {
+			// Another process answers, or ours gave up: one of its two ports was taken.
+			log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+			return fmt.Errorf("node %s: %w\n%s", n.Addr(), errNotOurs, log)
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))

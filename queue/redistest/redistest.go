@@ -23,6 +23,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -124,10 +125,19 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		tb.Fatalf("redistest: %v", err)
 	}
 	s.bin, s.dir = bin, tb.TempDir()
-	s.port = freePort(tb)
-	s.Start()
 	tb.Cleanup(s.Stop)
-	return s
+	// A port can be taken between choosing it and binding it (by another test's server on
+	// a busy machine): the start is tried again on another one.
+	for try := 1; ; try++ {
+		s.port = freePort(tb)
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errNotOurs) || try == 5 {
+			tb.Fatalf("redistest: %v", err)
+		}
+	}
 }
 
 // Cluster is the shared cluster in cluster mode, nil for a private server.
@@ -227,10 +237,18 @@ func (s *Server) Start() {
 	if s.notOnCluster("Start") {
 		return
 	}
+	if err := s.start(); err != nil {
+		s.tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// start starts the process and waits until it answers as itself; errNotOurs if the port
+// turned out to be another process's.
+func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		return
+		return nil
 	}
 	args := []string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
@@ -244,22 +262,34 @@ func (s *Server) Start() {
 	}
 	cmd := exec.Command(s.bin, args...)
 	if err := startGuarded(cmd); err != nil {
-		s.tb.Fatalf("redistest: start %s: %v", s.bin, err)
+		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
-	s.cmd = cmd
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 	defer c.Close()
+	notOurs := func() error {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("redis on %s: %w", s.Addr(), errNotOurs)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
+		ours, err := answersAs(ctx, c, cmd.Process.Pid)
+		if err == nil && ours {
+			err = c.Ping(ctx).Err() // INFO answers while an AOF loads; PING once it is loaded
 		}
-		if time.Now().After(deadline) {
+		cancel()
+		switch {
+		case err == nil && ours:
+			s.cmd = cmd
+			return nil
+		case err == nil && !ours, exited(cmd):
+			return notOurs() // someone else answers, or ours gave up (the port was taken)
+		case time.Now().After(deadline):
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.tb.Fatalf("redistest: redis on %s did not answer: %v\n%s", s.Addr(), err, log)
+			return fmt.Errorf("redis on %s did not answer: %v\n%s", s.Addr(), err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,11 +1,18 @@
 package redistest
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Every redis-server a test starts dies with the test binary, however the binary ends
@@ -83,4 +90,39 @@ func removeAtExit(dir string) error {
 	reapers = append(reapers, w)
 	reapersMu.Unlock()
 	return nil
+}
+
+// errNotOurs: the server answering on a port is not the process started for it — another
+// test's server took the port between freeport.Get and this bind (the started process then
+// exits with "Address already in use"). The caller starts again on other ports.
+var errNotOurs = errors.New("another process answers on the port (taken between choosing it and binding it)")
+
+// answersAs reports whether the server c reaches is process pid (INFO server's process_id).
+func answersAs(ctx context.Context, c *redis.Client, pid int) (bool, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return v == strconv.Itoa(pid), nil
+		}
+	}
+	return false, fmt.Errorf("INFO server without process_id")
+}
+
+// exited reports whether the process of cmd has ended (without reaping it).
+func exited(cmd *exec.Cmd) bool {
+	return cmd.Process.Signal(syscall.Signal(0)) != nil || zombie(cmd.Process.Pid)
+}
+
+// zombie reports whether pid has ended and waits to be reaped (signal 0 still reaches it).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }
