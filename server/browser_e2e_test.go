@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -411,8 +412,19 @@ func (p *browserPage) do(what string, timeout time.Duration, steps ...chromedp.A
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, pageWait(timeout))
 	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		p.t.Fatalf("%s: %s: %v\n%s", p.name, what, err, p.diagnose())
+	for {
+		err := chromedp.Do(ctx, steps...)
+		// A click on an element the page is re-rendering at that instant (a dashboard card
+		// redrawn by its live update; on a busy machine the moment is longer) finds no box
+		// to click: nothing was clicked, so one step is tried again until its deadline.
+		if errors.Is(err, chromedp.ErrInvalidDimensions) && len(steps) == 1 && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			p.t.Fatalf("%s: %s: %v\n%s", p.name, what, err, p.diagnose())
+		}
+		return
 	}
 }
 

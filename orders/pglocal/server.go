@@ -153,17 +153,20 @@ func (in *Instance) waitReady(ctx context.Context, p *process) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		conn, err := pgx.ConnectConfig(actx, cfg)
+		cancel()
 		if err == nil {
-			// The password is hex, so quoting it as a literal is safe.
-			_, err = conn.Exec(actx, "ALTER ROLE postgres WITH PASSWORD '"+in.password+"'")
-			_ = conn.Close(actx)
+			// The statement has its own budget (bounded by ctx): on a busy machine the
+			// connection can take most of a second, and a statement sharing that second
+			// failed the start. The password is hex, so quoting it as a literal is safe.
+			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err = conn.Exec(sctx, "ALTER ROLE postgres WITH PASSWORD '"+in.password+"'")
+			_ = conn.Close(sctx)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("pglocal: set password: %w", err)
 			}
 			return nil
 		}
-		cancel()
 		select {
 		case <-p.done:
 			return fmt.Errorf("pglocal: postgres exited during startup (%v):\n%s", p.err, in.log.String())
