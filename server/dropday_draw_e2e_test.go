@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
@@ -229,7 +231,7 @@ func TestDrawAcrossInstances(t *testing.T) {
 }
 
 // TestDrawLeaderKilledMidDraw: the instance running the draw is SIGKILLed after it placed
-// a quarter of the pre-queue or more; the other instance takes the lease and finishes the draw: every
+// its first batch, while Redis holds its next one; the other instance takes the lease and finishes the draw: every
 // member placed exactly once, none lost or doubled, the published order verifies. The size
 // is WR_TEST_DRAW_KILL_N (10,000 in the test command; 100,000 for the benchmark record).
 func TestDrawLeaderKilledMidDraw(t *testing.T) {
@@ -286,15 +288,34 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	})
 	t.Logf("%s leads before the start", leader)
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"starts_at": nil})
-	// Polled without a pause: the draw of a few thousand takes a fraction of a second.
+	// Polled without a pause until the first batch is placed; then Redis holds every write
+	// (CLIENT PAUSE … WRITE: the draw's next batch waits in it) until the leader is killed, so
+	// the kill lands mid-draw however busy the machine (waiting for a quarter, the test was
+	// descheduled past the draw's end beside a CPU hog: "placed 10000 of 10000").
 	var placed int
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		placed, _ = rdb.HGet(ctx, "wr:{q:kill}:draw", "placed").Int()
-		if placed >= n/4 {
+		if placed >= 1 {
 			break
 		}
 	}
+	clientPause := func(args ...any) {
+		t.Helper()
+		if err := rs.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Do(ctx, append([]any{"CLIENT"}, args...)...).Err()
+		}); err != nil {
+			t.Fatalf("CLIENT %v: %v", args, err)
+		}
+	}
+	clientPause("PAUSE", 60000, "WRITE")
+	unpaused := false
+	defer func() {
+		if !unpaused {
+			clientPause("UNPAUSE")
+		}
+	}()
+	placed, _ = rdb.HGet(ctx, "wr:{q:kill}:draw", "placed").Int() // reads go on
 	// The victim is whoever holds the lease now (leadership may have moved to the instance
 	// the spread prefers since the start was set).
 	victim, survivor := ins[0], ins[1]
@@ -304,6 +325,8 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.done
 	phase, _ := rdb.HGet(ctx, "wr:{q:kill}:cfg", "draw").Result()
+	clientPause("UNPAUSE")
+	unpaused = true
 	t.Logf("killed %s (the leader) with %d of %d placed, phase %q", victim.id, placed, n, phase)
 	if placed == 0 || placed >= n || phase != "f" {
 		t.Fatalf("the kill did not land mid-draw: placed %d of %d, phase %q", placed, n, phase)
