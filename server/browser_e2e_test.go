@@ -416,8 +416,11 @@ func (p *browserPage) do(what string, timeout time.Duration, steps ...chromedp.A
 		err := chromedp.Do(ctx, steps...)
 		// A click on an element the page is re-rendering at that instant (a dashboard card
 		// redrawn by its live update; on a busy machine the moment is longer) finds no box
-		// to click: nothing was clicked, so one step is tried again until its deadline.
-		if errors.Is(err, chromedp.ErrInvalidDimensions) && len(steps) == 1 && ctx.Err() == nil {
+		// to click ("invalid dimensions", or Chromium's "Node does not have a layout object"
+		// when scrolling it into view): nothing was clicked, so one step is tried again until
+		// its deadline.
+		noBox := err != nil && (errors.Is(err, chromedp.ErrInvalidDimensions) || strings.Contains(err.Error(), "does not have a layout object"))
+		if noBox && len(steps) == 1 && ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
