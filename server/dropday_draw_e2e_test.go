@@ -241,7 +241,9 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	}
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "100"})
+	// Batches of 10 (1,000 script calls): the draw lasts long enough that the poll below sees
+	// its first batches before its end even when the test is held off the CPU for a while.
+	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "10"})
 	ins := []*instance{startProcess(t, "k1", env), startProcess(t, "k2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
