@@ -100,12 +100,22 @@ go vet ./...
 # short): decoded strictly into the Kubernetes API types and checked against server/config.go.
 echo "test.sh: Kubernetes manifests"
 (cd deploy/k8s && go vet ./... && go test -count=1 ./...)
-# The passes below each have their own log, printed pass by pass when all have ended (with
-# WR_TEST_AT_ONCE=1 they run at the same time: their tests own their backends — a private
-# Redis per test or a cluster lent from each test binary's pool, a database per test in each
-# binary's PostgreSQL). Inside a
-# package, tests run in parallel (-parallel 8; serial tests say why in a comment), and the
-# packages of a pass run four at a time (-p 4). Builds are shared through the Go build cache.
+# The passes below each have their own log, printed pass by pass when all have ended. Their
+# tests own their backends (a private Redis per test or a cluster lent from each test
+# binary's pool, a database per test in each binary's PostgreSQL), so passes may overlap.
+# Inside a package, tests run in parallel (-parallel 8; serial tests say why in a comment),
+# and the packages of a pass run four at a time (-p 4). Builds are shared through the Go
+# build cache. The order (measured on 2 cores, README "Time"):
+#   - the fuzz runs start first at the lowest CPU priority (nice 19) and use only what the
+#     other passes leave idle (they take ~110 CPU-seconds; the passes leave ~180 idle); when
+#     the other passes have ended, what is left of them runs at normal priority. Their budgets
+#     are execution counts, so how slowly they go changes nothing in what they check. Raising
+#     the priority again needs root; without it the fuzz runs go last, as their own pass.
+#   - single, then journeys (both keep the 2 cores busy);
+#   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
+#     and failing over: a core and a half idle when it ran alone).
+# WR_TEST_AT_ONCE=1 starts every pass at once (faster with cores to spare; on 2 cores it
+# overloads the machine: measured 652 s and red, see README).
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'trap - INT TERM; kill 0' INT TERM
@@ -118,47 +128,29 @@ parallel=${WR_TEST_PARALLEL:-8}
 names=()
 pids=()
 t_all=$SECONDS
-# WR_TEST_AT_ONCE=1 starts the passes together (faster on an idle machine with cores to
-# spare; on 2 busy cores it overloads the machine: measured 1,109 s and red, see README);
-# by default each pass runs after the one before.
 at_once=${WR_TEST_AT_ONCE:-0}
-start_pass() { # name command...: run (in the background with WR_TEST_AT_ONCE=1), log to $work/name.log
+start_bg() { # name command...: run in the background, log to $work/name.log
   local name=$1
   shift
   ( t0=$SECONDS; rc=0; "$@" >"$work/$name.log" 2>&1 || rc=$?; echo "$rc $((SECONDS - t0))" >"$work/$name.rc" ) &
   names+=("$name")
   pids+=("$!")
-  if [ "$at_once" != 1 ]; then
-    wait "$!" || true
-    echo "test.sh: $name took $(cut -d' ' -f2 "$work/$name.rc") s"
-  fi
 }
-if [[ " $passes " == *" single "* ]]; then
-  echo "test.sh: go test -race against a private Redis per test (the single pass)"
-  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
-  # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
-  # through the pages as a person would, axe-core at every state it passes, screenshots in
-  # screenshots/journeys/<test>/. Its own run so its lines are printed together.
-  echo "test.sh: the journey suite"
-  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
-fi
-# The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
-# against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
-# a whole cluster (3 masters + 3 replicas on loopback) from its test binary's
-# pool (grown on demand, clusters started one at a time), emptied first, and checks every command the tests' clients send
-# against the one-slot rule (queue/redistest). Tests that kill, pause or restart their Redis
-# keep a private server (redistest.Single()). Left out of this pass: the browser tests
-# (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
-# commands) and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
-# Redis side runs in queue's TestAutoRate* here). The server's tests
-# run here without the race detector: the single pass runs the same server code under it, and
-# the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
-# reloads, WAIT) runs under it in this pass's queue and stream tests.
-if [[ " $passes " == *" cluster "* ]]; then
-  echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race)"
-  start_pass cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/...
-  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
-fi
+wait_pass() { # name...: wait for these passes and say how long each took
+  local n i
+  for n in "$@"; do
+    for i in "${!names[@]}"; do
+      if [ "${names[$i]}" = "$n" ]; then
+        wait "${pids[$i]}" || true
+        echo "test.sh: $n took $(cut -d' ' -f2 "$work/$n.rc") s"
+      fi
+    done
+  done
+}
+start_pass() { # name command...: run; wait for it unless WR_TEST_AT_ONCE=1
+  start_bg "$@"
+  [ "$at_once" = 1 ] || wait_pass "$1"
+}
 # Short fuzz runs. Budgets are counts of executions, not durations: a duration (-fuzztime 5s)
 # races the fuzz coordinator's deadline in Go 1.26 and can fail a target with a bare "context
 # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). One
@@ -182,9 +174,61 @@ fuzz_all() {
     done
   done
 }
+# fuzz_idle runs fuzz_all at nice 19 (what it starts inherits it).
+fuzz_idle() {
+  renice -n 19 -p "$BASHPID" >/dev/null
+  fuzz_all
+}
+# unnice_tree pid: the process and everything under it back to normal priority.
+unnice_tree() {
+  local c
+  renice -n 0 -p "$1" >/dev/null 2>&1 || true
+  for c in $(pgrep -P "$1" 2>/dev/null); do unnice_tree "$c"; done
+}
+fuzz_bg=0
+if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ]; then
+  echo "test.sh: short fuzz runs (${fuzz} executions per target), at nice 19 beside the passes"
+  start_bg fuzz fuzz_idle
+  fuzz_bg=1
+fi
+if [[ " $passes " == *" single "* ]]; then
+  echo "test.sh: go test -race against a private Redis per test (the single pass)"
+  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
+  # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
+  # through the pages as a person would, axe-core at every state it passes, screenshots in
+  # screenshots/journeys/<test>/. Its own run so its lines are printed together.
+  echo "test.sh: the journey suite"
+  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
+fi
+# The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
+# against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
+# a whole cluster (3 masters + 3 replicas on loopback) from its test binary's
+# pool (grown on demand, clusters started one at a time), emptied first, and checks every command the tests' clients send
+# against the one-slot rule (queue/redistest). Tests that kill, pause or restart their Redis
+# keep a private server (redistest.Single()). Left out of this pass: the browser tests
+# (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
+# commands) and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
+# Redis side runs in queue's TestAutoRate* here). The server's tests
+# run here without the race detector: the single pass runs the same server code under it, and
+# the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
+# reloads, WAIT) runs under it in this pass's queue and stream tests.
+if [[ " $passes " == *" cluster "* ]]; then
+  echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race), two passes side by side"
+  start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/...
+  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
+  [ "$at_once" = 1 ] || wait_pass cluster-queue-stream
+fi
 if [ "$fuzz" != "0" ]; then
-  echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see README)"
-  start_pass fuzz fuzz_all
+  if [ "$fuzz_bg" = 1 ]; then
+    # The other passes have ended: what is left of the fuzz runs gets the machine.
+    for i in "${!names[@]}"; do
+      [ "${names[$i]}" = fuzz ] && unnice_tree "${pids[$i]}"
+    done
+    wait_pass fuzz
+  else
+    echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see README)"
+    start_pass fuzz fuzz_all
+  fi
 fi
 failed=0
 for i in "${!names[@]}"; do
