@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserAdminEditsSaleSettings drives the admin dashboard in headless Chromium:
@@ -124,7 +122,7 @@ func TestBrowserAdminEditsSaleSettings(t *testing.T) {
 	adm.sendKeys("new-product-price", "12.50")
 	adm.sendKeys("new-product-queue", "later")
 	adminUIRetype(adm, "new-product-max-ticket", "6")
-	adm.do("click Create", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+	adm.activate(`#new-product button[type=submit]`)
 	adm.waitJS("cap's row", 10*time.Second, `(() => {
 		const sel = document.getElementById('p-cap-queue');
 		return document.querySelector('#new-product [data-testid=form-msg]').dataset.state === 'ok' &&

@@ -139,7 +139,7 @@ func TestBrowserBrandingDashboard(t *testing.T) {
 	shots.take(adm, "branding-dashboard-1280")
 
 	// Remove the logo from the dashboard: it asks first (the file is gone afterwards).
-	adm.do("remove the logo", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=brand-logo-remove]')`)))
+	adm.activate(`[data-testid=queue-card][data-queue="shop"] [data-testid=brand-logo-remove]`)
 	opsDialog(adm, "logo of queue shop", true)
 	adm.waitJS("the logo gone", 10*time.Second, card+`.querySelector('[data-testid=brand-logo-preview]').hidden`)
 	if st := brandingStats(t, in, "shop"); st.LogoURL != nil {

@@ -166,7 +166,7 @@ func TestBrowserDashboardProducts(t *testing.T) {
 	adm.sendKeys("new-product-price", "12.345")
 	adm.sendKeys("new-product-queue", "eu")
 	create := func() {
-		adm.do("create", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+		adm.activate(`#new-product button[type=submit]`)
 	}
 	fieldError := func(id, contains string) string {
 		adm.waitJS("the error on #"+id, 10*time.Second, fmt.Sprintf(`(() => {

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserInvites drives the invite part of the admin dashboard in headless Chromium:
@@ -69,7 +67,7 @@ func TestBrowserInvites(t *testing.T) {
 
 	// 2. Create 3 bypass codes of 2 uses.
 	const card = `document.querySelector('[data-testid=queue-card][data-queue=vip]')`
-	adm.do("open the invites", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] [data-testid=invites-toggle]`)))
+	adm.activate(`[data-queue=vip] [data-testid=invites-toggle]`)
 	adm.waitJS("the empty list", 5*time.Second, card+`.querySelector('[data-testid=invite-count-live]').textContent.startsWith('0 ')`)
 	adminUIRetype(adm, "q-vip-invite-count", "3")
 	adm.sendKeys("q-vip-invite-lane", "bypass")
@@ -77,7 +75,7 @@ func TestBrowserInvites(t *testing.T) {
 	if v := adm.eval(`document.getElementById('q-vip-invite-lane').value`); v != "bypass" {
 		t.Fatalf("lane select after typing bypass: %q", v)
 	}
-	adm.do("click Create codes", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] [data-testid=invite-create]`)))
+	adm.activate(`[data-queue=vip] [data-testid=invite-create]`)
 	adm.waitJS("3 codes listed", 10*time.Second, card+`.querySelector('[data-testid=invite-msg]').dataset.state === 'ok' &&
 		`+card+`.querySelectorAll('[data-testid=invite-row]').length === 3`)
 	var list inviteListResp
@@ -101,7 +99,7 @@ func TestBrowserInvites(t *testing.T) {
 
 	// 3. A count the server refuses is marked on its input.
 	adminUIRetype(adm, "q-vip-invite-count", "20000")
-	adm.do("click Create codes", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] [data-testid=invite-create]`)))
+	adm.activate(`[data-queue=vip] [data-testid=invite-create]`)
 	adm.waitJS("the field error on count", 10*time.Second, `(() => {
 		const input = document.getElementById('q-vip-invite-count');
 		const slot = document.getElementById(input.getAttribute('aria-describedby') || 'none');
@@ -113,14 +111,14 @@ func TestBrowserInvites(t *testing.T) {
 	first := list.Invites[0].Code
 	link := in.url + "/q/vip?invite=" + first
 	adm.eval(`(() => { window.__clip = ''; navigator.clipboard.writeText = (s) => { window.__clip = s; return Promise.resolve(); }; return ''; })()`)
-	adm.do("click Copy link", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] tr[data-code="`+first+`"] [data-testid=invite-copy]`)))
+	adm.activate(`[data-queue=vip] tr[data-code="` + first + `"] [data-testid=invite-copy]`)
 	adm.waitJS("the link copied", 5*time.Second, `window.__clip === `+strconv.Quote(link)+` && `+
 		card+`.querySelector('[data-testid=invite-msg]').dataset.state === 'ok'`)
 	adm.eval(`(() => { window.__copied = '';
 		Object.defineProperty(navigator, 'clipboard', { value: undefined, configurable: true });
 		document.addEventListener('copy', () => { window.__copied = String(document.getSelection()) || document.activeElement.value; });
 		return ''; })()`)
-	adm.do("click Copy link (fallback)", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] tr[data-code="`+first+`"] [data-testid=invite-copy]`)))
+	adm.activate(`[data-queue=vip] tr[data-code="` + first + `"] [data-testid=invite-copy]`)
 	adm.waitJS("the link copied by the fallback", 5*time.Second, `window.__copied === `+strconv.Quote(link))
 	t.Logf("copied %s (Clipboard API and fallback)", link)
 	// The link works: the waiting page answers it.
@@ -129,7 +127,7 @@ func TestBrowserInvites(t *testing.T) {
 	}
 
 	// 5. Revoke it.
-	adm.do("click Revoke", 5*time.Second, chromedp.Click(chromedp.CSS(`[data-queue=vip] tr[data-code="`+first+`"] [data-testid=invite-revoke]`)))
+	adm.activate(`[data-queue=vip] tr[data-code="` + first + `"] [data-testid=invite-revoke]`)
 	adm.waitJS("the confirmation", 5*time.Second, `document.getElementById('confirm-dialog').open`)
 	adm.click("confirm-ok")
 	adm.waitJS("the code gone from the list", 10*time.Second, card+`.querySelectorAll('[data-testid=invite-row]').length === 2 &&

@@ -114,7 +114,7 @@ func TestJourneyRoles(t *testing.T) {
 		document.getElementById('admin-conn').dataset.state === 'live' && `+card("drop")+` !== null &&
 		document.querySelector('tr[data-product=shoe]') !== null &&
 		!`+card("drop")+`.querySelector('[data-testid=brand-logo-remove]').hidden`)
-	victor.do("open drop's invite codes", 5*time.Second, chromedp.Click(chromedp.JSPath(card("drop")+`.querySelector('[data-testid=invites-toggle]')`)))
+	victor.activate(`[data-testid=queue-card][data-queue="drop"] [data-testid=invites-toggle]`)
 	victor.waitJS("the code listed", 10*time.Second, card("drop")+`.querySelectorAll('[data-testid=invite-row]').length === 1`)
 	controlsJSON := victor.eval(`(() => {
 		const on = [], off = [];
@@ -218,7 +218,7 @@ func TestJourneyRoles(t *testing.T) {
 
 	// A queue, then a product in won sold through it.
 	olga.sendKeys("new-queue-name", "seoul")
-	olga.do("create seoul", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-queue button[type=submit]`)))
+	olga.activate(`#new-queue button[type=submit]`)
 	olga.waitJS("seoul's card", 10*time.Second, card("seoul")+` !== null && [...document.getElementById('new-product-queue').options].some((o) => o.value === 'seoul')`)
 	olga.sendKeys("new-product-id", "hanbok")
 	olga.sendKeys("new-product-name", "Silk hanbok")
@@ -228,7 +228,7 @@ func TestJourneyRoles(t *testing.T) {
 	}
 	olga.do("type the price", 5*time.Second, chromedp.SetValue(chromedp.ID("new-product-price"), ""), chromedp.SendKeys(chromedp.ID("new-product-price"), "189000.5"))
 	olga.sendKeys("new-product-queue", "seoul")
-	olga.do("create hanbok", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+	olga.activate(`#new-product button[type=submit]`)
 	olga.waitJS("the price refused on its field", 5*time.Second, `(() => {
 		const e = document.getElementById('new-product-price');
 		const slot = document.getElementById(e.getAttribute('aria-describedby') || 'none');
@@ -243,7 +243,7 @@ func TestJourneyRoles(t *testing.T) {
 	olga.do("retype the price", 5*time.Second, chromedp.SetValue(chromedp.ID("new-product-price"), ""), chromedp.SendKeys(chromedp.ID("new-product-price"), "189000"))
 	olga.waitJS("what buyers will see", 5*time.Second, `document.querySelector('#new-product [data-testid=price-shows]').textContent.includes('₩189,000')`)
 	adminUIRetype(olga.browserPage, "new-product-stock", "30")
-	olga.do("create hanbok", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+	olga.activate(`#new-product button[type=submit]`)
 	olga.waitJS("hanbok listed under seoul", 10*time.Second, `(() => {
 		const tr = document.querySelector('tr[data-product=hanbok]');
 		return tr !== null && tr.closest('tbody').dataset.group === 'seoul' &&
@@ -282,7 +282,7 @@ func TestJourneyRoles(t *testing.T) {
 		t.Fatalf("the dashboard shows commitment %q; the public draw has %q (seed %q, want none before the start)", shown, d.Commitment, d.Seed)
 	}
 	olga.eval(`(() => { window.__clip = ''; navigator.clipboard.writeText = (s) => { window.__clip = s; return Promise.resolve(); }; return ''; })()`)
-	olga.do("copy the commitment", 5*time.Second, chromedp.Click(chromedp.JSPath(card("seoul")+`.querySelector('[data-testid=commitment-copy]')`)))
+	olga.activate(`[data-testid=queue-card][data-queue="seoul"] [data-testid=commitment-copy]`)
 	olga.waitJS("copied", 5*time.Second, `window.__clip === `+strconv.Quote(shown)+` && `+card("seoul")+`.querySelector('[data-testid=commitment-msg]').dataset.state === 'ok'`)
 	t.Logf("start saved: %q; commitment %s… copied; note %q", olga.eval(card("seoul")+`.querySelector('[data-testid=sale-msg]').textContent`), shown[:12],
 		olga.eval(card("seoul")+`.querySelector('[data-testid=commitment-note]').textContent`))
@@ -339,7 +339,7 @@ func TestJourneyRoles(t *testing.T) {
 	opsDialog(olga.browserPage, "Rotate the token signing key", true)
 	olga.waitJS("a revocable key", 10*time.Second, `document.querySelectorAll('#keys-rows [data-testid=key-revoke]').length === 1`)
 	kid := olga.eval(`document.querySelector('#keys-rows [data-testid=key-revoke]').closest('tr').querySelector('th').textContent`)
-	olga.do("revoke the key", 5*time.Second, chromedp.Click(chromedp.CSS(`#keys-rows [data-testid=key-revoke]`)))
+	olga.activate(`#keys-rows [data-testid=key-revoke]`)
 	olga.waitJS("the revoke_key dialog", 5*time.Second, `document.getElementById('confirm-dialog').dataset.kind === 'revoke_key' && !document.getElementById('confirm-undo').hidden`)
 	text = opsDialog(olga.browserPage, "Every admission token it signed is refused", true)
 	for _, want := range []string{kid, "queue again", "cached key set"} {

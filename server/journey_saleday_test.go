@@ -112,7 +112,7 @@ func TestJourneySaleDay(t *testing.T) {
 
 	// The queue: created, at most one buyer admitted at a time, paused until the draw is checked.
 	olga.sendKeys("new-queue-name", q)
-	olga.do("create the queue", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-queue button[type=submit]`)))
+	olga.activate(`#new-queue button[type=submit]`)
 	olga.waitJS("the queue's card", 10*time.Second, card+` !== null && document.getElementById('q-sale-max_active') !== null &&
 		[...document.getElementById('new-product-queue').options].some((o) => o.value === 'sale')`)
 	adminUIRetype(olga.browserPage, "q-sale-max_active", "1")
@@ -123,7 +123,7 @@ func TestJourneySaleDay(t *testing.T) {
 	lap("queue created")
 	olga.click("q-sale-save")
 	olga.waitJS("the queue saved", 10*time.Second, card+`.querySelector('[data-testid=queue-msg]').dataset.state === 'ok'`)
-	olga.do("pause", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=toggle-pause]')`)))
+	olga.activate(`[data-testid=queue-card][data-queue="sale"] [data-testid=toggle-pause]`)
 	opsDialog(olga.browserPage, "sale", true)
 	testwait.For(t, 10*time.Second, "the queue paused with max_active 1", func() bool {
 		paused, _ := opsQueueState(t, in, q)
@@ -141,7 +141,7 @@ func TestJourneySaleDay(t *testing.T) {
 	adminUIRetype(olga.browserPage, "new-product-max-ticket", "1")
 	olga.sendKeys("new-product-queue", q)
 	olga.waitJS("what buyers will see", 5*time.Second, `document.querySelector('#new-product [data-testid=price-shows]').textContent.includes('₩19,000')`)
-	olga.do("create the product", 5*time.Second, chromedp.Click(chromedp.CSS(`#new-product button[type=submit]`)))
+	olga.activate(`#new-product button[type=submit]`)
 	olga.waitJS("the product listed under the queue", 10*time.Second, `(() => {
 		const tr = document.querySelector('tr[data-product=tee]');
 		return tr !== null && tr.closest('tbody').dataset.group === 'sale' && document.getElementById('p-tee-currency').value === 'KRW';
@@ -177,7 +177,7 @@ func TestJourneySaleDay(t *testing.T) {
 		t.Fatalf("the dashboard shows commitment %q; the public draw has %q (seed %q)", shown, d.Commitment, d.Seed)
 	}
 	olga.eval(`(() => { window.__clip = ''; navigator.clipboard.writeText = (s) => { window.__clip = s; return Promise.resolve(); }; return ''; })()`)
-	olga.do("copy the commitment", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=commitment-copy]')`)))
+	olga.activate(`[data-testid=queue-card][data-queue="sale"] [data-testid=commitment-copy]`)
 	olga.waitJS("copied", 5*time.Second, `window.__clip === `+strconv.Quote(shown))
 	st := ddStats(t, in, q)
 	if st.StartsAt == nil || st.EndsAt == nil {
@@ -282,7 +282,7 @@ func TestJourneySaleDay(t *testing.T) {
 	lap("leo 6th")
 
 	// 4. Admission: the one unit sells, sold out mid-line.
-	olga.do("resume", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=toggle-pause]')`)))
+	olga.activate(`[data-testid=queue-card][data-queue="sale"] [data-testid=toggle-pause]`)
 	testwait.For(t, 10*time.Second, "the queue running", func() bool {
 		paused, _ := opsQueueState(t, in, q)
 		return !paused
@@ -317,7 +317,7 @@ func TestJourneySaleDay(t *testing.T) {
 	lap(fmt.Sprintf("ended with %d waiting", waitingAtEnd))
 
 	// 6. The report from the queue's card.
-	olga.do("open the report", 5*time.Second, chromedp.Click(chromedp.JSPath(card+`.querySelector('[data-testid=report-link]')`)))
+	olga.activate(`[data-testid=queue-card][data-queue="sale"] [data-testid=report-link]`)
 	olga.waitJS("the report", 15*time.Second, `location.pathname === '/admin/queues/sale/report' && !document.getElementById('report-body').hidden`)
 	r := readReport(t, in, q)
 	admitted := 6 - waitingAtEnd
