@@ -106,11 +106,14 @@ echo "test.sh: Kubernetes manifests"
 # Inside a package, tests run in parallel (-parallel 8; serial tests say why in a comment),
 # and the packages of a pass run four at a time (-p 4). Builds are shared through the Go
 # build cache. The order (measured on 2 cores, README "Time"):
-#   - the fuzz runs start first at the lowest CPU priority (nice 19) and use only what the
-#     other passes leave idle (they take ~110 CPU-seconds; the passes leave ~180 idle); when
-#     the other passes have ended, what is left of them runs at normal priority. Their budgets
-#     are execution counts, so how slowly they go changes nothing in what they check. Raising
-#     the priority again needs root; without it the fuzz runs go last, as their own pass.
+#   - the fuzz runs start first under the idle scheduling policy (SCHED_IDLE: they run only on
+#     a core nothing else wants, and give it up the moment a test's process wakes; plain
+#     nice 19 kept them on the core for a time slice and slowed the tests' round trips) and so
+#     use only what the other passes leave idle (they take ~110 CPU-seconds; the passes leave
+#     ~180 idle); when the other passes have ended, what is left of them runs at normal
+#     priority. Their budgets are execution counts, so how slowly they go changes nothing in
+#     what they check. Switching back needs root; without it the fuzz runs go last, as their
+#     own pass.
 #   - single, then journeys (both keep the 2 cores busy);
 #   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
 #     and failing over: a core and a half idle when it ran alone).
@@ -174,20 +177,21 @@ fuzz_all() {
     done
   done
 }
-# fuzz_idle runs fuzz_all at nice 19 (what it starts inherits it).
+# fuzz_idle runs fuzz_all under SCHED_IDLE (what it starts inherits it).
 fuzz_idle() {
-  renice -n 19 -p "$BASHPID" >/dev/null
+  chrt --idle -p 0 "$BASHPID" >/dev/null
   fuzz_all
 }
-# unnice_tree pid: the process and everything under it back to normal priority.
-unnice_tree() {
+# unidle_tree pid: every thread of the process and of everything under it back to the
+# normal policy.
+unidle_tree() {
   local c
-  renice -n 0 -p "$1" >/dev/null 2>&1 || true
-  for c in $(pgrep -P "$1" 2>/dev/null); do unnice_tree "$c"; done
+  chrt --all-tasks --other -p 0 "$1" >/dev/null 2>&1 || true
+  for c in $(pgrep -P "$1" 2>/dev/null); do unidle_tree "$c"; done
 }
 fuzz_bg=0
-if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ]; then
-  echo "test.sh: short fuzz runs (${fuzz} executions per target), at nice 19 beside the passes"
+if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then
+  echo "test.sh: short fuzz runs (${fuzz} executions per target), on idle CPU beside the passes"
   start_bg fuzz fuzz_idle
   fuzz_bg=1
 fi
@@ -222,7 +226,7 @@ if [ "$fuzz" != "0" ]; then
   if [ "$fuzz_bg" = 1 ]; then
     # The other passes have ended: what is left of the fuzz runs gets the machine.
     for i in "${!names[@]}"; do
-      [ "${names[$i]}" = fuzz ] && unnice_tree "${pids[$i]}"
+      [ "${names[$i]}" = fuzz ] && unidle_tree "${pids[$i]}"
     done
     wait_pass fuzz
   else
