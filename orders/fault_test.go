@@ -212,10 +212,12 @@ func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
 
 func TestDeadlockIsRetried(t *testing.T) {
 	t.Parallel()
-	// Generous acquire and query budgets: the test is about the deadlock, and on a busy
-	// machine opening the retry's connection can take longer than the 500 ms default (the
-	// retry then ends ErrUnavailable and never waits for the lock this test looks for).
-	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 20 * time.Second, AcquireTimeout: 20 * time.Second})
+	// Budgets far past anything the test waits for: the test is about the deadlock, not the
+	// budgets. On a busy machine opening the retry's connection took longer than the 500 ms
+	// default (the retry ended ErrUnavailable and never waited for the lock this test looks
+	// for), and beside a CPU hog the first attempt's 20 s ran out while the test was still
+	// polling for its lock wait. The test binary's -timeout still ends a real hang.
+	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 5 * time.Minute, AcquireTimeout: 5 * time.Minute})
 	mustProduct(t, s, "p", 5)
 	ctx := context.Background()
 	other, err := pgx.Connect(ctx, dsn)
@@ -249,7 +251,7 @@ func TestDeadlockIsRetried(t *testing.T) {
 	// it ended instead.
 	waitFor := func(what string) {
 		t.Helper()
-		testwait.For(t, 30*time.Second, what, func() bool {
+		testwait.For(t, 4*time.Minute, what, func() bool {
 			select {
 			case r := <-done:
 				t.Fatalf("PlaceOrder ended while the test waited for %s: order %v, err %v", what, r.o.ID, r.err)

@@ -271,6 +271,8 @@ for name in "${names[@]}"; do
     cat "$work/$name.log"
   elif [ "$name" = journeys ]; then
     grep -E '^\s*(--- |PASS|ok )|axe-core:' "$work/$name.log" || true
+  elif [ "$name" = fuzz ] || [ "$name" = fuzz-again ]; then
+    grep -E '^fuzz .*(idle policy|again, at normal priority)' "$work/$name.log" || true
   else
     grep -E '^(ok|FAIL|---) ' "$work/$name.log" || true
   fi
