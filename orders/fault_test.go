@@ -213,26 +213,44 @@ func TestCommitOnDeadConnectionMakesOneOrder(t *testing.T) {
 func TestDeadlockIsRetried(t *testing.T) {
 	t.Parallel()
 	// Budgets far past anything the test waits for: the test is about the deadlock, not the
-	// budgets. On a busy machine opening the retry's connection took longer than the 500 ms
-	// default (the retry ended ErrUnavailable and never waited for the lock this test looks
-	// for), and beside a CPU hog the first attempt's 20 s ran out while the test was still
-	// polling for its lock wait. The test binary's -timeout still ends a real hang.
+	// budgets. The test binary's -timeout still ends a real hang.
 	s, dsn, reg := mustOpenReg(t, orders.Config{QueryTimeout: 5 * time.Minute, AcquireTimeout: 5 * time.Minute})
 	mustProduct(t, s, "p", 5)
 	ctx := context.Background()
-	other, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(ctx) })
+		return c
 	}
-	defer other.Close(ctx)
+	// PostgreSQL checks a lock wait for a deadlock once, deadlock_timeout (1 s) after the
+	// wait began. For PlaceOrder to be the victim, its wait must close the cycle, not the
+	// other transaction's — whose check comes 10 minutes after its own wait began, so never
+	// here. A gate makes that order certain however busy the machine (beside a CPU hog the
+	// test once closed the cycle more than a second after PlaceOrder began waiting, and the
+	// other transaction became the victim): a trigger of this test's database makes every
+	// insert into orders take an advisory lock the gate session holds, so PlaceOrder, its
+	// key inserted, stops there until the other transaction waits for that key.
+	gate := conn()
+	for _, q := range []string{
+		`CREATE FUNCTION test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$`,
+		`CREATE TRIGGER test_gate AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION test_gate()`,
+		`SELECT pg_advisory_lock(4242)`,
+	} {
+		if _, err := gate.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	other := conn()
 	tx, err := other.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	// The other transaction waits long before checking for deadlocks, so PostgreSQL
-	// picks PlaceOrder's transaction as the victim.
-	if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '30s'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '10min'"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, "UPDATE products SET updated_at = now() WHERE id = 'p'"); err != nil {
@@ -247,9 +265,9 @@ func TestDeadlockIsRetried(t *testing.T) {
 		o, _, err := s.PlaceOrder(context.Background(), orders.OrderRequest{ProductID: "p", Quantity: 1, IdempotencyKey: "k"})
 		done <- result{o, err}
 	}()
-	// waitFor waits until PlaceOrder waits for a lock, failing at once with its answer if
-	// it ended instead.
-	waitFor := func(what string) {
+	// waitFor waits until n backends of this database wait for a lock of that type,
+	// failing at once with PlaceOrder's answer if it ended instead.
+	waitFor := func(what, lockType string, n int) {
 		t.Helper()
 		testwait.For(t, 4*time.Minute, what, func() bool {
 			select {
@@ -257,18 +275,36 @@ func TestDeadlockIsRetried(t *testing.T) {
 				t.Fatalf("PlaceOrder ended while the test waited for %s: order %v, err %v", what, r.o.ID, r.err)
 			default:
 			}
-			return query[int](t, dsn, `SELECT count(*)::int FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
+			return query[int](t, dsn, `SELECT count(*)::int FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE NOT l.granted AND l.locktype = $1 AND a.datname = current_database()`, lockType) >= n
 		})
 	}
-	waitFor("PlaceOrder to wait for row p") // PlaceOrder inserted key k, now waits for row p
-	// Now wait for PlaceOrder's key: a cycle. PlaceOrder's transaction is aborted with
-	// 40P01, which lets this INSERT through.
-	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, product_id, quantity, idempotency_key, request_hash)
-		VALUES (gen_random_uuid(), 'p', 1, 'k', 'other')`); err != nil {
-		t.Fatalf("other transaction: %v", err)
+	waitFor("PlaceOrder, its key inserted, to stop at the gate", "advisory", 1)
+	// The other transaction inserts the same key: it waits for PlaceOrder's transaction.
+	inserted := make(chan error, 1)
+	go func() {
+		_, err := tx.Exec(ctx, `INSERT INTO orders (id, product_id, quantity, idempotency_key, request_hash)
+			VALUES (gen_random_uuid(), 'p', 1, 'k', 'other')`)
+		inserted <- err
+	}()
+	waitFor("the other transaction to wait for PlaceOrder's key k", "transactionid", 1)
+	// The gate opens: PlaceOrder goes on to the stock row the other transaction holds and
+	// closes the cycle; its deadlock check aborts it (40P01), which lets the INSERT through.
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
 	}
-	waitFor("the retry to wait for the other transaction's key k")
+	select {
+	case err := <-inserted:
+		if err != nil {
+			t.Fatalf("other transaction: %v", err)
+		}
+	case r := <-done:
+		t.Fatalf("PlaceOrder ended before the deadlock let the other transaction through: order %v, err %v", r.o.ID, r.err)
+	case <-time.After(4 * time.Minute):
+		t.Fatal("the other transaction's INSERT still waits 4 minutes after the gate opened")
+	}
+	// PlaceOrder's retry inserts key k again and waits for the other transaction's row.
+	waitFor("the retry to wait for the other transaction's key k", "transactionid", 1)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
