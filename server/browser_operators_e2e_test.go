@@ -249,7 +249,10 @@ func TestBrowserOperatorsConfirmAndNames(t *testing.T) {
 	}
 
 	// 5. A refused setting: the server's sentence next to the field it names.
-	adm.eval(`(() => { const s = document.getElementById('q-drop-rate_mode'); s.value = 'auto'; s.dispatchEvent(new Event('change', {bubbles: true})); return ''; })()`)
+	// A person's pick fires input and change (the dashboard keeps an edited form from live
+	// updates on input; with change alone a live update re-applied "fixed" on a busy machine).
+	adm.eval(`(() => { const s = document.getElementById('q-drop-rate_mode'); s.value = 'auto';
+		s.dispatchEvent(new Event('input', {bubbles: true})); s.dispatchEvent(new Event('change', {bubbles: true})); return ''; })()`)
 	adminUIRetype(adm, "q-drop-auto_min", "50")
 	adminUIRetype(adm, "q-drop-auto_max", "10")
 	adm.click("q-drop-save")
