@@ -215,6 +215,7 @@ if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ] && command 
   echo "test.sh: short fuzz runs (${fuzz} executions per target), on idle CPU beside the passes"
   start_bg fuzz fuzz_idle
   fuzz_bg=1
+  fuzz_pid=${pids[-1]}
 fi
 if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: go test -race against a private Redis per test (the single pass)"
@@ -246,9 +247,7 @@ fi
 if [ "$fuzz" != "0" ]; then
   if [ "$fuzz_bg" = 1 ]; then
     # The other passes have ended: what is left of the fuzz runs gets the machine.
-    for i in "${!names[@]}"; do
-      [ "${names[$i]}" = fuzz ] && unidle_tree "${pids[$i]}"
-    done
+    unidle_tree "$fuzz_pid"
     wait_pass fuzz
     if [ -s "$work/fuzz-deferred" ]; then
       echo "test.sh: fuzz targets that failed under the idle policy, again at normal priority"
