@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -181,32 +180,25 @@ const (
 	MaxTokenTTLHalveAt     = 100_000_000
 )
 
-// DefaultSettings are used for fields left out when a queue is created.
+// DefaultSettings are used for fields left out when a queue is created (the table's
+// defaults).
 func DefaultSettings(name string) Settings {
-	return Settings{Name: name, RatePerSecond: 5, TokenTTL: 5 * time.Minute, PlacesPerIP: DefaultPlacesPerIP, MaxActiveSharePerIP: DefaultMaxActiveSharePerIP,
-		PriorityShare: DefaultPriorityShare, RateMode: RateFixed, AutoMin: 1, AutoMax: 100,
-		AutoTargetP95: DefaultAutoTarget, TokenTTLHalveAt: DefaultTokenTTLHalveAt}
+	s := Settings{Name: name}
+	for _, row := range settingsTable {
+		row.defaultInto(&s)
+	}
+	return s
 }
 
-// Validate refuses a setting out of range with an *InvalidError naming the field.
+// Validate refuses a setting out of range with an *InvalidError naming the field: first
+// each setting's own range or choices (the table), then the rules between settings.
 func (s Settings) Validate() error {
+	for _, row := range settingsTable {
+		if (row.Ranged && !row.inRange(&s)) || (row.Kind == KindChoice && !row.validChoice(&s)) {
+			return invalid(row.JSON, "%s", row.Refusal)
+		}
+	}
 	switch {
-	case s.RatePerSecond < 0 || s.RatePerSecond > MaxRatePerSecond || s.RatePerSecond != s.RatePerSecond:
-		return invalid("rate_per_second", "rate_per_second must be between 0 and %d.", MaxRatePerSecond)
-	case s.MaxActive < 0 || s.MaxActive > MaxMaxActive:
-		return invalid("max_active", "max_active must be between 0 (no cap) and %d.", MaxMaxActive)
-	case s.PlacesPerIP < 0 || s.PlacesPerIP > MaxPlacesPerIP:
-		return invalid("places_per_ip", "places_per_ip must be between 0 (no limit) and %d.", MaxPlacesPerIP)
-	case !(s.MaxActiveSharePerIP >= 0 && s.MaxActiveSharePerIP <= 1):
-		return invalid("max_active_share_per_ip", "max_active_share_per_ip must be between 0 (no share cap) and 1.")
-	case s.PowDifficulty < 0 || s.PowDifficulty > MaxPowDifficulty:
-		return invalid("pow_difficulty", "pow_difficulty must be between 0 (off) and %d bits.", MaxPowDifficulty)
-	case !(s.PriorityShare >= 0 && s.PriorityShare <= 1):
-		return invalid("priority_share", "priority_share must be between 0 and 1.")
-	case len(s.AllowedOrigins) > MaxAllowedOrigins:
-		return invalid("allowed_origins", "allowed_origins holds at most %d origins.", MaxAllowedOrigins)
-	case s.Method != "" && !s.Method.Valid():
-		return invalid("method", "method must be fifo, random, passthrough or reject.")
 	case s.Method == MethodPassthrough && s.MaxActive <= 0:
 		return invalid("method", "passthrough needs max_active > 0 (the cap at which a line forms).")
 	case s.StartsAt != nil && s.EndsAt != nil && !s.StartsAt.Before(*s.EndsAt):
@@ -216,100 +208,24 @@ func (s Settings) Validate() error {
 		return err
 	}
 	switch {
-	case s.TokenTTL < MinTokenTTL || s.TokenTTL > MaxTokenTTL:
-		return invalid("token_ttl_seconds", "token_ttl_seconds must be between %d and %d.",
-			int(MinTokenTTL.Seconds()), int(MaxTokenTTL.Seconds()))
 	case s.TokenTTLMin != 0 && (s.TokenTTLMin < MinTokenTTL || s.TokenTTLMin > s.TokenTTL):
-		return invalid("token_ttl_min_seconds", "token_ttl_min_seconds must be 0 (fixed TTL) or between %d and token_ttl_seconds.",
-			int(MinTokenTTL.Seconds()))
-	case s.TokenTTLHalveAt < 1 || s.TokenTTLHalveAt > MaxTokenTTLHalveAt:
-		return invalid("token_ttl_halve_at", "token_ttl_halve_at must be between 1 and %d waiting users.", MaxTokenTTLHalveAt)
-	case s.RateMode != RateFixed && s.RateMode != RateAuto:
-		return invalid("rate_mode", "rate_mode must be fixed or auto.")
+		row, _ := SettingByJSON("token_ttl_min_seconds")
+		return invalid(row.JSON, "%s", row.Refusal)
 	case !(s.AutoMin > 0 && s.AutoMin <= MaxRatePerSecond):
 		return invalid("auto_min", "auto_min must be above 0 and at most %d.", MaxRatePerSecond)
 	case !(s.AutoMax >= s.AutoMin && s.AutoMax <= MaxRatePerSecond):
 		return invalid("auto_max", "auto_max must be at least auto_min and at most %d.", MaxRatePerSecond)
-	case s.AutoTargetP95 < MinAutoTarget || s.AutoTargetP95 > MaxAutoTarget:
-		return invalid("auto_target_p95_ms", "auto_target_p95_ms must be between %d and %d.",
-			MinAutoTarget.Milliseconds(), MaxAutoTarget.Milliseconds())
 	}
 	return nil
 }
 
 // Apply returns s with the fields the patch sets.
 func (p SettingsPatch) Apply(s Settings) Settings {
-	if p.RatePerSecond != nil {
-		s.RatePerSecond = positiveZero(*p.RatePerSecond)
-	}
-	if p.MaxActive != nil {
-		s.MaxActive = *p.MaxActive
-	}
-	if p.TokenTTL != nil {
-		s.TokenTTL = *p.TokenTTL
-	}
-	if p.Paused != nil {
-		s.Paused = *p.Paused
-	}
-	if p.Closed != nil {
-		s.Closed = *p.Closed
-	}
-	if p.PlacesPerIP != nil {
-		s.PlacesPerIP = *p.PlacesPerIP
-	}
-	if p.MaxActiveSharePerIP != nil {
-		s.MaxActiveSharePerIP = positiveZero(*p.MaxActiveSharePerIP)
-	}
-	if p.PowDifficulty != nil {
-		s.PowDifficulty = *p.PowDifficulty
-	}
-	if p.PriorityShare != nil {
-		s.PriorityShare = positiveZero(*p.PriorityShare)
-	}
-	if p.AllowedOrigins != nil {
-		s.AllowedOrigins = *p.AllowedOrigins
-	}
-	if p.StartsAt != nil {
-		s.StartsAt = optTime(*p.StartsAt)
-	}
-	if p.EndsAt != nil {
-		s.EndsAt = optTime(*p.EndsAt)
-	}
-	if p.Method != nil {
-		s.Method = *p.Method
-	}
-	if p.AutoRedirect != nil {
-		s.AutoRedirect = *p.AutoRedirect
-	}
-	if p.BrandName != nil {
-		s.BrandName = *p.BrandName
+	for _, row := range settingsTable {
+		row.apply(&p, &s)
 	}
 	if p.BrandColor != nil {
 		s.BrandColor = strings.ToLower(*p.BrandColor)
-	}
-	if p.BrandMessage != nil {
-		s.BrandMessage = *p.BrandMessage
-	}
-	if p.SupportURL != nil {
-		s.SupportURL = *p.SupportURL
-	}
-	if p.RateMode != nil {
-		s.RateMode = *p.RateMode
-	}
-	if p.AutoMin != nil {
-		s.AutoMin = *p.AutoMin
-	}
-	if p.AutoMax != nil {
-		s.AutoMax = *p.AutoMax
-	}
-	if p.AutoTargetP95 != nil {
-		s.AutoTargetP95 = *p.AutoTargetP95
-	}
-	if p.TokenTTLMin != nil {
-		s.TokenTTLMin = *p.TokenTTLMin
-	}
-	if p.TokenTTLHalveAt != nil {
-		s.TokenTTLHalveAt = *p.TokenTTLHalveAt
 	}
 	return s
 }
@@ -389,90 +305,25 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		cur.DrawPhase = ph
 	}
 	// Write only what the patch names (every field when creating), so two partial
-	// updates at once cannot undo each other.
+	// updates at once cannot undo each other. The start is written by the schedule above.
 	var fields []any
-	if created || p.RatePerSecond != nil {
-		fields = append(fields, "rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64))
-	}
-	if created || p.MaxActive != nil {
-		fields = append(fields, "max_active", cur.MaxActive)
-	}
-	if created || p.TokenTTL != nil {
-		fields = append(fields, "ttl_ms", cur.TokenTTL.Milliseconds())
-	}
-	if created || p.Paused != nil {
-		fields = append(fields, "paused", boolStr(cur.Paused))
-	}
-	if created || p.Closed != nil {
-		fields = append(fields, "closed", boolStr(cur.Closed))
-	}
-	if created || p.PlacesPerIP != nil {
-		fields = append(fields, "places_per_ip", cur.PlacesPerIP)
-	}
-	if created || p.MaxActiveSharePerIP != nil {
-		fields = append(fields, "max_active_share_per_ip", strconv.FormatFloat(cur.MaxActiveSharePerIP, 'f', -1, 64))
-	}
-	if created || p.PowDifficulty != nil {
-		fields = append(fields, "pow_difficulty", cur.PowDifficulty)
-	}
-	if created || p.PriorityShare != nil {
-		fields = append(fields, "priority_share", strconv.FormatFloat(cur.PriorityShare, 'f', -1, 64))
-	}
-	if created || p.AllowedOrigins != nil {
-		b, _ := json.Marshal(cur.AllowedOrigins)
-		fields = append(fields, "allowed_origins", b)
-	}
-	if created || p.EndsAt != nil {
-		fields = append(fields, "ends_ms", msOf(cur.EndsAt))
-	}
-	if created || p.Method != nil {
-		m := cur.Method
-		if m == "" {
-			m = MethodFIFO
+	for _, row := range settingsTable {
+		if !row.Scripted && (created || row.Set(p)) {
+			fields = append(fields, row.Hash, row.stored(&cur))
 		}
-		fields = append(fields, "method", string(m))
 	}
-	if created || p.AutoRedirect != nil {
-		fields = append(fields, "auto_redirect", boolStr(cur.AutoRedirect))
-	}
-	if created || p.RateMode != nil {
-		fields = append(fields, "rate_mode", string(cur.RateMode))
-		if p.RateMode != nil && *p.RateMode != prev.RateMode {
-			reason := ""
-			if cur.RateMode == RateAuto {
-				reason = "auto mode on: starting from " + strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64) + "/s"
-			}
-			fields = append(fields, "rate_reason", reason)
+	if p.RateMode != nil && *p.RateMode != prev.RateMode {
+		reason := ""
+		if cur.RateMode == RateAuto {
+			reason = "auto mode on: starting from " + strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64) + "/s"
 		}
+		fields = append(fields, "rate_reason", reason)
 	}
 	// In auto mode the rate must lie within the bounds: an operator's rate or new bounds
 	// move it inside them at once.
 	if cur.RateMode == RateAuto && (cur.RatePerSecond < cur.AutoMin || cur.RatePerSecond > cur.AutoMax) {
 		cur.RatePerSecond = min(max(cur.RatePerSecond, cur.AutoMin), cur.AutoMax)
 		fields = append(fields, "rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64))
-	}
-	for _, f := range []struct {
-		set   bool
-		field string
-		v     string
-	}{{p.AutoMin != nil, "auto_min", strconv.FormatFloat(cur.AutoMin, 'f', -1, 64)},
-		{p.AutoMax != nil, "auto_max", strconv.FormatFloat(cur.AutoMax, 'f', -1, 64)},
-		{p.AutoTargetP95 != nil, "auto_target_ms", strconv.FormatInt(cur.AutoTargetP95.Milliseconds(), 10)},
-		{p.TokenTTLMin != nil, "ttl_min_ms", strconv.FormatInt(cur.TokenTTLMin.Milliseconds(), 10)},
-		{p.TokenTTLHalveAt != nil, "ttl_halve_at", strconv.FormatInt(cur.TokenTTLHalveAt, 10)}} {
-		if created || f.set {
-			fields = append(fields, f.field, f.v)
-		}
-	}
-	for _, f := range []struct {
-		set   *string
-		field string
-		v     string
-	}{{p.BrandName, "brand_name", cur.BrandName}, {p.BrandColor, "brand_color", cur.BrandColor},
-		{p.BrandMessage, "brand_message", cur.BrandMessage}, {p.SupportURL, "support_url", cur.SupportURL}} {
-		if created || f.set != nil {
-			fields = append(fields, f.field, f.v)
-		}
 	}
 	if len(fields) > 0 {
 		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
@@ -509,15 +360,18 @@ func (q *Queue) Ensure(ctx context.Context, s Settings) error {
 	if !errors.Is(err, ErrQueueNotFound) {
 		return err
 	}
-	_, _, err = q.Put(ctx, s.Name, SettingsPatch{
-		RatePerSecond: &s.RatePerSecond, MaxActive: &s.MaxActive, TokenTTL: &s.TokenTTL,
-		Paused: &s.Paused, Closed: &s.Closed, PlacesPerIP: &s.PlacesPerIP, MaxActiveSharePerIP: &s.MaxActiveSharePerIP,
-		PowDifficulty: &s.PowDifficulty, PriorityShare: &s.PriorityShare, AllowedOrigins: &s.AllowedOrigins,
-		Method: &s.Method, AutoRedirect: &s.AutoRedirect,
-		BrandName: &s.BrandName, BrandColor: &s.BrandColor, BrandMessage: &s.BrandMessage, SupportURL: &s.SupportURL,
-		RateMode: &s.RateMode, AutoMin: &s.AutoMin, AutoMax: &s.AutoMax, AutoTargetP95: &s.AutoTargetP95,
-		TokenTTLMin: &s.TokenTTLMin, TokenTTLHalveAt: &s.TokenTTLHalveAt,
-	})
+	// Every setting the table has, the times only when given.
+	var p SettingsPatch
+	for _, row := range settingsTable {
+		if row.Kind == KindTime {
+			if t := row.Value(s).(*time.Time); t != nil {
+				row.SetPatch(&p, *t)
+			}
+			continue
+		}
+		row.SetPatch(&p, row.Value(s))
+	}
+	_, _, err = q.Put(ctx, s.Name, p)
 	return err
 }
 
@@ -538,66 +392,15 @@ func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
 	return parseSettings(name, m), nil
 }
 
+// parseSettings reads a queue's cfg hash: every setting of the table, then the state the
+// scripts keep beside them.
 func parseSettings(name string, m map[string]string) Settings {
-	rate, _ := strconv.ParseFloat(m["rate"], 64)
-	rate = positiveZero(rate) // "-0" written by an older release
-	maxActive, _ := strconv.ParseInt(m["max_active"], 10, 64)
-	ttl, _ := strconv.ParseInt(m["ttl_ms"], 10, 64)
-	places := int64(DefaultPlacesPerIP) // queues made before the setting existed
-	if v, ok := m["places_per_ip"]; ok {
-		places, _ = strconv.ParseInt(v, 10, 64)
+	s := Settings{Name: name, RateReason: m["rate_reason"], SoldOut: m["sold_out"] == "1", Ended: m["ended"] == "1",
+		DrawPhase: DrawPhase(m["draw"])}
+	for _, row := range settingsTable {
+		row.load(m, &s)
 	}
-	ipShare := DefaultMaxActiveSharePerIP // queues made before the setting existed
-	if v, ok := m["max_active_share_per_ip"]; ok {
-		ipShare, _ = strconv.ParseFloat(v, 64)
-	}
-	pow, _ := strconv.Atoi(m["pow_difficulty"])
-	share := DefaultPriorityShare // queues made before the setting existed
-	if v, ok := m["priority_share"]; ok {
-		share, _ = strconv.ParseFloat(v, 64)
-		share = positiveZero(share)
-	}
-	var origins []string
-	if v := m["allowed_origins"]; v != "" {
-		_ = json.Unmarshal([]byte(v), &origins)
-	}
-	method := Method(m["method"])
-	if method == "" {
-		method = MethodFIFO // queues made before the setting existed
-	}
-	// Queues made before rate modes and the adaptive TTL existed take the defaults.
-	def := DefaultSettings(name)
-	mode := RateMode(m["rate_mode"])
-	if mode == "" {
-		mode = RateFixed
-	}
-	autoMin, autoMax, target, halve := def.AutoMin, def.AutoMax, def.AutoTargetP95, def.TokenTTLHalveAt
-	if v, ok := m["auto_min"]; ok {
-		autoMin, _ = strconv.ParseFloat(v, 64)
-	}
-	if v, ok := m["auto_max"]; ok {
-		autoMax, _ = strconv.ParseFloat(v, 64)
-	}
-	if v, ok := m["auto_target_ms"]; ok {
-		ms, _ := strconv.ParseInt(v, 10, 64)
-		target = time.Duration(ms) * time.Millisecond
-	}
-	if v, ok := m["ttl_halve_at"]; ok {
-		halve, _ = strconv.ParseInt(v, 10, 64)
-	}
-	ttlMin, _ := strconv.ParseInt(m["ttl_min_ms"], 10, 64)
-	return Settings{
-		RateMode: mode, AutoMin: autoMin, AutoMax: autoMax, AutoTargetP95: target, RateReason: m["rate_reason"],
-		TokenTTLMin: time.Duration(ttlMin) * time.Millisecond, TokenTTLHalveAt: halve,
-		StartsAt: msTime(m["starts_ms"]), EndsAt: msTime(m["ends_ms"]), Method: method,
-		SoldOut: m["sold_out"] == "1", Ended: m["ended"] == "1", DrawPhase: DrawPhase(m["draw"]),
-		AllowedOrigins: origins,
-		Name:           name, RatePerSecond: rate, MaxActive: maxActive,
-		TokenTTL: time.Duration(ttl) * time.Millisecond,
-		Paused:   m["paused"] == "1", Closed: m["closed"] == "1", PlacesPerIP: places, MaxActiveSharePerIP: ipShare,
-		PowDifficulty: pow, PriorityShare: share, AutoRedirect: m["auto_redirect"] == "1",
-		BrandName: m["brand_name"], BrandColor: m["brand_color"], BrandMessage: m["brand_message"], SupportURL: m["support_url"],
-	}
+	return s
 }
 
 // Names lists every queue, sorted.

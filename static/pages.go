@@ -163,6 +163,29 @@ type OrderProduct struct {
 type AdminPage struct {
 	Lang string
 	T    map[string]string
+	// Settings are the fields of a queue card's settings form, generated from the queue
+	// settings table (web fills them in).
+	Settings []SettingField
+}
+
+// SettingField is one field of the dashboard's generated queue settings form.
+type SettingField struct {
+	Name     string // the control's name: the admin API key
+	Input    string // "number", "select", "checkbox" or "list" (a textarea of one value per line)
+	LabelKey string // message key of the label (data-i18n)
+	Label    string
+	Hint     string // "" none
+	Min, Max string // number: the input's bounds ("" none)
+	Step     string
+	TestID   string
+	Wide     bool // the field takes the form's whole width
+	AutoOnly bool // shown in the auto rate mode only
+	Options  []SettingOption
+}
+
+// SettingOption is one choice of a select field.
+type SettingOption struct {
+	Value, LabelKey, Label string
 }
 
 // ReportPage is the data of the "report" template, /admin/queues/{queue}/report: the

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/waitroom/waitroom/static"
+	"github.com/waitroom/waitroom/web"
 )
 
 func TestLang(t *testing.T) {
@@ -199,7 +200,7 @@ func pages(lang string) map[string]any {
 		}},
 		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true},
 		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
-		"admin":   static.AdminPage{Lang: lang, T: all},
+		"admin":   static.AdminPage{Lang: lang, T: all, Settings: web.SettingsForm(all)},
 		"report":  static.ReportPage{Lang: lang, T: all, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
 		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -18,74 +17,48 @@ import (
 
 // The admin auth middleware (adminAuth) and its roles are in roles.go.
 
+// queueStatsJSON is one queue of the admin stats: its name, every setting (the table's) and
+// its live numbers.
 type queueStatsJSON struct {
-	Name            string   `json:"name"`
-	Waiting         int64    `json:"waiting"`
-	WaitingPriority int64    `json:"waiting_priority"`
-	WaitingBypass   int64    `json:"waiting_bypass"`
-	AdmittedTotal   int64    `json:"admitted_total"`
-	ActiveTokens    int64    `json:"active_tokens"`
-	RatePerSecond   float64  `json:"rate_per_second"`
-	MaxActive       int64    `json:"max_active"`
-	Paused          bool     `json:"paused"`
-	Closed          bool     `json:"closed"`
-	TokenTTLSeconds int64    `json:"token_ttl_seconds"`
-	PlacesPerIP     int64    `json:"places_per_ip"`
-	PowDifficulty   int      `json:"pow_difficulty"`
-	PriorityShare   float64  `json:"priority_share"`
-	AllowedOrigins  []string `json:"allowed_origins"`
-	AdmitRate       float64  `json:"admit_rate"`
+	name     string
+	settings queue.Settings
+	queueLive
+}
 
-	// MaxActiveSharePerIP: the share of max_active one address may hold (queue.Settings).
-	MaxActiveSharePerIP float64 `json:"max_active_share_per_ip"`
+func (q queueStatsJSON) MarshalJSON() ([]byte, error) {
+	return withSettings(q.name, q.settings, q.queueLive)
+}
 
-	AutoRedirect bool    `json:"auto_redirect"`
-	TickLagMs    float64 `json:"tick_lag_ms"`
-	Leader       string  `json:"leader"`
+// queueLive is what the stats show of a queue besides its settings.
+type queueLive struct {
+	Waiting         int64   `json:"waiting"`
+	WaitingPriority int64   `json:"waiting_priority"`
+	WaitingBypass   int64   `json:"waiting_bypass"`
+	AdmittedTotal   int64   `json:"admitted_total"`
+	ActiveTokens    int64   `json:"active_tokens"`
+	AdmitRate       float64 `json:"admit_rate"`
+	TickLagMs       float64 `json:"tick_lag_ms"`
+	Leader          string  `json:"leader"`
 	// AdmissionHeld: the leader holds a tick until a Redis replica acknowledges it.
-	AdmissionHeld bool `json:"admission_held"`
-	rateModeJSON
-	RateReason               string `json:"rate_reason"`
-	TokenTTLEffectiveSeconds int64  `json:"token_ttl_effective_seconds"`
-	dropDayJSON
-	brandJSON
+	AdmissionHeld            bool  `json:"admission_held"`
+	TokenTTLEffectiveSeconds int64 `json:"token_ttl_effective_seconds"`
+	queueState
 }
 
-// rateModeJSON is how a queue's rate is set and its adaptive token TTL, in its settings and
+// queueState is a queue's read-only state beside its settings, in its settings answer and
 // its stats.
-type rateModeJSON struct {
-	RateMode           queue.RateMode `json:"rate_mode"`
-	AutoMin            float64        `json:"auto_min"`
-	AutoMax            float64        `json:"auto_max"`
-	AutoTargetP95Ms    int64          `json:"auto_target_p95_ms"`
-	TokenTTLMinSeconds int64          `json:"token_ttl_min_seconds"`
-	TokenTTLHalveAt    int64          `json:"token_ttl_halve_at"`
+type queueState struct {
+	RateReason string  `json:"rate_reason"` // why the rate last changed (the auto controller)
+	SoldOut    bool    `json:"sold_out"`    // every product the queue sells has stock 0
+	Ended      bool    `json:"ended"`       // ends_at passed and the line was dropped
+	Prequeue   int64   `json:"prequeue"`    // the pre-queue's size before the start
+	Draw       string  `json:"draw"`        // none | scheduled | drawing | done
+	LogoURL    *string `json:"logo_url"`    // null: no logo
 }
 
-func rateMode(st queue.Settings) rateModeJSON {
-	return rateModeJSON{RateMode: st.RateMode, AutoMin: st.AutoMin, AutoMax: st.AutoMax,
-		AutoTargetP95Ms: st.AutoTargetP95.Milliseconds(), TokenTTLMinSeconds: int64(st.TokenTTLMin.Seconds()),
-		TokenTTLHalveAt: st.TokenTTLHalveAt}
-}
-
-// dropDayJSON is a queue's schedule, method and sale state, in its settings and its stats.
-type dropDayJSON struct {
-	StartsAt *string      `json:"starts_at"` // RFC 3339, null when not scheduled
-	EndsAt   *string      `json:"ends_at"`
-	Method   queue.Method `json:"method"`
-	SoldOut  bool         `json:"sold_out"` // read-only: every product the queue sells has stock 0
-	Ended    bool         `json:"ended"`    // read-only: ends_at passed and the line was dropped
-	Prequeue int64        `json:"prequeue"` // read-only: the pre-queue's size before the start
-	Draw     string       `json:"draw"`     // read-only: none | scheduled | drawing | done
-}
-
-func dropDay(st queue.Settings, prequeue int64) dropDayJSON {
-	m := st.Method
-	if m == "" {
-		m = queue.MethodFIFO
-	}
-	return dropDayJSON{StartsAt: timeJSON(st.StartsAt), EndsAt: timeJSON(st.EndsAt), Method: m,
-		SoldOut: st.SoldOut, Ended: st.Ended, Prequeue: prequeue, Draw: drawPhaseName(st.DrawPhase)}
+func stateOf(st queue.Settings, prequeue int64, logoURL *string) queueState {
+	return queueState{RateReason: st.RateReason, SoldOut: st.SoldOut, Ended: st.Ended, Prequeue: prequeue,
+		Draw: drawPhaseName(st.DrawPhase), LogoURL: logoURL}
 }
 
 // drawPhaseName is the public name of a draw phase (the stored one is a letter).
@@ -183,63 +156,16 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 	return nil
 }
 
-type queueBody struct {
-	RatePerSecond   *float64  `json:"rate_per_second"`
-	MaxActive       *int64    `json:"max_active"`
-	TokenTTLSeconds *int64    `json:"token_ttl_seconds"`
-	Paused          *bool     `json:"paused"`
-	Closed          *bool     `json:"closed"`
-	PlacesPerIP     *int64    `json:"places_per_ip"`
-	PowDifficulty   *int      `json:"pow_difficulty"`
-	PriorityShare   *float64  `json:"priority_share"`
-	AllowedOrigins  *[]string `json:"allowed_origins"`
-
-	// MaxActiveSharePerIP: the share (0..1) of max_active one address may hold.
-	MaxActiveSharePerIP *float64 `json:"max_active_share_per_ip"`
-
-	// starts_at and ends_at are RFC 3339 or null (null clears); read raw so that a bad
-	// time is a 422 naming the field, not a 400 for the whole body.
-	StartsAt json.RawMessage `json:"starts_at"`
-	EndsAt   json.RawMessage `json:"ends_at"`
-	Method   *queue.Method   `json:"method"`
-	// AutoRedirect: the waiting page goes to the order page by itself at admission.
-	AutoRedirect *bool `json:"auto_redirect"`
-	// Branding (branding.go): strings where null and "" both clear, read raw so that a
-	// value of the wrong type is a 422 naming the field.
-	BrandName    json.RawMessage `json:"brand_name"`
-	BrandColor   json.RawMessage `json:"brand_color"`
-	BrandMessage json.RawMessage `json:"brand_message"`
-	SupportURL   json.RawMessage `json:"support_url"`
-	// The rate mode, the auto controller's bounds and target, the adaptive TTL.
-	RateMode           *queue.RateMode `json:"rate_mode"`
-	AutoMin            *float64        `json:"auto_min"`
-	AutoMax            *float64        `json:"auto_max"`
-	AutoTargetP95Ms    *int64          `json:"auto_target_p95_ms"`
-	TokenTTLMinSeconds *int64          `json:"token_ttl_min_seconds"`
-	TokenTTLHalveAt    *int64          `json:"token_ttl_halve_at"`
+// queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}: the queue's name,
+// every setting and its read-only state.
+type queueSettingsJSON struct {
+	name     string
+	settings queue.Settings
+	queueState
 }
 
-// queueSettingsJSON is the answer of PUT /admin/api/queues/{queue}.
-type queueSettingsJSON struct {
-	Name            string   `json:"name"`
-	RatePerSecond   float64  `json:"rate_per_second"`
-	MaxActive       int64    `json:"max_active"`
-	TokenTTLSeconds int64    `json:"token_ttl_seconds"`
-	Paused          bool     `json:"paused"`
-	Closed          bool     `json:"closed"`
-	PlacesPerIP     int64    `json:"places_per_ip"`
-	PowDifficulty   int      `json:"pow_difficulty"`
-	PriorityShare   float64  `json:"priority_share"`
-	AllowedOrigins  []string `json:"allowed_origins"`
-	AutoRedirect    bool     `json:"auto_redirect"`
-
-	// MaxActiveSharePerIP: the share of max_active one address may hold.
-	MaxActiveSharePerIP float64 `json:"max_active_share_per_ip"`
-
-	rateModeJSON
-	RateReason string `json:"rate_reason"`
-	dropDayJSON
-	brandJSON
+func (q queueSettingsJSON) MarshalJSON() ([]byte, error) {
+	return withSettings(q.name, q.settings, q.queueState)
 }
 
 func (s *Server) putQueue(c *fiber.Ctx) error {
@@ -270,54 +196,6 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		status = fiber.StatusCreated
 	}
 	return c.Status(status).JSON(s.queueSnapshot(c.UserContext(), st))
-}
-
-// parseQueueBody reads a partial queue settings body strictly (decodeStrict: exactly the keys
-// of queueBody); the queue validates the values.
-func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
-	var b queueBody
-	if err := decodeStrict(body, &b); err != nil {
-		return queue.SettingsPatch{}, err
-	}
-	p = queue.SettingsPatch{RatePerSecond: b.RatePerSecond, MaxActive: b.MaxActive, Paused: b.Paused, Closed: b.Closed, PlacesPerIP: b.PlacesPerIP,
-		PowDifficulty: b.PowDifficulty, PriorityShare: b.PriorityShare, AllowedOrigins: b.AllowedOrigins,
-		AutoRedirect: b.AutoRedirect, MaxActiveSharePerIP: b.MaxActiveSharePerIP}
-	if b.TokenTTLSeconds != nil {
-		if *b.TokenTTLSeconds < 0 || *b.TokenTTLSeconds > 1<<31 {
-			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_seconds",
-				Message: "token_ttl_seconds must be between " + strconv.Itoa(int(queue.MinTokenTTL.Seconds())) + " and " + strconv.Itoa(int(queue.MaxTokenTTL.Seconds())) + "."}
-		}
-		d := time.Duration(*b.TokenTTLSeconds) * time.Second
-		p.TokenTTL = &d
-	}
-	p.Method = b.Method
-	p.RateMode, p.AutoMin, p.AutoMax, p.TokenTTLHalveAt = b.RateMode, b.AutoMin, b.AutoMax, b.TokenTTLHalveAt
-	if b.AutoTargetP95Ms != nil {
-		if *b.AutoTargetP95Ms < 0 || *b.AutoTargetP95Ms > 1<<31 {
-			return p, &Error{Status: 422, Code: "invalid_settings", Field: "auto_target_p95_ms",
-				Message: "auto_target_p95_ms must be between " + strconv.FormatInt(queue.MinAutoTarget.Milliseconds(), 10) + " and " + strconv.FormatInt(queue.MaxAutoTarget.Milliseconds(), 10) + "."}
-		}
-		d := time.Duration(*b.AutoTargetP95Ms) * time.Millisecond
-		p.AutoTargetP95 = &d
-	}
-	if b.TokenTTLMinSeconds != nil {
-		if *b.TokenTTLMinSeconds < 0 || *b.TokenTTLMinSeconds > 1<<31 {
-			return p, &Error{Status: 422, Code: "invalid_settings", Field: "token_ttl_min_seconds",
-				Message: "token_ttl_min_seconds must be 0 (fixed TTL) or between " + strconv.Itoa(int(queue.MinTokenTTL.Seconds())) + " and token_ttl_seconds."}
-		}
-		d := time.Duration(*b.TokenTTLMinSeconds) * time.Second
-		p.TokenTTLMin = &d
-	}
-	if p.StartsAt, err = parseTimeField("starts_at", b.StartsAt); err != nil {
-		return p, err
-	}
-	if p.EndsAt, err = parseTimeField("ends_at", b.EndsAt); err != nil {
-		return p, err
-	}
-	if err := parseBrand(&b, &p); err != nil {
-		return p, err
-	}
-	return p, nil
 }
 
 // parseTimeField reads an optional time of a settings body: absent → nil (keep), null →

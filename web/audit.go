@@ -199,14 +199,7 @@ func (s *Server) auditSnapshot(ctx context.Context, c *fiber.Ctx, t auditTarget)
 
 // queueSnapshot is a queue's settings as PUT /admin/api/queues/{queue} answers them.
 func (s *Server) queueSnapshot(ctx context.Context, st queue.QueueStats) queueSettingsJSON {
-	return queueSettingsJSON{
-		Name: st.Name, RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive,
-		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), Paused: st.Paused, Closed: st.Closed,
-		PlacesPerIP: st.PlacesPerIP, MaxActiveSharePerIP: st.MaxActiveSharePerIP, PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare,
-		AllowedOrigins: nonNil(st.AllowedOrigins), AutoRedirect: st.AutoRedirect, dropDayJSON: dropDay(st.Settings, st.Prequeue),
-		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
-		brandJSON: s.brand(ctx, st.Settings),
-	}
+	return queueSettingsJSON{name: st.Name, settings: st.Settings, queueState: stateOf(st.Settings, st.Prequeue, s.logoOf(ctx, st.Name))}
 }
 
 // responseJSON is a copy of the JSON answer (the state after the change), nil when the

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"mime"
@@ -23,23 +22,14 @@ import (
 // and the colour reaches the pages as a generated stylesheet (the CSP forbids inline
 // styles; the colour is validated hex, so the stylesheet cannot carry anything else).
 
-// brandJSON is the branding of a queue in its settings answer and in the stats.
-type brandJSON struct {
-	BrandName    string  `json:"brand_name"`
-	BrandColor   string  `json:"brand_color"`
-	BrandMessage string  `json:"brand_message"`
-	SupportURL   string  `json:"support_url"`
-	LogoURL      *string `json:"logo_url"` // null: no logo
-}
-
-func (s *Server) brand(ctx context.Context, st queue.Settings) brandJSON {
-	b := brandJSON{BrandName: st.BrandName, BrandColor: st.BrandColor, BrandMessage: st.BrandMessage, SupportURL: st.SupportURL}
-	// A failed read shows no logo rather than failing the whole answer.
-	if etag, err := s.d.Queue.LogoETag(ctx, st.Name); err == nil && etag != "" {
-		u := logoURL(st.Name, etag)
-		b.LogoURL = &u
+// logoOf is the URL of a queue's logo (nil: none). A failed read shows no logo rather
+// than failing the whole answer.
+func (s *Server) logoOf(ctx context.Context, name string) *string {
+	if etag, err := s.d.Queue.LogoETag(ctx, name); err == nil && etag != "" {
+		u := logoURL(name, etag)
+		return &u
 	}
-	return b
+	return nil
 }
 
 // logoURL names the logo with its ETag, so a new logo is a new URL (no stale cache).
@@ -54,40 +44,23 @@ func trimETag(etag string) string {
 	return etag
 }
 
-// parseBrand reads the branding fields of a settings body into p: absent keeps, null or ""
-// clears, a string sets (the queue validates it); anything else is a 422 naming the field.
-// The colour must also stand out: white text on it (the buttons) and it on the page's
-// background (links, highlights) must both reach WCAG AA's 4.5:1.
-func parseBrand(b *queueBody, p *queue.SettingsPatch) error {
-	for _, f := range []struct {
-		field string
-		raw   json.RawMessage
-		dst   **string
-	}{{"brand_name", b.BrandName, &p.BrandName}, {"brand_color", b.BrandColor, &p.BrandColor},
-		{"brand_message", b.BrandMessage, &p.BrandMessage}, {"support_url", b.SupportURL, &p.SupportURL}} {
-		if f.raw == nil {
-			continue
-		}
-		v := ""
-		if string(f.raw) != "null" {
-			if err := json.Unmarshal(f.raw, &v); err != nil {
-				return &Error{Status: 422, Code: "invalid_settings", Field: f.field, Message: f.field + " must be a string or null."}
-			}
-		}
-		*f.dst = &v
+// checkBrandColor refuses a brand colour that does not stand out: white text on it (the
+// buttons) and it on the page's background (links, highlights) must both reach WCAG AA's
+// 4.5:1.
+func checkBrandColor(c *string) error {
+	if c == nil || *c == "" {
+		return nil
 	}
-	if c := p.BrandColor; c != nil && *c != "" {
-		bg := pageBackground()
-		onWhite, onPage := queue.ContrastRatio(*c, "#ffffff"), queue.ContrastRatio(*c, bg)
-		if onWhite == 0 {
-			return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
-				Message: "brand_color must be a colour like #1a5fb4 (# and six hex digits)."}
-		}
-		if onWhite < queue.MinContrast || onPage < queue.MinContrast {
-			return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
-				Message: "brand_color " + *c + " is too light: white text on it is " + ratio(onWhite) + ":1 and it on the page (" + bg + ") is " +
-					ratio(onPage) + ":1; both must be at least 4.5:1. Pick a darker colour."}
-		}
+	bg := pageBackground()
+	onWhite, onPage := queue.ContrastRatio(*c, "#ffffff"), queue.ContrastRatio(*c, bg)
+	if onWhite == 0 {
+		return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
+			Message: "brand_color must be a colour like #1a5fb4 (# and six hex digits)."}
+	}
+	if onWhite < queue.MinContrast || onPage < queue.MinContrast {
+		return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
+			Message: "brand_color " + *c + " is too light: white text on it is " + ratio(onWhite) + ":1 and it on the page (" + bg + ") is " +
+				ratio(onPage) + ":1; both must be at least 4.5:1. Pick a darker colour."}
 	}
 	return nil
 }

@@ -166,7 +166,7 @@ func FuzzAdminBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, target := range []any{&queueBody{}, &strictOuter{}} {
+		for _, target := range []any{newQueueBody(), &strictOuter{}} {
 			err := decodeStrict(body, target)
 			if err != nil {
 				var e *Error

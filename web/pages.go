@@ -125,7 +125,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 
 func (s *Server) adminPage(c *fiber.Ctx) error {
 	l, t := lang(c)
-	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t})
+	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t, Settings: SettingsForm(t)})
 }
 
 // reportPage serves the printable report of a queue; its script reads the report JSON

@@ -520,20 +520,18 @@ func queueStatsEntry(n string, o *queue.Overview) queueStatsJSON {
 	if i := strings.LastIndexByte(leader, ':'); i > 0 {
 		leader = leader[:i]
 	}
-	b := brandJSON{BrandName: st.BrandName, BrandColor: st.BrandColor, BrandMessage: st.BrandMessage, SupportURL: st.SupportURL}
+	var logo *string
 	if o.LogoETag != "" {
 		u := logoURL(n, o.LogoETag)
-		b.LogoURL = &u
+		logo = &u
 	}
-	return queueStatsJSON{
-		Name: n, Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal, ActiveTokens: st.ActiveTokens,
-		RatePerSecond: st.RatePerSecond, MaxActive: st.MaxActive, Paused: st.Paused, Closed: st.Closed,
-		TokenTTLSeconds: int64(st.TokenTTL.Seconds()), PlacesPerIP: st.PlacesPerIP, MaxActiveSharePerIP: st.MaxActiveSharePerIP,
-		PowDifficulty: st.PowDifficulty, PriorityShare: st.PriorityShare, AllowedOrigins: nonNil(st.AllowedOrigins), AdmitRate: queue.RoundRate(st.AdmitRate), AutoRedirect: st.AutoRedirect, TickLagMs: st.TickLagMs, Leader: leader, AdmissionHeld: o.Held,
-		rateModeJSON: rateMode(st.Settings), RateReason: st.RateReason,
+	return queueStatsJSON{name: n, settings: st.Settings, queueLive: queueLive{
+		Waiting: st.Waiting, WaitingPriority: st.WaitingPriority, WaitingBypass: st.WaitingBypass, AdmittedTotal: st.AdmittedTotal,
+		ActiveTokens: st.ActiveTokens, AdmitRate: queue.RoundRate(st.AdmitRate), TickLagMs: st.TickLagMs, Leader: leader,
+		AdmissionHeld:            o.Held,
 		TokenTTLEffectiveSeconds: int64(st.EffectiveTTL(st.Waiting + st.WaitingPriority + st.WaitingBypass).Seconds()),
-		dropDayJSON:              dropDay(st.Settings, st.Prequeue), brandJSON: b,
-	}
+		queueState:               stateOf(st.Settings, st.Prequeue, logo),
+	}}
 }
 
 // adminStreams counts the open admin streams per token (actor) and in all.

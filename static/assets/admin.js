@@ -89,8 +89,6 @@
   let productList = [];          // the last GET /api/products, for "which products a queue sells"
   let currencies = [];           // [{code, digits}]: the allow-list from whoami
   let serverSkew = 0;            // server clock − this clock (ms), from the stats' server_time
-  const QUEUE_KNOBS = ['rate_per_second', 'max_active', 'token_ttl_seconds', 'places_per_ip', 'max_active_share_per_ip', 'priority_share', 'pow_difficulty',
-    'auto_min', 'auto_max', 'auto_target_p95_ms', 'token_ttl_min_seconds', 'token_ttl_halve_at'];
   const AUDIT_POLL_MS = 30000;
   let role = '';                 // "operator" | "viewer" | "" (not told: the server predates roles)
   let auditTimer = null;
@@ -550,16 +548,18 @@
       e.preventDefault();
       const body = {};
       const mode = form.elements.rate_mode.value;
-      for (const k of QUEUE_KNOBS) {
+      // The form's fields are the server's settings table: each control says by its kind
+      // how its value is sent.
+      for (const ctl of settingControls(form)) {
+        const k = ctl.name;
+        if (ctl.type === 'checkbox') body[k] = ctl.checked;
+        else if (ctl.tagName === 'SELECT') body[k] = ctl.value;
+        // One exact origin per line (https://shop.example); the server checks each.
+        else if (ctl.tagName === 'TEXTAREA') body[k] = ctl.value.split(/[\s,]+/).filter((o) => o !== '');
         // In auto mode the controller sets the rate: the shown value is its current one.
-        if (k === 'rate_per_second' && mode === 'auto') continue;
-        const v = form.elements[k].value.trim();
-        if (v !== '') body[k] = Number(v);
+        else if (k === 'rate_per_second' && mode === 'auto') continue;
+        else if (ctl.value.trim() !== '') body[k] = Number(ctl.value.trim());
       }
-      body.rate_mode = mode;
-      // One exact origin per line (https://shop.example); the server checks each.
-      body.allowed_origins = form.elements.allowed_origins.value.split(/[\s,]+/).filter((o) => o !== '');
-      body.auto_redirect = form.elements.auto_redirect.checked;
       putQueue(entry, body, () => { entry.dirty = false; });
     });
     // Pausing and closing stop a live sale: asked first. Resuming and opening are not.
@@ -612,6 +612,11 @@
     ttl.dataset.value = typeof eff === 'number' ? String(eff) : '';
     ttl.textContent = typeof eff !== 'number' ? '–' : num.format(eff) + ' s' +
       (q.token_ttl_min_seconds > 0 ? ' ' + tx('admin_ttl_adaptive', '(adaptive)') : '');
+  }
+
+  /** The controls of a queue card's settings form (one per row of the server's settings table). */
+  function settingControls(form) {
+    return [...form.querySelectorAll('input[name], select[name], textarea[name]')];
   }
 
   /** The auto controller's knobs show in auto mode only; the fixed rate in fixed mode. */
@@ -1058,15 +1063,19 @@
     // Keep what the admin is typing; otherwise mirror the live settings.
     const form = c.querySelector('form');
     if (force === true || force === 'settings' || (!entry.dirty && !form.contains(document.activeElement))) {
-      for (const k of QUEUE_KNOBS) {
-        if (q[k] !== undefined && q[k] !== null) form.elements[k].value = String(q[k]);
+      for (const ctl of settingControls(form)) {
+        const v = q[ctl.name];
+        if (ctl.type === 'checkbox') {
+          if (typeof v === 'boolean') ctl.checked = v;
+        } else if (ctl.tagName === 'TEXTAREA') {
+          if (Array.isArray(v)) ctl.value = v.join('\n');
+        } else if (ctl.tagName === 'SELECT') {
+          if ([...ctl.options].some((o) => o.value === v)) ctl.value = v;
+        } else if (v !== undefined && v !== null) {
+          ctl.value = String(v);
+        }
       }
-      if (Array.isArray(q.allowed_origins)) form.elements.allowed_origins.value = q.allowed_origins.join('\n');
-      if (q.rate_mode === 'fixed' || q.rate_mode === 'auto') {
-        form.elements.rate_mode.value = q.rate_mode;
-        showRateMode(entry);
-      }
-      if (typeof q.auto_redirect === 'boolean') form.elements.auto_redirect.checked = q.auto_redirect;
+      showRateMode(entry);
       if (force === true || force === 'settings') entry.dirty = false;
     }
   }
