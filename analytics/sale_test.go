@@ -43,7 +43,7 @@ func TestReportSaleEdges(t *testing.T) {
 	}
 	// Sold out, restocked, sold out again within one step: the log keeps both periods.
 	for _, so := range []bool{true, false, true} {
-		if err := e.q.SetSoldOut(ctx, name, so); err != nil {
+		if err := e.q.SetSoldOut(ctx, name, so, 0); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * time.Millisecond) // the periods' instants apart (ms)
@@ -67,7 +67,7 @@ func TestReportSaleEdges(t *testing.T) {
 	}
 
 	// Restocked: the period ends at the restock's instant.
-	if err := e.q.SetSoldOut(ctx, name, false); err != nil {
+	if err := e.q.SetSoldOut(ctx, name, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	r.flush(ctx, t0.Add(2*Step))

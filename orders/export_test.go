@@ -26,3 +26,6 @@ func Migrate(ctx context.Context, dsn string) (int, error) {
 // Classify exposes the error mapping for table tests.
 var Classify = classify
 var IsKnown = isSentinel
+
+// JudgeStock judges a queue's stock in tx, as the transactions that change stock do.
+var JudgeStock = judgeStock

@@ -38,6 +38,12 @@ type Order struct {
 	Quantity  int       `json:"quantity"`
 	Ticket    string    `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
+	// Left is the product's stock the order left. Emptied is set when the order took the
+	// last of it from a product on sale through a queue: the queue's stock judged in the
+	// order's transaction, for its sold-out flag. A replayed order changed nothing: both
+	// are zero.
+	Left    int         `json:"-"`
+	Emptied *QueueStock `json:"-"`
 }
 
 const (
@@ -256,15 +262,24 @@ func (s *Store) insertOrder(ctx context.Context, c *pgxpool.Conn, req OrderReque
 		}
 		return Order{}, classify(err)
 	}
-	tag, err := tx.Exec(ctx, `UPDATE products SET stock = stock - $2, updated_at = now()
-		WHERE id = $1 AND stock >= $2`, req.ProductID, req.Quantity)
-	if err != nil {
-		return Order{}, classify(err)
-	}
-	if tag.RowsAffected() == 0 {
+	var queue string
+	err = tx.QueryRow(ctx, `UPDATE products SET stock = stock - $2, updated_at = now()
+		WHERE id = $1 AND stock >= $2 RETURNING stock, COALESCE(queue, '')`, req.ProductID, req.Quantity).Scan(&o.Left, &queue)
+	if errors.Is(err, pgx.ErrNoRows) {
 		// The product exists (the insert's foreign key saw it): the stock ran out
 		// between the lookup and now.
 		return Order{}, fmt.Errorf("product %q: %w", req.ProductID, ErrSoldOut)
+	}
+	if err != nil {
+		return Order{}, classify(err)
+	}
+	// Only an order that empties its product can make its queue sold out.
+	if o.Left == 0 && queue != "" {
+		st, err := judgeStock(ctx, tx, queue)
+		if err != nil {
+			return Order{}, classify(err)
+		}
+		o.Emptied = &st
 	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(ctx, tx); err != nil {

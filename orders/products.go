@@ -26,6 +26,9 @@ type Product struct {
 	MaxPerOrder  int       `json:"max_per_order"`
 	MaxPerTicket int       `json:"max_per_ticket"`
 	UpdatedAt    time.Time `json:"-"`
+	// Judged is set by PutProduct when the change touched stock or the queue: the stock of
+	// the queues the product was and is sold through, judged in the change's transaction.
+	Judged []QueueStock `json:"-"`
 }
 
 // ProductPatch is a partial update: nil fields keep their value, or take the default when
@@ -159,9 +162,30 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 		return Product{}, false, err
 	}
 	err = s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
-		// xmax = 0 on the returned row version means it was inserted, not updated.
-		// queue: NULL keeps it, '' clears it (stored as NULL).
-		row := c.QueryRow(ctx, `
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			return putProduct(ctx, tx, id, patch, &p, &created)
+		})
+	})
+	if err != nil {
+		return Product{}, false, fmt.Errorf("orders: put product %q: %w", id, err)
+	}
+	return p, created, nil
+}
+
+// putProduct writes the product in tx and, when stock or the queue changed, judges the
+// stock of the queues it was and is sold through. The product's row is locked first, then
+// the queues' rows (judgeQueues), the order PlaceOrder takes them in too.
+func putProduct(ctx context.Context, tx pgx.Tx, id string, patch ProductPatch, p *Product, created *bool) error {
+	var before string
+	if patch.Stock != nil || patch.Queue != nil {
+		err := tx.QueryRow(ctx, `SELECT COALESCE(queue, '') FROM products WHERE id = $1 FOR UPDATE`, id).Scan(&before)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+	}
+	// xmax = 0 on the returned row version means it was inserted, not updated.
+	// queue: NULL keeps it, '' clears it (stored as NULL).
+	row := tx.QueryRow(ctx, `
 			INSERT INTO products AS p (id, name, price, stock, queue, max_per_order, max_per_ticket, currency, updated_at)
 			VALUES ($1, COALESCE($2::text, $1), COALESCE($3::bigint, 0), COALESCE($4::integer, 0), NULLIF($5::text, ''),
 				COALESCE($6::integer, $8::integer), COALESCE($7::integer, $9::integer), COALESCE($10::text, $11::text), now())
@@ -175,16 +199,17 @@ func (s *Store) PutProduct(ctx context.Context, id string, patch ProductPatch) (
 				max_per_ticket = COALESCE($7, p.max_per_ticket),
 				updated_at     = now()
 			RETURNING `+productColumns+`, (xmax = 0)`,
-			id, patch.Name, patch.Price, patch.Stock, patch.Queue, patch.MaxPerOrder, patch.MaxPerTicket,
-			DefaultMaxPerOrder, DefaultMaxPerTicket, patch.Currency, DefaultCurrency)
-		var err error
-		p, err = scanProduct(row, &created)
+		id, patch.Name, patch.Price, patch.Stock, patch.Queue, patch.MaxPerOrder, patch.MaxPerTicket,
+		DefaultMaxPerOrder, DefaultMaxPerTicket, patch.Currency, DefaultCurrency)
+	var err error
+	if *p, err = scanProduct(row, created); err != nil {
 		return err
-	})
-	if err != nil {
-		return Product{}, false, fmt.Errorf("orders: put product %q: %w", id, err)
 	}
-	return p, created, nil
+	if patch.Stock == nil && patch.Queue == nil {
+		return nil
+	}
+	p.Judged, err = judgeQueues(ctx, tx, before, p.Queue)
+	return err
 }
 
 // EnsureProduct creates p if no product with its id exists (demo data) and leaves an
@@ -221,19 +246,4 @@ func (s *Store) EnsureProduct(ctx context.Context, p Product) (created bool, err
 		return false, fmt.Errorf("orders: ensure product %q: %w", p.ID, err)
 	}
 	return created, nil
-}
-
-// QueueSoldOut reports whether queue name is sold out: at least one product names it and
-// every product that does has stock 0. A queue that sells nothing is not sold out (its
-// line is not the shop's to stop). One query; products are few, so no index is needed.
-func (s *Store) QueueSoldOut(ctx context.Context, name string) (bool, error) {
-	var soldOut bool
-	err := s.withConn(ctx, func(ctx context.Context, c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, `SELECT count(*) > 0 AND COALESCE(bool_and(stock = 0), false) FROM products WHERE queue = $1`,
-			name).Scan(&soldOut)
-	})
-	if err != nil {
-		return false, fmt.Errorf("orders: queue %q sold out: %w", name, err)
-	}
-	return soldOut, nil
 }

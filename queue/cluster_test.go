@@ -100,7 +100,7 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	}
 	// Sold out and restocked (soldout.lua).
 	for _, so := range []bool{true, false} {
-		if err := q.SetSoldOut(ctx, name, so); err != nil {
+		if err := q.SetSoldOut(ctx, name, so, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -317,15 +317,17 @@ func (q *Queue) Seqs(ctx context.Context, name string, ids []string) ([]int64, e
 // SetSoldOut marks queue name sold out (every product it sells has stock 0) or not. The
 // leader's next tick stops (or resumes) admission and tells every stream; places are kept.
 // A change of the flag also logs when the sold-out period began or ended (soldout.lua;
-// QueueStats.SoldOutPeriods). An unknown queue is ignored.
-func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool) error {
+// QueueStats.SoldOutPeriods). A version > 0 is the judgement's (orders.QueueStock): one not
+// newer than the judgement the flag holds changes nothing, so judgements arriving out of
+// order leave the newest. An unknown queue is ignored.
+func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool, version int64) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	if !ValidName(name) {
 		return nil
 	}
 	k := keysFor(name)
-	changed, err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut)).Int()
+	changed, err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut), version).Int()
 	if err != nil {
 		return fail("sold out "+name, err)
 	}

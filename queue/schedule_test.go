@@ -524,7 +524,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 			tks = append(tks, tk)
 		}
 		before := time.Now().Add(-time.Millisecond) // Redis TIME and this clock are the same machine's
-		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
+		if err := f.q.SetSoldOut(ctx, "so", true, 0); err != nil {
 			t.Fatal(err)
 		}
 		periods := func() []queue.SoldOutPeriod {
@@ -541,7 +541,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		// Marked again (a re-check, another order), later by Redis's clock: the period's start
 		// stays.
 		f.untilRedisTime(t, p1[0].From.Add(2*time.Millisecond))
-		if err := f.q.SetSoldOut(ctx, "so", true); err != nil {
+		if err := f.q.SetSoldOut(ctx, "so", true, 0); err != nil {
 			t.Fatal(err)
 		}
 		if p2 := periods(); len(p2) != 1 || !p2[0].From.Equal(p1[0].From) {
@@ -558,12 +558,12 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if p, _ := f.q.Status(ctx, tks[2]); p.Position != 3 || !p.SoldOut {
 			t.Fatalf("place while sold out: %+v", p)
 		}
-		_ = f.q.SetSoldOut(ctx, "so", false)
+		_ = f.q.SetSoldOut(ctx, "so", false, 0)
 		p3 := periods()
 		if len(p3) != 1 || !p3[0].From.Equal(p1[0].From) || p3[0].To.Before(p1[0].From) || p3[0].To.After(time.Now()) {
 			t.Fatalf("after the restock: periods %+v, want the first ended by the restock", p3)
 		}
-		_ = f.q.SetSoldOut(ctx, "so", false) // cleared again: nothing logged
+		_ = f.q.SetSoldOut(ctx, "so", false, 0) // cleared again: nothing logged
 		if p4 := periods(); len(p4) != 1 || !p4[0].To.Equal(p3[0].To) {
 			t.Fatalf("a second clear changed the log: %+v, want %+v", p4, p3)
 		}
@@ -571,11 +571,42 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 		if r, _ := a.TickOnce(ctx, "so"); r.Admitted != 3 {
 			t.Fatalf("admitted %d after restock", r.Admitted)
 		}
-		if err := f.q.SetSoldOut(ctx, "nope", true); err != nil {
+		if err := f.q.SetSoldOut(ctx, "nope", true, 0); err != nil {
 			t.Fatal(err)
 		}
 		if n, _ := f.rdb.Exists(ctx, "wr:{q:nope}:cfg").Result(); n != 0 {
 			t.Fatal("sold out made a stray queue")
+		}
+	})
+
+	t.Run("sold-out judgements arriving out of order leave the newest", func(t *testing.T) {
+		f.mkQueue(t, "sov", 1000, 0)
+		soldOut := func() bool {
+			st, err := f.q.Settings(ctx, "sov")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.SoldOut
+		}
+		for i, step := range []struct {
+			sold    bool
+			version int64
+			want    bool
+		}{
+			{true, 20, true},   // an order took the last
+			{false, 10, true},  // an older restock's judgement, late: kept out
+			{false, 20, true},  // the same version again: kept out
+			{false, 30, false}, // a newer restock
+			{true, 25, false},  // an older order's judgement, late: kept out
+			{true, 0, true},    // no version: written whatever the flag holds
+			{false, 31, false}, // and versions go on from the last one
+		} {
+			if err := f.q.SetSoldOut(ctx, "sov", step.sold, step.version); err != nil {
+				t.Fatal(err)
+			}
+			if got := soldOut(); got != step.want {
+				t.Fatalf("step %d: SetSoldOut(%v, version %d): sold out %v, want %v", i, step.sold, step.version, got, step.want)
+			}
 		}
 	})
 

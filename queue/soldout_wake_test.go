@@ -59,7 +59,7 @@ func TestSoldOutChangePublishesAWake(t *testing.T) {
 		wake bool
 	}{{true, true}, {true, false}, {false, true}} {
 		before := pubs.n.Load()
-		if err := f.q.SetSoldOut(ctx, "so", step.sold); err != nil {
+		if err := f.q.SetSoldOut(ctx, "so", step.sold, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got := pubs.n.Load() - before; got != map[bool]int64{true: 1, false: 0}[step.wake] {

@@ -339,7 +339,7 @@ func TestSoldOutReachesEveryStream(t *testing.T) {
 	if e, _ := ss[0].last("position"); e.Data["sold_out"] != false {
 		t.Fatalf("position before the sell-out: %+v", e.Data)
 	}
-	if err := f.q.SetSoldOut(ctx, "h", true); err != nil {
+	if err := f.q.SetSoldOut(ctx, "h", true, 0); err != nil {
 		t.Fatal(err)
 	}
 	f.ticking(t, "sold_out on every stream", func() bool {
@@ -370,7 +370,7 @@ func TestSoldOutReachesEveryStream(t *testing.T) {
 		t.Fatalf("position while sold out: %+v, want sold_out true and no ETA", e.Data)
 	}
 	// Stock returns: every stream hears it from a position event, whatever its tier.
-	if err := f.q.SetSoldOut(ctx, "h", false); err != nil {
+	if err := f.q.SetSoldOut(ctx, "h", false, 0); err != nil {
 		t.Fatal(err)
 	}
 	all := append(ss, sl)

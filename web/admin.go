@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -182,7 +181,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 		return err
 	}
 	if created {
-		s.resyncSoldOut(c.UserContext(), name)
+		s.judgeSoldOut(c.UserContext(), name)
 	}
 	// The answer is read back rather than taken from Put: it carries the pre-queue's size
 	// and what the schedule script stored (a start cleared on a scheduled queue means
@@ -240,24 +239,13 @@ func (s *Server) putProduct(c *fiber.Ctx) error {
 	if err := decodeStrict(c.Body(), &b); err != nil {
 		return err
 	}
-	// The queue the product is sold through before the change: when it moves, the queue it
-	// leaves may stop (or start) being sold out too. Two admins moving one product at the
-	// same instant may leave a flag stale until the next change or start.
-	var before string
-	if b.Queue != nil {
-		if old, err := s.d.Orders.Product(c.UserContext(), id); err == nil {
-			before = old.Queue
-		} else if !errors.Is(err, orders.ErrNotFound) {
-			return err
-		}
-	}
+	// A change of stock or queue brings the stock of the queues the product was and is sold
+	// through, judged in its transaction.
 	p, created, err := s.d.Orders.PutProduct(c.UserContext(), id, toPatch(b))
 	if err != nil {
 		return err
 	}
-	if b.Stock != nil || b.Queue != nil {
-		s.resyncSoldOut(c.UserContext(), p.Queue, before)
-	}
+	s.applySoldOut(c.UserContext(), "a product change", p.Judged...)
 	status := fiber.StatusOK
 	if created {
 		status = fiber.StatusCreated

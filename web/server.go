@@ -21,6 +21,7 @@ import (
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/soldout"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
 )
@@ -32,7 +33,7 @@ type OrderStore interface {
 	Product(ctx context.Context, id string) (orders.Product, error)
 	PutProduct(ctx context.Context, id string, p orders.ProductPatch) (orders.Product, bool, error)
 	PlaceOrder(ctx context.Context, r orders.OrderRequest) (orders.Order, bool, error)
-	QueueSoldOut(ctx context.Context, queueName string) (bool, error)
+	QueueSoldOut(ctx context.Context, queueName string) (orders.QueueStock, error)
 }
 
 // Config tunes the HTTP server. Zero fields take the documented defaults.
@@ -105,8 +106,8 @@ type Server struct {
 	fob  localBucket
 	// drawCache holds the published draw orders (draw.go).
 	drawCache drawOrders
-	// soldOut coordinates the sold-out re-checks (soldout.go).
-	soldOut soldOutChecks
+	// sold writes the queues' sold-out flags (soldout.go).
+	sold *soldout.Keeper
 	// snap is the shared view of every queue that the index and the admin stats read (snapshot.go).
 	snap snapshot
 
@@ -138,7 +139,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies}
+	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
+		sold: soldout.New(d.Queue, d.Orders)}
 	handKeys := d.Keys
 	if d.BareTokens {
 		handKeys = nil
@@ -198,8 +200,7 @@ func (s *Server) full() bool { return s.cfg.MaxStreams > 0 && s.d.Hub.Count() >=
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
 	err := s.app.ShutdownWithContext(ctx)
-	s.soldOut.wait() // pending re-checks end at closing; one in flight finishes first
-	s.snap.wait()    // the snapshot's wake watcher and refresh end at closing
+	s.snap.wait() // the snapshot's wake watcher and refresh end at closing
 	return err
 }
 

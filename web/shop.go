@@ -171,10 +171,10 @@ func (s *Server) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// The guard checked that the product's queue admitted the caller (LocalQueue); a
-	// replay changed no stock.
-	if q, _ := c.Locals(LocalQueue).(string); q != "" && !replayed {
-		s.afterOrder(c.UserContext(), q)
+	// An order that took the last of its product brings its queue's stock judged in its
+	// transaction; a replay changed no stock.
+	if o.Emptied != nil && !replayed {
+		s.applySoldOut(c.UserContext(), "an order", *o.Emptied)
 	}
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"order": fiber.Map{
 		"id": o.ID, "product_id": o.ProductID, "quantity": o.Quantity, "created_at": o.CreatedAt,

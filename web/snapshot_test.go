@@ -233,7 +233,7 @@ func TestSnapshotFollowsChanges(t *testing.T) {
 	until("a new queue", func(m map[string]string) bool { return m["new"] == "open" })
 	rest(t, ss.rdb, "new")
 	// A sold-out flag that changes publishes a wake too.
-	if err := ss.q.SetSoldOut(ctx, "q002", true); err != nil {
+	if err := ss.q.SetSoldOut(ctx, "q002", true, 0); err != nil {
 		t.Fatal(err)
 	}
 	until("a sold-out queue", func(m map[string]string) bool { return m["q002"] == "sold_out" })
