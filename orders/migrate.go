@@ -10,7 +10,9 @@ import (
 	"github.com/waitroom/waitroom/internal/pgmigrate"
 )
 
-// The orders migrations, recorded in schema_migrations.
+// The orders migrations: products and orders, recorded in schema_migrations. The history
+// and audit tables are analytics' (its own migrations); earlier releases ran them here as
+// 008, 009 and 011, and their rows in schema_migrations stay.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
