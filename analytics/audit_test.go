@@ -18,7 +18,8 @@ import (
 	"github.com/waitroom/waitroom/orders/pgtest"
 )
 
-// auditTestPool is a pool on a migrated database (orders.Open runs the migrations).
+// auditTestPool is a pool on a database migrated as an instance migrates it (orders.Open,
+// then Migrate).
 func auditTestPool(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -33,6 +34,9 @@ func auditTestPool(t *testing.T, dsn string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	if _, err := Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
 	return pool
 }
 

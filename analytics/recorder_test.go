@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// env is a Store on a fresh database (migrated by orders.Open) and a real Redis.
+// env is a Store on a fresh database (migrated by orders.Open and Migrate) and a real Redis.
 type env struct {
 	st     *Store
 	orders *orders.Store
@@ -47,6 +47,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	if _, err := Migrate(ctx, pool); err != nil {
+		t.Fatalf("migrate analytics: %v", err)
+	}
 	q := queue.New(redistest.Start(t).Client(), queue.Config{OpTimeout: 10 * time.Second}, nil)
 	return &env{st: New(pool, q, Config{Log: zerolog.Nop(), QueryTimeout: 20 * time.Second}), orders: ost, q: q,
 		signer: queue.NewSigner([]byte("test-secret")), adm: queue.NewAdmitter(q, queue.AdmitConfig{Owner: "t"}), dsn: dsn}

@@ -62,7 +62,7 @@ type Store struct {
 	now  func() time.Time
 }
 
-// New returns a Store on pool (migrated by orders.Open: 008_history) reading queues from src.
+// New returns a Store on pool (migrated by Migrate) reading queues from src.
 func New(pool *pgxpool.Pool, src Source, cfg Config) *Store {
 	if cfg.Step <= 0 {
 		cfg.Step = 10 * time.Second

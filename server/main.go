@@ -138,9 +138,10 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
-	octx, cancel := context.WithTimeout(ctx, pgOpenTimeout)
+	// One bound for connecting and for both packages' migrations.
+	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
+	defer cancelOpen()
 	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
-	cancel()
 	if err != nil {
 		return a, closeAll, fmt.Errorf("open PostgreSQL: %w", err)
 	}
@@ -151,6 +152,10 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		return a, closeAll, fmt.Errorf("open PostgreSQL for the history: %w", err)
 	}
 	closers = append(closers, histPool.Close)
+	if _, err = analytics.Migrate(octx, histPool); err != nil {
+		return a, closeAll, fmt.Errorf("migrate PostgreSQL for the history and audit log: %w", err)
+	}
+	cancelOpen()
 	history := analytics.New(histPool, q, analytics.Config{Log: log})
 	a.history = analytics.NewRecorder(history)
 	if cfg.Demo {
@@ -224,8 +229,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 }
 
 // openAudit starts the audit log of admin changes on a small pool of its own (table
-// audit_log, migrated by orders.Open). Its closer, run after the HTTP server has stopped,
-// writes the entries still waiting (auditCloseTimeout) and closes the pool.
+// audit_log, migrated by analytics.Migrate). Its closer, run after the HTTP server has
+// stopped, writes the entries still waiting (auditCloseTimeout) and closes the pool.
 func openAudit(ctx context.Context, dbURL string, log zerolog.Logger) (*analytics.AuditLog, func(), error) {
 	pool, err := analytics.OpenPool(ctx, dbURL, 2)
 	if err != nil {
