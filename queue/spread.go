@@ -14,7 +14,7 @@ import (
 // handful of others (5 of 750 in the test). Every queue counts, resting or busy: busy ones
 // are spread as the names fall, not counted apart. The lease still decides who leads: a preferred instance
 // only tries first (at once when a queue wakes; the others a lease renewal later), and a
-// leader that is not preferred hands the lease over (Admitter.Loop).
+// leader that is not preferred hands the lease over (queueLoop.handOver).
 
 // assign returns, for each queue name, the id of the instance preferred to lead it.
 func assign(names, ids []string) map[string]string {
