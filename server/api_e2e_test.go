@@ -355,8 +355,10 @@ func TestRateLimitScopes(t *testing.T) {
 	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0, "queue": "rl"})
 	buy := map[string]any{"product_id": "p", "quantity": 1}
 
-	// Slow refills (one token per 10 s) so the test's own duration cannot refill a bucket.
-	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 0.1, "order_per_ticket_burst": 2, "order_global_per_second": 0.1, "order_global_burst": 10})
+	// Refills so slow (one token per 1,000 s) that the test's own duration cannot refill a
+	// bucket, however busy the machine (at one per 10 s, 17 requests beside a CPU hog took
+	// long enough to refill one).
+	admin(t, in, "PUT", "/admin/api/limits", map[string]any{"order_per_ticket_per_second": 0.001, "order_per_ticket_burst": 2, "order_global_per_second": 0.001, "order_global_burst": 10})
 	scopes := map[string]int{}
 	for range 6 { // one user hammering: 2 pass (409 sold out), 4 refused per user
 		res, _, _ := order(t, in, tickets[0], tokens[0], "", buy)

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# The release before (old, :18081) and this one (new, :18082) side by side on one Redis and
+# PostgreSQL through one token lifetime (scripts/rolling/up.sh first; down.sh after), for the
+# renovation: the queue settings (now read and written through the settings table) travel
+# both ways unchanged; buyers join through either instance, are admitted in order by
+# whichever leads, order through the other; the sold-out flag (judged with a version by the
+# new release, plainly by the old) ends right whichever instance sells the last unit or
+# restocks. Prints one line per check and "ALL OK" or the failures; exit status 1 on a failure.
+import json, sys, time, urllib.request
+OLD, NEW = "http://127.0.0.1:18081", "http://127.0.0.1:18082"
+ADM = "adm-roll27-token-0123456789"
+NAMES = {OLD: "old", NEW: "new"}
+fails = []
+
+
+def req(base, method, path, body=None, headers=None):
+    h = dict(headers or {})
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h["Content-Type"] = "application/json"
+    r = urllib.request.Request(base + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(r, timeout=10) as resp:
+            b = resp.read()
+            return resp.status, (json.loads(b) if b[:1] in (b"{", b"[") else b)
+    except urllib.error.HTTPError as e:
+        b = e.read()
+        return e.code, (json.loads(b) if b[:1] in (b"{", b"[") else b)
+
+
+def admin(base, method, path, body=None):
+    return req(base, method, path, body, {"Authorization": "Bearer " + ADM})
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + (": " + str(detail) if detail != "" else ""))
+    if not ok:
+        fails.append(what)
+
+
+def queue_of(base, name):
+    st, s = admin(base, "GET", "/admin/api/stats")
+    return next((q for q in s.get("queues", []) if q.get("name") == name), {}) if st == 200 else {}
+
+
+# 1. Settings written by one release read the same through the other (every key the old
+# release answers), both ways.
+knobs = {"rate_per_second": 2.5, "max_active": 40, "token_ttl_seconds": 45, "places_per_ip": 7,
+         "max_active_share_per_ip": 0.25, "pow_difficulty": 0, "priority_share": 0.3,
+         "allowed_origins": ["https://shop.example"], "auto_redirect": True, "brand_name": "Roll",
+         "brand_color": "#1a5fb4", "brand_message": "Hello", "support_url": "/help", "rate_mode": "fixed",
+         "auto_min": 2, "auto_max": 80, "auto_target_p95_ms": 700, "token_ttl_min_seconds": 20,
+         "token_ttl_halve_at": 900, "method": "fifo", "paused": False, "closed": False}
+for writer, reader in ((NEW, OLD), (OLD, NEW)):
+    name = "set" + NAMES[writer]
+    st, w = admin(writer, "PUT", "/admin/api/queues/" + name, knobs)
+    check(f"PUT all settings on {NAMES[writer]}", st == 201, st)
+    time.sleep(0.5)
+    a, b = queue_of(writer, name), queue_of(reader, name)
+    keys = sorted(set(a) & set(b) - {"waiting", "admit_rate", "tick_lag_ms", "leader", "admission_held",
+                                       "token_ttl_effective_seconds", "active_tokens", "admitted_total"})
+    diff = {k: (a[k], b[k]) for k in keys if a[k] != b[k]}
+    check(f"stats of a queue {NAMES[writer]} wrote, read through {NAMES[reader]}: same {len(keys)} keys", not diff, diff)
+    missing = sorted(set(a) ^ set(b))
+    check(f"the two releases' stats keys", not missing, missing)
+    for k, v in knobs.items():
+        if a.get(k) != v:
+            check(f"{k} as written", False, (a.get(k), v))
+    # a change through the reader keeps what it does not name
+    st, _ = admin(reader, "PUT", "/admin/api/queues/" + name, {"rate_per_second": 3})
+    c = queue_of(writer, name)
+    check(f"a partial PUT on {NAMES[reader]} keeps the rest", st == 200 and c.get("rate_per_second") == 3 and
+          c.get("token_ttl_halve_at") == 900 and c.get("brand_name") == "Roll", (st, c.get("rate_per_second")))
+
+# 2. Buyers through either instance, admitted in order by whichever leads, ordering through
+# the other; the last unit sold by one release, the restock by the other, both ways.
+TTL = 20
+admin(NEW, "PUT", "/admin/api/queues/roll", {"rate_per_second": 2, "token_ttl_seconds": TTL, "places_per_ip": 0, "paused": True})
+admin(OLD, "PUT", "/admin/api/products/rollp", {"queue": "roll", "stock": 3, "name": "Roll tee", "price": 1000, "currency": "KRW"})
+buyers = []
+for i in range(6):
+    base = OLD if i % 2 == 0 else NEW
+    st, b = req(base, "POST", "/api/queues/roll/join", headers={"X-Forwarded-For": f"198.51.100.{i + 1}"})
+    buyers.append({"i": i, "via": base, "ticket": b.get("ticket")})
+    check(f"join {i} via {NAMES[base]}", st in (200, 201) and b.get("state") == "waiting", (st, b.get("state"), b.get("position")))
+pos = []
+for bu in buyers:
+    other = NEW if bu["via"] == OLD else OLD
+    st, b = req(other, "GET", "/api/queues/roll/status", headers={"Authorization": "Bearer " + bu["ticket"]})
+    pos.append(b.get("position"))
+check("positions read through the other instance are 1..6 in join order", pos == [1, 2, 3, 4, 5, 6], pos)
+admin(OLD, "PUT", "/admin/api/queues/roll", {"paused": False})
+order_of, deadline = [], time.time() + 30
+while time.time() < deadline and len(order_of) < 6:
+    for bu in buyers:
+        if "token" in bu:
+            continue
+        st, b = req(NEW, "GET", "/api/queues/roll/status", headers={"Authorization": "Bearer " + bu["ticket"]})
+        if b.get("state") == "admitted":
+            bu["token"] = b.get("token")
+            order_of.append(bu["i"])
+    time.sleep(0.3)
+check("admitted in join order (FIFO) across the two releases", order_of == sorted(order_of) and len(order_of) == 6, order_of)
+sold = 0
+for bu in buyers[:3]:
+    base = NEW if bu["via"] == OLD else OLD
+    st, b = req(base, "POST", "/api/orders", {"product_id": "rollp", "quantity": 1},
+                {"X-Admission-Token": bu.get("token") or "", "Authorization": "Bearer " + bu["ticket"]})
+    check(f"order {bu['i']} via {NAMES[base]}", st == 201, (st, b))
+    sold += st == 201
+last_by = NEW if buyers[2]["via"] == OLD else OLD
+time.sleep(0.5)
+for base in (OLD, NEW):
+    check(f"sold out after the last unit (sold by {NAMES[last_by]}), seen by {NAMES[base]}", queue_of(base, "roll").get("sold_out") is True)
+st, b = req(buyers[3]["via"], "POST", "/api/orders", {"product_id": "rollp", "quantity": 1},
+            {"X-Admission-Token": buyers[3].get("token") or "", "Authorization": "Bearer " + buyers[3]["ticket"]})
+check("an order past the stock is refused (no oversell)", st == 409, (st, b))
+for restocker, seller in ((OLD, NEW), (NEW, OLD)):
+    admin(restocker, "PUT", "/admin/api/products/rollp", {"stock": 1})
+    time.sleep(1.5)  # past the release before's own one-second re-check
+    check(f"restocked by {NAMES[restocker]}: not sold out on both", not queue_of(OLD, "roll").get("sold_out") and not queue_of(NEW, "roll").get("sold_out"))
+    bu = next(b for b in buyers[3:] if not b.get("ordered"))
+    st, _ = req(seller, "POST", "/api/orders", {"product_id": "rollp", "quantity": 1},
+                {"X-Admission-Token": bu.get("token") or "", "Authorization": "Bearer " + bu["ticket"]})
+    bu["ordered"] = st == 201
+    sold += st == 201
+    time.sleep(1.5)
+    check(f"the restock's unit sold by {NAMES[seller]}: sold out on both", st == 201 and queue_of(OLD, "roll").get("sold_out") is True and
+          queue_of(NEW, "roll").get("sold_out") is True, st)
+st, p = req(NEW, "GET", "/api/products/rollp")
+check("orders + stock add up (3 + 1 + 1 units)", sold + p.get("stock", -1) == 5, (sold, p.get("stock")))
+print("ALL OK" if not fails else "FAILED: " + "; ".join(fails))
+sys.exit(1 if fails else 0)
