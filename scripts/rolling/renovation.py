@@ -44,6 +44,17 @@ def queue_of(base, name):
     return next((q for q in s.get("queues", []) if q.get("name") == name), {}) if st == 200 else {}
 
 
+def until(base, name, cond, secs=15):
+    """The queue's stats on base once cond holds (each instance's stats come from a shared
+    snapshot that follows a change within seconds), or the last seen after secs."""
+    end = time.time() + secs
+    while True:
+        q = queue_of(base, name)
+        if (q and cond(q)) or time.time() > end:
+            return q
+        time.sleep(0.25)
+
+
 # 1. Settings written by one release read the same through the other (every key the old
 # release answers), both ways.
 knobs = {"rate_per_second": 2.5, "max_active": 40, "token_ttl_seconds": 45, "places_per_ip": 7,
@@ -56,8 +67,8 @@ for writer, reader in ((NEW, OLD), (OLD, NEW)):
     name = "set" + NAMES[writer]
     st, w = admin(writer, "PUT", "/admin/api/queues/" + name, knobs)
     check(f"PUT all settings on {NAMES[writer]}", st == 201, st)
-    time.sleep(0.5)
-    a, b = queue_of(writer, name), queue_of(reader, name)
+    a = until(writer, name, lambda q: q.get("rate_per_second") == 2.5)
+    b = until(reader, name, lambda q: q.get("rate_per_second") == 2.5)
     keys = sorted(set(a) & set(b) - {"waiting", "admit_rate", "tick_lag_ms", "leader", "admission_held",
                                        "token_ttl_effective_seconds", "active_tokens", "admitted_total"})
     diff = {k: (a[k], b[k]) for k in keys if a[k] != b[k]}
@@ -69,7 +80,7 @@ for writer, reader in ((NEW, OLD), (OLD, NEW)):
             check(f"{k} as written", False, (a.get(k), v))
     # a change through the reader keeps what it does not name
     st, _ = admin(reader, "PUT", "/admin/api/queues/" + name, {"rate_per_second": 3})
-    c = queue_of(writer, name)
+    c = until(writer, name, lambda q: q.get("rate_per_second") == 3)
     check(f"a partial PUT on {NAMES[reader]} keeps the rest", st == 200 and c.get("rate_per_second") == 3 and
           c.get("token_ttl_halve_at") == 900 and c.get("brand_name") == "Roll", (st, c.get("rate_per_second")))
 
@@ -110,24 +121,24 @@ for bu in buyers[:3]:
     check(f"order {bu['i']} via {NAMES[base]}", st == 201, (st, b))
     sold += st == 201
 last_by = NEW if buyers[2]["via"] == OLD else OLD
-time.sleep(0.5)
 for base in (OLD, NEW):
-    check(f"sold out after the last unit (sold by {NAMES[last_by]}), seen by {NAMES[base]}", queue_of(base, "roll").get("sold_out") is True)
+    check(f"sold out after the last unit (sold by {NAMES[last_by]}), seen by {NAMES[base]}", until(base, "roll", lambda q: q.get("sold_out")).get("sold_out") is True)
 st, b = req(buyers[3]["via"], "POST", "/api/orders", {"product_id": "rollp", "quantity": 1},
             {"X-Admission-Token": buyers[3].get("token") or "", "Authorization": "Bearer " + buyers[3]["ticket"]})
 check("an order past the stock is refused (no oversell)", st == 409, (st, b))
 for restocker, seller in ((OLD, NEW), (NEW, OLD)):
     admin(restocker, "PUT", "/admin/api/products/rollp", {"stock": 1})
     time.sleep(1.5)  # past the release before's own one-second re-check
-    check(f"restocked by {NAMES[restocker]}: not sold out on both", not queue_of(OLD, "roll").get("sold_out") and not queue_of(NEW, "roll").get("sold_out"))
+    check(f"restocked by {NAMES[restocker]}: not sold out on both",
+          all(until(b, "roll", lambda q: q.get("sold_out") is False).get("sold_out") is False for b in (OLD, NEW)))
     bu = next(b for b in buyers[3:] if not b.get("ordered"))
     st, _ = req(seller, "POST", "/api/orders", {"product_id": "rollp", "quantity": 1},
                 {"X-Admission-Token": bu.get("token") or "", "Authorization": "Bearer " + bu["ticket"]})
     bu["ordered"] = st == 201
     sold += st == 201
     time.sleep(1.5)
-    check(f"the restock's unit sold by {NAMES[seller]}: sold out on both", st == 201 and queue_of(OLD, "roll").get("sold_out") is True and
-          queue_of(NEW, "roll").get("sold_out") is True, st)
+    check(f"the restock's unit sold by {NAMES[seller]}: sold out on both", st == 201 and
+          all(until(b, "roll", lambda q: q.get("sold_out") is True).get("sold_out") is True for b in (OLD, NEW)), st)
 st, p = req(NEW, "GET", "/api/products/rollp")
 check("orders + stock add up (3 + 1 + 1 units)", sold + p.get("stock", -1) == 5, (sold, p.get("stock")))
 print("ALL OK" if not fails else "FAILED: " + "; ".join(fails))
