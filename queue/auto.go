@@ -286,9 +286,15 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	case err != nil:
 		return AutoDecision{}, fail("auto rate "+name, err)
 	}
-	if d.Kind == "" {
-		return d, nil
+	if d.Kind != "" && s.remember(d, now) {
+		c.cfg.Log.Debug().Str("queue", name).Float64("rate", d.Rate).Msg("auto rate: " + d.Reason)
 	}
+	return d, nil
+}
+
+// remember keeps what the next decisions of the queue need from decision d, made at now,
+// and reports whether d is worth a log line (a change, or a hold for a new reason).
+func (s *autoQueue) remember(d AutoDecision, now time.Time) bool {
 	switch d.Kind {
 	case "cut":
 		// A second cut with no raise between belongs to the same overshoot: the knee is
@@ -303,11 +309,9 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 	if d.tag == "plateau" && s.plateau.IsZero() {
 		s.plateau = now
 	}
-	if d.tag != s.lastTag || d.Kind != "hold" {
-		c.cfg.Log.Debug().Str("queue", name).Float64("rate", d.Rate).Msg("auto rate: " + d.Reason)
-	}
+	logIt := d.tag != s.lastTag || d.Kind != "hold"
 	s.lastTag = d.tag
-	return d, nil
+	return logIt
 }
 
 // fixedLook is how often a led queue in fixed mode is looked at again (a switch to auto

@@ -311,24 +311,65 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	}
 	want := map[string]bool{}
 	if all || sn.names == nil || (!lw.quick && at.Sub(sn.namesAt) >= namesEvery) {
-		names, err := q.Names(ctx)
-		if err != nil {
-			if all {
-				sn.redoAll = true
-			}
+		if err := sn.rereadNames(ctx, q, at, all, want); err != nil {
 			return nil, slices.Collect(maps.Keys(dirty)), err
 		}
-		known := make(map[string]bool, len(names))
-		for _, n := range names {
-			known[n] = true
-			if !sn.known[n] {
-				want[n] = true // a name the last re-read of the list brought
-			}
-		}
-		sn.names, sn.namesAt, sn.known = names, at, known
 	}
+	sn.addWanted(want, dirty, all, lw)
+	if err := sn.probe(ctx, q, at, lw, want); err != nil {
+		return nil, slices.Collect(maps.Keys(want)), err
+	}
+	if unread, err := sn.readOverviews(ctx, q, slices.Sorted(maps.Keys(want))); err != nil {
+		return nil, unread, err
+	}
+	v = &snapView{at: at, localSeq: lw.seq, adminSeq: lw.adminSeq, entries: make([]snapEntry, 0, len(sn.queues))}
+	for _, n := range sn.names {
+		if o := sn.queues[n]; o != nil {
+			v.entries = append(v.entries, snapEntry{name: n, ov: o})
+		}
+	}
+	if admin {
+		ins, err := q.Instances(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		v.admin, v.ins = true, ins
+		for _, in := range ins {
+			v.sse += in.SSEConnections
+		}
+		if s.lim != nil {
+			v.rej = s.lim.RejectedCounts(ctx)
+		}
+	}
+	return v, nil, nil
+}
+
+// rereadNames reads the list of queues; a name it did not know goes into want. A failure
+// while everything is to be read asks the next refresh to read everything again.
+func (sn *snapshot) rereadNames(ctx context.Context, q *queue.Queue, at time.Time, all bool, want map[string]bool) error {
+	names, err := q.Names(ctx)
+	if err != nil {
+		if all {
+			sn.redoAll = true
+		}
+		return err
+	}
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		known[n] = true
+		if !sn.known[n] {
+			want[n] = true // a name the last re-read of the list brought
+		}
+	}
+	sn.names, sn.namesAt, sn.known = names, at, known
+	return nil
+}
+
+// addWanted adds to want what this refresh reads whatever the probes say: everything (read
+// progressively: what a failed refresh did not get to stays pending), the queues changed here
+// (dirty), those still pending, and the awake ones (their ticks change them).
+func (sn *snapshot) addWanted(want, dirty map[string]bool, all bool, lw localWrites) {
 	if all {
-		// Everything, read progressively: what a failed refresh did not get to stays pending.
 		sn.pending = make(map[string]bool, len(sn.names))
 		for _, n := range sn.names {
 			sn.pending[n] = true
@@ -351,45 +392,56 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 	if !lw.quick || lw.awake {
 		for n, o := range sn.queues {
 			if !o.Resting {
-				want[n] = true // awake: its ticks change it
+				want[n] = true
 			}
 		}
 	}
-	// Probe a share of the names so that each is probed once per probeEvery (all of them
-	// after a product changed here: any queue's sold-out flag may have).
-	if len(sn.names) > 0 && len(sn.pending) < len(sn.names) && (!lw.quick || lw.probe) {
-		if sn.probedAt.IsZero() {
-			sn.probedAt = at
+}
+
+// probe looks at a share of the names so that each is probed once per probeEvery (all of
+// them after a product changed here: any queue's sold-out flag may have); a probe that finds
+// a queue changed puts it into want.
+func (sn *snapshot) probe(ctx context.Context, q *queue.Queue, at time.Time, lw localWrites, want map[string]bool) error {
+	if len(sn.names) == 0 || len(sn.pending) >= len(sn.names) || (lw.quick && !lw.probe) {
+		return nil
+	}
+	if sn.probedAt.IsZero() {
+		sn.probedAt = at
+	}
+	k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds()))
+	if lw.probe {
+		k = len(sn.names)
+	}
+	var probe []string
+	for range k {
+		sn.cursor %= len(sn.names)
+		if n := sn.names[sn.cursor]; !want[n] {
+			probe = append(probe, n)
 		}
-		k := min(len(sn.names), int(float64(len(sn.names))*at.Sub(sn.probedAt).Seconds()/probeEvery.Seconds()))
-		if lw.probe {
-			k = len(sn.names)
-		}
-		var probe []string
-		for range k {
-			sn.cursor %= len(sn.names)
-			if n := sn.names[sn.cursor]; !want[n] {
-				probe = append(probe, n)
-			}
-			sn.cursor++
-		}
-		if k > 0 && !lw.quick {
-			sn.probedAt = at
-		}
-		if len(probe) > 0 {
-			ps, err := q.Probes(ctx, probe)
-			if err != nil {
-				return nil, slices.Collect(maps.Keys(want)), err
-			}
-			for n, p := range ps {
-				o, had := sn.queues[n]
-				if (had && p.Changed(*o)) || (!had && p.Exists) {
-					want[n] = true
-				}
-			}
+		sn.cursor++
+	}
+	if k > 0 && !lw.quick {
+		sn.probedAt = at
+	}
+	if len(probe) == 0 {
+		return nil
+	}
+	ps, err := q.Probes(ctx, probe)
+	if err != nil {
+		return err
+	}
+	for n, p := range ps {
+		o, had := sn.queues[n]
+		if (had && p.Changed(*o)) || (!had && p.Exists) {
+			want[n] = true
 		}
 	}
-	read := slices.Sorted(maps.Keys(want))
+	return nil
+}
+
+// readOverviews reads the overviews of read (sorted) into the snapshot and returns what a
+// failure left unread.
+func (sn *snapshot) readOverviews(ctx context.Context, q *queue.Queue, read []string) (unread []string, err error) {
 	ovs, done, err := q.Overviews(ctx, read)
 	if sn.pending == nil {
 		sn.pending = map[string]bool{}
@@ -410,28 +462,9 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 		delete(sn.pending, n)
 	}
 	if err != nil {
-		return nil, read[done:], err
+		return read[done:], err
 	}
-	v = &snapView{at: at, localSeq: lw.seq, adminSeq: lw.adminSeq, entries: make([]snapEntry, 0, len(sn.queues))}
-	for _, n := range sn.names {
-		if o := sn.queues[n]; o != nil {
-			v.entries = append(v.entries, snapEntry{name: n, ov: o})
-		}
-	}
-	if admin {
-		ins, err := q.Instances(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		v.admin, v.ins = true, ins
-		for _, in := range ins {
-			v.sse += in.SSEConnections
-		}
-		if s.lim != nil {
-			v.rej = s.lim.RejectedCounts(ctx)
-		}
-	}
-	return v, nil, nil
+	return nil, nil
 }
 
 // Whose writes a reader waits for (snapshotView).
