@@ -262,18 +262,8 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if created {
 		cur = DefaultSettings(name)
 	}
-	if p.AllowedOrigins != nil {
-		norm := make([]string, 0, len(*p.AllowedOrigins))
-		for _, o := range *p.AllowedOrigins {
-			n, err := NormalizeOrigin(o)
-			if err != nil {
-				return Settings{}, false, err
-			}
-			if !slices.Contains(norm, n) {
-				norm = append(norm, n)
-			}
-		}
-		p.AllowedOrigins = &norm
+	if err := p.normalizeOrigins(); err != nil {
+		return Settings{}, false, err
 	}
 	// Rules for new values only: a value stored before the rule existed must not block a
 	// change of another setting (pausing a sale, say).
@@ -285,16 +275,8 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if err := cur.Validate(); err != nil {
 		return Settings{}, false, err
 	}
-	// A new start or end must lie ahead (re-sending an unchanged value is always accepted).
-	now := time.Now()
-	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) && cur.StartsAt != nil && !cur.StartsAt.After(now) {
-		return Settings{}, false, invalid("starts_at", "starts_at must be in the future.")
-	}
-	if p.EndsAt != nil && !sameTime(prev.EndsAt, cur.EndsAt) && cur.EndsAt != nil && !cur.EndsAt.After(now) {
-		return Settings{}, false, invalid("ends_at", "ends_at must be in the future.")
-	}
-	if p.EndsAt != nil && cur.EndsAt != nil && prev.Ended {
-		return Settings{}, false, invalid("ends_at", "The sale has ended; make a new queue for a new sale.")
+	if err := p.checkTimes(prev, cur, time.Now()); err != nil {
+		return Settings{}, false, err
 	}
 	k := keysFor(name)
 	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) {
@@ -338,6 +320,41 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	// looks at the new settings (a schedule to keep, an end to reach).
 	_ = q.Wake(ctx, name)
 	return cur, created, nil
+}
+
+// normalizeOrigins puts the allowed origins the patch sets in their canonical form, each
+// once.
+func (p *SettingsPatch) normalizeOrigins() error {
+	if p.AllowedOrigins == nil {
+		return nil
+	}
+	norm := make([]string, 0, len(*p.AllowedOrigins))
+	for _, o := range *p.AllowedOrigins {
+		n, err := NormalizeOrigin(o)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(norm, n) {
+			norm = append(norm, n)
+		}
+	}
+	p.AllowedOrigins = &norm
+	return nil
+}
+
+// checkTimes refuses a new start or end that does not lie ahead of now (re-sending an
+// unchanged value is always accepted), and a new end of a sale that has ended.
+func (p SettingsPatch) checkTimes(prev, cur Settings, now time.Time) error {
+	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) && cur.StartsAt != nil && !cur.StartsAt.After(now) {
+		return invalid("starts_at", "starts_at must be in the future.")
+	}
+	if p.EndsAt != nil && !sameTime(prev.EndsAt, cur.EndsAt) && cur.EndsAt != nil && !cur.EndsAt.After(now) {
+		return invalid("ends_at", "ends_at must be in the future.")
+	}
+	if p.EndsAt != nil && cur.EndsAt != nil && prev.Ended {
+		return invalid("ends_at", "The sale has ended; make a new queue for a new sale.")
+	}
+	return nil
 }
 
 // Ensure creates queue name with s unless it exists (demo data at start).
