@@ -401,96 +401,70 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	if grace < 0 {
 		grace = 0
 	}
-	how := "p"
+	how := publishPlain
 	want := a.q.ackWant(ctx, name)
 	switch {
 	case want > 0:
-		how = "r"
+		how = publishReturn
 	case a.q.PubSub() == PubSubSharded:
-		how = "s"
+		how = publishSharded
 	case a.q.PubSub() == PubSubBoth:
-		how = "b"
+		how = publishBoth
 	}
+	mode := string(how)
 	if rest {
-		how += "i"
+		mode += restWhenIdle
 	}
 	args := make([]any, 8, 8+n)
 	copy(args, []any{owner, fence, a.cfg.MaxElapsed.Milliseconds(), grace, a.cfg.SweepLimit,
-		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64), how})
+		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64), mode})
 	for range n {
 		t := uuid.NewString()
 		keys = append(keys, k.token(t))
 		args = append(args, t)
 	}
-	var res []any
+	var text string
 	var err error
 	acks := int64(-1)
-	if how[0] == 'r' {
-		res, acks, err = a.q.evalWait(ctx, want, admitScript, keys, args...)
+	if how == publishReturn {
+		text, acks, err = a.q.evalWait(ctx, want, admitScript, keys, args...)
 	} else {
-		res, err = admitScript.Run(ctx, a.q.rdb, keys, args...).Slice()
+		text, err = admitScript.Run(ctx, a.q.rdb, keys, args...).Text()
+	}
+	if refusal(err) == errFenced {
+		return TickResult{fenced: true}, nil
 	}
 	if err != nil {
 		return TickResult{}, err
 	}
-	if len(res) == 0 {
-		return TickResult{}, shapeErr("admit "+name, 0)
+	var ans admitAnswer
+	if err := decodeAnswer("admit "+name, text, &ans); err != nil {
+		return TickResult{}, err
 	}
-	if toInt(res[0]) < 0 {
-		return TickResult{fenced: true}, nil
+	r := ans.result()
+	r.Acks = acks
+	// held: an attached replica did not acknowledge the tick within AckTimeout (slow,
+	// paused, far behind): its message waits (ackhold.go). With no replica attached at
+	// all the message goes out, its admissions counted unconfirmed.
+	held, alone := false, want == 0 && a.q.cfg.ReplicaAcks > 0
+	if acks >= 0 && acks < int64(want) {
+		ok, none, first := a.q.shortfall(ctx, name, acks)
+		held, alone = !ok, none
+		if first {
+			a.cfg.Log.Warn().Str("queue", name).Msg("admission: the Redis master has no replica; admissions go out unconfirmed until one is attached")
+		}
 	}
-	if len(res) < 17 {
-		return TickResult{}, shapeErr("admit "+name, len(res))
+	if r.Admitted > 0 && alone {
+		a.q.m.unconfirmed.WithLabelValues(name).Add(float64(r.Admitted))
 	}
-	r := TickResult{Admitted: toInt(res[0]), Ev: toInt(res[1]), Waiting: toInt(res[2]), Active: toInt(res[3]),
-		Tick: toInt(res[4]), Head: toInt(res[5]), rate: float64(toInt(res[7])) / 1000, Expired: toInt(res[9]),
-		Abandoned: toInt(res[10]), Acks: acks}
-	r.Rate = r.rate
-	r.WaitingPriority, r.WaitingBypass, r.AdmittedPriority, r.AdmittedBypass = toInt(res[11]), toInt(res[12]), toInt(res[13]), toInt(res[14])
-	r.Phase = [...]DrawPhase{DrawNone, DrawScheduled, DrawFrozen, DrawDone}[min(max(toInt(res[15]), 0), 3)]
-	r.EndDue = toInt(res[16]) == 1
-	if len(res) >= 21 {
-		r.Rested = toInt(res[17]) == 1
-		if ms := toInt(res[18]); ms > 0 {
-			r.StartsAt = time.UnixMilli(ms)
-		}
-		if ms := toInt(res[19]); ms > 0 {
-			r.EndsAt = time.UnixMilli(ms)
-		}
-		// held: an attached replica did not acknowledge the tick within AckTimeout (slow,
-		// paused, far behind): its message waits (ackhold.go). With no replica attached at
-		// all the message goes out, its admissions counted unconfirmed.
-		held, alone := false, want == 0 && a.q.cfg.ReplicaAcks > 0
-		if acks >= 0 && acks < int64(want) {
-			ok, none, first := a.q.shortfall(ctx, name, acks)
-			held, alone = !ok, none
-			if first {
-				a.cfg.Log.Warn().Str("queue", name).Msg("admission: the Redis master has no replica; admissions go out unconfirmed until one is attached")
-			}
-		}
-		if r.Admitted > 0 && alone {
-			a.q.m.unconfirmed.WithLabelValues(name).Add(float64(r.Admitted))
-		}
-		if len(res) >= 22 {
-			r.Tail = toInt(res[21])
-		}
-		if len(res) >= 23 {
-			if l, ok := res[22].([]any); ok && len(l) > 0 {
-				r.Seqs = make([]int64, len(l))
-				for i, v := range l {
-					r.Seqs[i] = toInt(v)
-				}
-			}
-		}
-		if msg := toString(res[20]); msg != "" && held && !r.Rested {
-			// A resting tick admitted nobody and released the lease: its message goes out.
-			a.hold(name, msg, r, a.cfg.Log)
-			r.Held = true
-		} else if msg != "" {
-			if err := a.q.publishTick(ctx, name, msg); err != nil {
-				// Streams see the gap in event numbers and resync from Redis.
-				a.cfg.Log.Warn().Err(err).Str("queue", name).Msg("admission: publish tick")
-			}
+	if msg := ans.Message; msg != "" && held && !r.Rested {
+		// A resting tick admitted nobody and released the lease: its message goes out.
+		a.hold(name, msg, r, a.cfg.Log)
+		r.Held = true
+	} else if msg != "" {
+		if err := a.q.publishTick(ctx, name, msg); err != nil {
+			// Streams see the gap in event numbers and resync from Redis.
+			a.cfg.Log.Warn().Err(err).Str("queue", name).Msg("admission: publish tick")
 		}
 	}
 	a.q.m.issued.WithLabelValues(name).Add(float64(r.Admitted))
@@ -524,7 +498,7 @@ func jitter(d time.Duration) time.Duration {
 func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error) {
 	k := keysFor(name)
 	owner := a.cfg.Owner + ":once"
-	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 	if err != nil {
 		return TickResult{}, err
 	}

@@ -25,11 +25,12 @@
 -- KEYS[21] pre      ZSET   the pre-queue of a scheduled queue (ticket -> join number)
 -- KEYS[22] drawset  ZSET   the frozen participant list (pre renamed at the start)
 -- KEYS[23] draw     HASH   the draw's record (base, n, frozen_ms, …)
--- KEYS[24…] token keys, one per pre-made token in ARGV[8…] (same order)
--- A scheduled queue (cfg draw = 's') admits nobody before its start; at the start this tick
--- (or a join, whichever comes first) freezes the pre-queue, and nobody is admitted while the
--- draw places its members (draw 'f'); the caller runs the draw when told (phase 2). Nobody
--- is admitted while sold out or after the end either (the caller ends the line when told).
+-- KEYS[24…] token keys, one per pre-made token in ARGV[9…] (same order)
+-- A scheduled queue (cfg draw = PHASE_SCHEDULED) admits nobody before its start; at the
+-- start this tick (or a join, whichever comes first) freezes the pre-queue, and nobody is
+-- admitted while the draw places its members (PHASE_FROZEN); the caller runs the draw when
+-- told (answer phase PHASE_FROZEN). Nobody is admitted while sold out or after the end
+-- either (the caller ends the line when told).
 -- The lanes' counters, heads and publication marks are fields of clock (seq_p, head_p,
 -- pubtail_p, seq_b, …) and pcarry is the priority line's fractional carry; a lane whose
 -- counter has not passed its head is empty, and costs no command here.
@@ -37,26 +38,54 @@
 -- ARGV[4] abandonment grace ms (0 = off)     ARGV[5] sweep limit per tick
 -- ARGV[6] publish at least every this many ms
 -- ARGV[7] how late this tick started, in ms (kept for the admin view)
--- ARGV[8] how the tick message goes out: first letter "p" PUBLISH here, "s" SPUBLISH here (a
---         Redis Cluster: the channel is in the queue's slot), "b" both (a rolling deploy
---         between the two), "r" returned to the caller, who publishes it once a replica has
---         acknowledged this script's writes (WAIT cannot run in a script); a second letter
---         "i" lets the queue rest when it is idle (below)
+-- ARGV[8] how the tick message goes out, a publish mode then optionally REST_WHEN_IDLE
+--         (the constants below; Go: tickPublish and restWhenIdle in script.go)
 -- ARGV[9…] token values (UUID v4 made by the caller)
--- Returns {admitted, ev (0 = nothing published), waiting, active, tick, head,
---          arate_milli, rate_milli, max_active, expired, abandoned, waiting_p, waiting_b,
---          admitted_p, admitted_b, phase, end_due, rested, starts_ms, ends_ms, message, tail,
---          seqs} (seqs: the normal line's sequences this tick admitted, for the waits' history)
---          or {-1} when fenced off (waiting and head: the
---          normal line; phase 0 none, 1 scheduled, 2 frozen (the draw is due), 3 drawn;
---          end_due 1 when ends_at has passed and the line is not yet ended; rested 1 when the
---          queue now rests; message: the tick message in mode "r" when one is due, else "").
--- Resting: with "i", a tick that leaves nobody waiting in any line, no pre-queue, no live
--- token and nothing due (no draw, no end) sets clock idle = 1 and deletes the lease in the
--- same step; the loops then stop ticking (lease.lua answers -2) until a join clears idle
--- (join.lua) and wakes them. An idle queue thus costs no Redis command per tick.
+-- The freeze at the start is freeze.lua's (Go puts that prelude before this text).
+--
+-- Answers a JSON object (cjson.encode; Go: admitAnswer in script.go). Every number in it
+-- stays below 10^14, within the 14 significant digits cjson writes:
+--   admitted     how many this tick admitted, from every line
+--   ev           the event number of the message this tick published (0: none)
+--   waiting      the normal line's length after the tick;   head, tail: its head and tail
+--   active       live tokens after the tick;                 tick: the tick number
+--   rate_milli   the configured rate × 1000, floored
+--   expired      tokens that lapsed unused;                  abandoned: places that left
+--   waiting_p, waiting_b     the priority and bypass lines' lengths after the tick
+--   admitted_p, admitted_b   how many of admitted each of them gave
+--   phase        the draw phase after the tick: "" none, PHASE_SCHEDULED, PHASE_FROZEN
+--                (the draw is due), PHASE_DRAWN
+--   end_due      true when ends_at has passed and the line is not yet ended
+--   rested       true when the queue now rests (below)
+--   starts_ms, ends_ms   the schedule's instants (0 unset)
+--   message      the tick message, only in mode PUBLISH_RETURN when one is due (it goes
+--                over the wire as it is: a string, not re-encoded)
+--   seqs         the normal line's sequences this tick admitted, for the waits' history
+--                (absent when none: cjson writes an empty table as {})
+-- A tick whose owner or fencing token is not the lease's changes nothing and answers the
+-- refusal FENCED (redis.error_reply; Go: errFenced, mapped in errors.go).
+-- Resting: with REST_WHEN_IDLE, a tick that leaves nobody waiting in any line, no
+-- pre-queue, no live token and nothing due (no draw, no end) sets clock idle = 1 and
+-- deletes the lease in the same step; the loops then stop ticking (lease.lua answers -2)
+-- until a join clears idle (join.lua) and wakes them. An idle queue thus costs no Redis
+-- command per tick.
+-- Mixed versions (a rolling deploy): the answer and the refusal pass only between this
+-- script and the Go code of the same release (each release runs its own text, by its own
+-- SHA), so they may differ between releases. What it writes to Redis (keys, hash fields,
+-- stored strings, sorted-set members and scores) and the tick message it publishes are
+-- what both releases read: they are the contract between them and keep their layout
+-- (docs/UPGRADING.md says how that is checked).
+
+-- How the tick message goes out (ARGV[8]'s first letter): PUBLISH here; SPUBLISH here (a
+-- Redis Cluster: the channel is in the queue's slot); both (a rolling deploy between the
+-- two); returned to the caller, who publishes it once a replica has acknowledged this
+-- script's writes (WAIT cannot run in a script).
+local PUBLISH_PLAIN, PUBLISH_SHARDED, PUBLISH_BOTH, PUBLISH_RETURN = 'p', 's', 'b', 'r'
+-- ARGV[8]'s second letter: let the queue rest when it is idle.
+local REST_WHEN_IDLE = 'i'
+
 if redis.call('GET', KEYS[9]) ~= ARGV[1] or redis.call('GET', KEYS[10]) ~= ARGV[2] then
-  return {-1}
+  return redis.error_reply('FENCED another owner holds the lease')
 end
 local RETAIN = 86400000 -- keep a finished ticket's row for a day after its token expires
 local t = redis.call('TIME')
@@ -77,23 +106,16 @@ local ends = tonumber(cfg[10] or '0') or 0
 local phase = cfg[11] or ''
 local end_due = (ends > 0 and now >= ends and not ended) and 1 or 0
 -- The start: the pre-queue is frozen and the next n sequences of the normal line reserved
--- for its members (as join.lua's freeze).
-if phase == 's' and now >= starts then
-  local n = 0
-  if redis.call('EXISTS', KEYS[21]) == 1 then
-    n = redis.call('ZCARD', KEYS[21])
-    redis.call('RENAME', KEYS[21], KEYS[22])
-  end
-  local base = tonumber(redis.call('GET', KEYS[13]) or '0') or 0
-  if n > 0 then redis.call('INCRBY', KEYS[13], n) end
-  redis.call('HSET', KEYS[23], 'base', base, 'n', n, 'frozen_ms', now)
-  redis.call('HSET', KEYS[1], 'draw', 'f')
-  phase = 'f'
+-- for its members (freeze.lua; a join after the start may have done it first).
+if phase == PHASE_SCHEDULED and now >= starts then
+  freeze(KEYS[1], KEYS[13], KEYS[21], KEYS[22], KEYS[23], now)
+  phase = PHASE_FROZEN
 end
 -- Nobody is let in before the start, while the draw runs, while sold out, or after the end.
-local blocked = phase == 's' or phase == 'f' or sold_out or ended or end_due == 1
+local blocked = phase == PHASE_SCHEDULED or phase == PHASE_FROZEN or sold_out or ended
+  or end_due == 1
 local pq = 0
-if phase == 's' then pq = redis.call('ZCARD', KEYS[21]) end
+if phase == PHASE_SCHEDULED then pq = redis.call('ZCARD', KEYS[21]) end
 local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail',
   'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry', 'pubst', 'real', 'arate_r')
 local last = tonumber(c[1] or '0') or 0
@@ -150,7 +172,7 @@ local departed = 0
 local grace = tonumber(ARGV[4])
 -- Not while the draw places the pre-queue: its members' streams start signing life once
 -- every place is known.
-if grace > 0 and phase ~= 'f' then
+if grace > 0 and phase ~= PHASE_FROZEN then
   for _, tk in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - grace, 'LIMIT', 0, limit)) do
     local w, g, gn = KEYS[2], KEYS[7], KEYS[8]
     local s = redis.call('ZSCORE', w, tk)
@@ -380,12 +402,12 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
     msg.lanes = lanes
   end
   local how = string.sub(ARGV[8], 1, 1)
-  if how == 'r' then
+  if how == PUBLISH_RETURN then
     out = cjson.encode(msg)
   else
     local body = cjson.encode(msg)
-    if how ~= 's' then redis.call('PUBLISH', KEYS[12], body) end
-    if how == 's' or how == 'b' then redis.call('SPUBLISH', KEYS[12], body) end
+    if how ~= PUBLISH_SHARDED then redis.call('PUBLISH', KEYS[12], body) end
+    if how == PUBLISH_SHARDED or how == PUBLISH_BOTH then redis.call('SPUBLISH', KEYS[12], body) end
   end
   lastpub = now
   pubtail = tail
@@ -403,18 +425,22 @@ end
 -- The queue's running totals of lapsed tokens and abandoned places (its history reads them).
 if #expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired_n', #expired) end
 if departed > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned_n', departed) end
-local rested = 0
-if string.sub(ARGV[8], 2, 2) == 'i' and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0
-  and pq == 0 and phase ~= 'f' and end_due == 0 and retired < limit and #expired < limit then
+local rested = false
+if string.sub(ARGV[8], 2, 2) == REST_WHEN_IDLE
+  and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0 and pq == 0
+  and phase ~= PHASE_FROZEN and end_due == 0 and retired < limit and #expired < limit then
   redis.call('HSET', KEYS[5], 'idle', '1')
   redis.call('DEL', KEYS[9])
-  rested = 1
+  rested = true
 end
-local phase_code = ({s = 1, f = 2, d = 3})[phase] or 0
+local answer = {admitted = n, ev = ev, waiting = waiting, head = head, tail = tail, active = active + n,
+  tick = tick, rate_milli = math.floor(rate * 1000), expired = #expired, abandoned = departed,
+  waiting_p = P.waiting, waiting_b = B.waiting, admitted_p = P.n, admitted_b = B.n,
+  phase = phase, end_due = end_due == 1, rested = rested, starts_ms = starts, ends_ms = ends}
+if out ~= '' then answer.message = out end
 local seqs = {}
 for _, a in ipairs(adm) do
   if not a.l then seqs[#seqs + 1] = a.s end
 end
-return {n, ev, waiting, active + n, tick, head, math.floor(arate * 1000),
-  math.floor(rate * 1000), max_active, #expired, departed, P.waiting, B.waiting, P.n, B.n, phase_code, end_due,
-  rested, starts, ends, out, tail, seqs}
+if #seqs > 0 then answer.seqs = seqs end
+return cjson.encode(answer)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +52,43 @@ var (
 // ErrNotLeader is returned by TickOnce when another loop holds the queue's lease.
 var ErrNotLeader = errors.New("another instance holds the admission lease")
 
+// errFenced: the lease is another owner's — taken by another loop during a multi-step job,
+// or found so by admit.lua (its refusal FENCED).
+var errFenced = errors.New("lease lost")
+
+// refusals are the scripts' named refusals: a script answers redis.error_reply('CODE …'),
+// and the code, its first word, is one of these (join.lua's and admit.lua's headers say
+// when each is answered).
+var refusals = map[string]error{
+	"UNKNOWN_QUEUE":   ErrQueueNotFound,
+	"CLOSED":          ErrQueueClosed,
+	"NO_PLACE":        ErrNoPlace,
+	"TOO_MANY_PLACES": ErrTooManyPlaces,
+	"POW_INVALID":     ErrPowInvalid,
+	"INVITE_INVALID":  ErrInviteInvalid,
+	"ENDED":           ErrQueueEnded,
+	"SOLD_OUT":        ErrSoldOut,
+	"NOT_OPEN":        ErrQueueNotOpen,
+	"FENCED":          errFenced,
+	// POW_REQUIRED and POW_TOO_EASY carry the queue's difficulty: *PowRequiredError.
+}
+
+// refusal is the package error of a script's named refusal, or nil when err is not one.
+func refusal(err error) error {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return nil
+	}
+	code, detail, _ := strings.Cut(re.Error(), " ")
+	switch code {
+	case "POW_REQUIRED", "POW_TOO_EASY": // "POW_REQUIRED 12 bits"
+		bits, _, _ := strings.Cut(detail, " ")
+		d, _ := strconv.Atoi(bits)
+		return &PowRequiredError{Difficulty: d}
+	}
+	return refusals[code]
+}
+
 // InvalidError is a refused value: Field names the input (the JSON field), Message is a
 // sentence for the user. It matches ErrInvalid with errors.Is.
 type InvalidError struct {
@@ -74,9 +113,12 @@ func invalid(field, format string, args ...any) error {
 }
 
 // fail gives err the operation's context and, when it is a failure to reach Redis rather
-// than a refusal by Redis, marks it ErrUnavailable. It is the one place that classifies
-// go-redis errors.
+// than a refusal by Redis, marks it ErrUnavailable; a script's named refusal becomes its
+// package error, as it is. It is the one place that classifies go-redis errors.
 func fail(op string, err error) error {
+	if r := refusal(err); r != nil {
+		return r
+	}
 	if unreachable(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}

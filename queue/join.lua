@@ -23,33 +23,65 @@
 -- KEYS[19] retire    ZSET  admitted ticket -> when its row may be dropped
 -- KEYS[20] token     STRING the key of ARGV[7] (a passthrough admission's token)
 -- ARGV[1] ticket id
--- ARGV[2] "1" to join, "0" to only read the state (status)
+-- ARGV[2] JOIN or STATUS (the constants below; Go: joinMode in script.go)
 -- ARGV[3] the client address key ("" = not capped)
 -- ARGV[4] difficulty of the verified proof-of-work challenge presented ("" = none)
 -- ARGV[5] the presented challenge's expiry (Unix ms): on Redis time, a challenge past it is
---         refused (-7) and its record is kept until it (whatever the instance's clock says)
+--         refused (POW_INVALID) and its record is kept until it (whatever the instance's
+--         clock says)
 -- ARGV[6] invite code ("" = none)
 -- ARGV[7] a fresh token (UUID) for a passthrough admission
--- Returns {code, seq, position, waiting, arate_milli, token, exp_ms, state, rate_milli, paused,
---          iat_ms, lane, share_milli, other_waiting, starts_ms, prequeue_size, sold_out, method,
---          real_milli, woke}
---   woke: 1 when this join ended the queue's rest (clock idle, see admit.lua): the caller
---   wakes the admission loops.
---   code: 0 new place, 1 existing place, -1 unknown queue, -2 closed, -3 no place (status
---   only), -4 the address holds its cap of live places already (places_per_ip, or its
---   share of max_active), -5 a new place needs a proof of work and none came, -6 the proof
---   is for a lower difficulty than the queue's (-5 and -6 return {code, difficulty}), -7 the
---   challenge was used already or has expired (on Redis time), -8 the invite
---   code is unknown (never made, revoked, used up, or another queue's) or expired (a
---   normal waiter who brought it keeps the place), -9 the sale has ended (ends_at), -10 sold
---   out, -11 the queue's method is reject.
---   A pre-queue place answers state 'prequeue' with position 0 (the caller shows null).
---   lane: "" normal, "p" priority, "b" bypass. position and waiting are the lane's own.
---   other_waiting: for a normal waiter the priority line's length, for a priority waiter
---   the normal line's (the ETA's share of the rate depends on it).
+-- The freeze at the start is freeze.lua's (Go puts that prelude before this text).
+--
+-- Answers a JSON object (cjson.encode; Go: joinAnswer in script.go). Every number in it
+-- stays below 10^14, within the 14 significant digits cjson writes; a field left out is
+-- zero, "" or false:
+--   created        true for a new place, false for the place the ticket already has
+--   state          "waiting", "prequeue", "admitted", "expired" or "used"
+--   seq            the place's sequence in its lane's line (0 in the pre-queue)
+--   position       1 = next to be admitted (0 when not waiting; a pre-queue place has none:
+--                  the caller shows null)
+--   waiting        the length of the place's line (a lane's own; the normal line's when
+--                  not waiting)
+--   lane           "" normal, "p" priority, "b" bypass
+--   other_waiting  for a normal waiter the priority line's length, for a priority waiter
+--                  the normal line's (the ETA's share of the rate depends on it)
+--   token, exp_ms, iat_ms   an admitted place's token, its expiry and its issue (Unix ms)
+--   prequeue_size  the pre-queue's size, for a pre-queue place
+--   arate_milli, real_milli, rate_milli, share_milli   the ETA's rate estimate, what was
+--                  really admitted per second lately, the configured rate and priority_share,
+--                  each × 1000
+--   paused, sold_out, method, starts_ms   the queue's settings (starts_ms 0: unscheduled)
+--   woke           true when this join ended the queue's rest (clock idle, see admit.lua):
+--                  the caller wakes the admission loops
+-- A refusal is redis.error_reply('CODE detail'), named by its first word (Go maps them in
+-- errors.go):
+--   UNKNOWN_QUEUE  no such queue                  CLOSED    closed to new joiners
+--   NO_PLACE       the ticket has none (STATUS only)
+--   TOO_MANY_PLACES  the address holds its cap of live places already (places_per_ip, or
+--                  its share of max_active)
+--   POW_REQUIRED <bits>  a new place needs a proof of work and none came
+--   POW_TOO_EASY <bits>  the proof is for a lower difficulty than the queue's
+--   POW_INVALID    the challenge was used already or has expired (on Redis time)
+--   INVITE_INVALID the invite code is unknown (never made, revoked, used up, or another
+--                  queue's) or expired (a normal waiter who brought it keeps the place)
+--   ENDED          the sale has ended (ends_at)  SOLD_OUT  sold out
+--   NOT_OPEN       the queue's method is reject
+-- Mixed versions (a rolling deploy): the answer and the refusals pass only between this
+-- script and the Go code of the same release (each release runs its own text, by its own
+-- SHA), so they may differ between releases. What it writes to Redis (keys, hash fields,
+-- stored strings, sorted-set members and scores) is what both releases read: it is the
+-- contract between them and keeps its layout (docs/UPGRADING.md says how that is checked).
+
+-- ARGV[2]: give the ticket a place (or return the one it has), or only read its state.
+local JOIN, STATUS = '1', '0'
+
+-- refuse answers a named refusal: the code is its first word.
+local function refuse(code, detail) return redis.error_reply(code .. ' ' .. detail) end
+
 local idle_flag = nil
 local function main()
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('UNKNOWN_QUEUE', 'no such queue') end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
   'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip')
 local closed = cf[1] == '1'
@@ -58,7 +90,7 @@ local sold_out = cf[8] == '1'
 local starts = tonumber(cf[10] or '0') or 0
 local phase = cf[11] or ''
 local rate_milli = math.floor((tonumber(cf[2] or '0') or 0) * 1000)
-local paused = (cf[3] == '1') and 1 or 0
+local paused = cf[3] == '1'
 local share_milli = math.floor((tonumber(cf[6] or '0.5') or 0.5) * 1000 + 0.5)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -68,18 +100,25 @@ idle_flag = ck[10]
 local real_milli = math.floor((tonumber(ck[9] or ck[1] or '0') or 0) * 1000)
 local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
 local LW = {p = KEYS[11], b = KEYS[12]}
-local so = sold_out and 1 or 0
 -- The pre-queue's size while the queue is scheduled (0 otherwise: no command).
 local function pqsize()
-  if phase == 's' then return redis.call('ZCARD', KEYS[15]) end
+  if phase == PHASE_SCHEDULED then return redis.call('ZCARD', KEYS[15]) end
   return 0
 end
 
+-- answer completes the answer a with the state and the queue's settings.
+local function answer(created, state, a)
+  a.created, a.state = created, state
+  a.arate_milli, a.real_milli, a.rate_milli, a.share_milli = arate_milli, real_milli, rate_milli, share_milli
+  a.paused, a.sold_out, a.method, a.starts_ms = paused, sold_out, method, starts
+  return a
+end
+
 -- The answer for a waiter of a lane ('' = normal) with sequence seq.
-local function waiter(code, seq, lane)
+local function waiter(created, seq, lane)
   local w = LW[lane] or KEYS[3]
   local pos = redis.call('ZCOUNT', w, '-inf', seq)
-  if phase == 'f' and lane == '' then
+  if phase == PHASE_FROZEN and lane == '' then
     -- The draw is placing the pre-queue: the reserved sequences it has not processed yet
     -- (neither placed in the line nor recorded as departed) are ahead of this place too.
     local d = redis.call('HMGET', KEYS[17], 'base', 'n')
@@ -96,31 +135,13 @@ local function waiter(code, seq, lane)
   elseif lane == 'p' then
     other = redis.call('ZCARD', KEYS[3])
   end
-  return {code, tonumber(seq), pos, redis.call('ZCARD', w), arate_milli, '', 0, 'waiting', rate_milli, paused, 0,
-    lane, share_milli, other, starts, 0, so, method, real_milli}
+  return answer(created, 'waiting',
+    {seq = tonumber(seq), position = pos, waiting = redis.call('ZCARD', w), lane = lane, other_waiting = other})
 end
 
 -- The answer for a member of the pre-queue (before the start, or while the draw places it).
-local function prequeuer(code)
-  return {code, 0, 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, 'prequeue', rate_milli, paused, 0,
-    '', share_milli, 0, starts, pqsize(), so, method, real_milli}
-end
-
--- freeze starts the draw: the pre-queue becomes the frozen participant list, and the next
--- n sequences of the normal line are reserved for its members (the draw gives each one of
--- them), so whoever joins from now on queues FIFO behind them. The same step is in
--- admit.lua: whichever runs first after the start freezes.
-local function freeze()
-  local n = 0
-  if redis.call('EXISTS', KEYS[15]) == 1 then
-    n = redis.call('ZCARD', KEYS[15])
-    redis.call('RENAME', KEYS[15], KEYS[16])
-  end
-  local base = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  if n > 0 then redis.call('INCRBY', KEYS[2], n) end
-  redis.call('HSET', KEYS[17], 'base', base, 'n', n, 'frozen_ms', now)
-  redis.call('HSET', KEYS[1], 'draw', 'f')
-  phase = 'f'
+local function prequeuer(created)
+  return answer(created, 'prequeue', {waiting = redis.call('ZCARD', KEYS[3]), prequeue_size = pqsize()})
 end
 
 -- spend_invite checks the invite code ARGV[6] and spends one use, in this same step, so a
@@ -152,7 +173,7 @@ local function lane_place(lane)
   -- for one release); the lane goes in the fifth field, which that release ignores.
   redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq .. ':::' .. lane)
   redis.call('ZADD', KEYS[5], now, ARGV[1])
-  return waiter(0, seq, lane)
+  return waiter(true, seq, lane)
 end
 
 local cur = redis.call('HGET', KEYS[4], ARGV[1])
@@ -164,12 +185,12 @@ if cur then
   if st == 'w' then
     redis.call('ZADD', KEYS[5], now, ARGV[1])
     -- A reload keeps the place (an invite holder's reload spends nothing).
-    if lane ~= '' or ARGV[2] == '0' or ARGV[6] == '' then return waiter(1, seq, lane) end
+    if lane ~= '' or ARGV[2] == STATUS or ARGV[6] == '' then return waiter(false, seq, lane) end
     -- A normal waiter who brings an invite: a good code moves the place to the code's lane
     -- (a departure from the normal line, published as a leave is); a bad one is refused and
     -- the place kept.
     local ilane = spend_invite()
-    if not ilane then return {-8} end
+    if not ilane then return refuse('INVITE_INVALID', 'invite invalid') end
     redis.call('ZREM', KEYS[3], ARGV[1])
     redis.call('ZADD', KEYS[13], seq, seq)
     redis.call('RPUSH', KEYS[14], seq)
@@ -179,37 +200,38 @@ if cur then
     -- A pre-queue member who brings an invite leaves the draw for the invite's lane (a
     -- bad code is refused and the entry kept). After the freeze the draw records its
     -- reserved sequence as a departure.
-    if ARGV[2] == '1' and ARGV[6] ~= '' then
+    if ARGV[2] == JOIN and ARGV[6] ~= '' then
       local ilane = spend_invite()
-      if not ilane then return {-8} end
+      if not ilane then return refuse('INVITE_INVALID', 'invite invalid') end
       redis.call('ZREM', KEYS[15], ARGV[1])
       return lane_place(ilane)
     end
-    return prequeuer(1)
+    return prequeuer(false)
   end
   if st == 'a' and tonumber(exp) > now then
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, token, tonumber(exp), 'admitted', rate_milli, paused, tonumber(iat) or 0, lane, share_milli, 0, starts, 0, so, method, real_milli}
+    return answer(false, 'admitted', {seq = tonumber(seq), waiting = redis.call('ZCARD', KEYS[3]), token = token,
+      exp_ms = tonumber(exp), iat_ms = tonumber(iat) or 0, lane = lane})
   end
-  if ARGV[2] == '0' then
+  if ARGV[2] == STATUS then
     local name = 'expired'
     if st == 'u' then name = 'used' end
     if st == 'a' then name = 'expired' end
-    return {1, tonumber(seq), 0, redis.call('ZCARD', KEYS[3]), arate_milli, '', 0, name, rate_milli, paused, 0, lane, share_milli, 0, starts, 0, so, method, real_milli}
+    return answer(false, name, {seq = tonumber(seq), waiting = redis.call('ZCARD', KEYS[3]), lane = lane})
   end
 end
-if ARGV[2] == '0' then return {-3} end
+if ARGV[2] == STATUS then return refuse('NO_PLACE', 'no place in this queue') end
 local ends = tonumber(cf[14] or '0') or 0
-if cf[9] == '1' or (ends > 0 and now >= ends) then return {-9} end
-if method == 'reject' then return {-11} end
-if closed then return {-2} end
-if sold_out then return {-10} end
+if cf[9] == '1' or (ends > 0 and now >= ends) then return refuse('ENDED', 'the sale has ended') end
+if method == 'reject' then return refuse('NOT_OPEN', 'the sale is not open') end
+if closed then return refuse('CLOSED', 'closed to new joiners') end
+if sold_out then return refuse('SOLD_OUT', 'sold out') end
 
 -- An invite: checked and one use spent in this same step, so a code of max_uses N makes N
 -- places at most however many use it at once. Its holder needs no proof of work and is not
 -- counted against the address cap (the code is the admission ticket the operator gave).
 if ARGV[6] ~= '' then
   local lane = spend_invite()
-  if not lane then return {-8} end
+  if not lane then return refuse('INVITE_INVALID', 'invite invalid') end
   return lane_place(lane)
 end
 
@@ -218,8 +240,8 @@ end
 -- (below, once the place is sure) so that each challenge makes one place at most.
 local need = tonumber(cf[5] or '0') or 0
 if need > 0 then
-  if ARGV[4] == '' then return {-5, need} end
-  if (tonumber(ARGV[4]) or 0) < need then return {-6, need} end
+  if ARGV[4] == '' then return refuse('POW_REQUIRED', math.floor(need) .. ' bits') end
+  if (tonumber(ARGV[4]) or 0) < need then return refuse('POW_TOO_EASY', math.floor(need) .. ' bits') end
 end
 -- The per-address cap (places.go): places_per_ip and, where max_active is set, a share of
 -- it (max(1, floor(max_active × share))). A place of the address counts from its join
@@ -257,7 +279,7 @@ if ARGV[3] ~= '' and cap > 0 then
       if not live then ended[#ended + 1] = tk end
     end
     if #ended > 0 then redis.call('ZREM', KEYS[7], unpack(ended)) end
-    if n - #ended >= cap then return {-4} end
+    if n - #ended >= cap then return refuse('TOO_MANY_PLACES', 'too many places from this address') end
   end
 end
 -- After the cap: a proof refused for the cap is not spent. The challenge's expiry is
@@ -265,14 +287,14 @@ end
 -- disagree cannot use one challenge twice.
 if need > 0 then
   local cexp = tonumber(ARGV[5]) or 0
-  if cexp <= now then return {-7} end
-  if not redis.call('SET', KEYS[8], '1', 'NX', 'PX', cexp - now) then return {-7} end
+  if cexp <= now then return refuse('POW_INVALID', 'the challenge has expired') end
+  if not redis.call('SET', KEYS[8], '1', 'NX', 'PX', cexp - now) then return refuse('POW_INVALID', 'the challenge was used') end
 end
 
 -- A scheduled queue before its start: the place is in the pre-queue, drawn at the start. It
 -- counts against the address cap like any place (scored last: its sequence is not known
 -- yet); it needs no sign of life before the start.
-if phase == 's' and now < starts then
+if phase == PHASE_SCHEDULED and now < starts then
   local idx = redis.call('HINCRBY', KEYS[17], 'joins', 1)
   redis.call('ZADD', KEYS[15], idx, ARGV[1])
   redis.call('HSET', KEYS[4], ARGV[1], 'q:' .. idx)
@@ -280,9 +302,12 @@ if phase == 's' and now < starts then
     redis.call('ZADD', KEYS[7], 9e15, ARGV[1])
     redis.call('PEXPIRE', KEYS[7], 86400000)
   end
-  return prequeuer(0)
+  return prequeuer(true)
 end
-if phase == 's' then freeze() end
+if phase == PHASE_SCHEDULED then
+  freeze(KEYS[1], KEYS[2], KEYS[15], KEYS[16], KEYS[17], now)
+  phase = PHASE_FROZEN
+end
 
 local seq = redis.call('INCR', KEYS[2])
 if ARGV[3] ~= '' and cap > 0 then -- with no cap nothing is counted (no key grows)
@@ -293,7 +318,7 @@ end
 -- passthrough: while nobody waits (in any line), max_active allows and the rate allows (a
 -- token bucket of one second's worth, refilled at the rate), the join itself admits. Every
 -- sequence up to this one has then left the line, so the head moves to it.
-if method == 'passthrough' and phase ~= 'f' and paused == 0 and not sold_out then
+if method == 'passthrough' and phase ~= PHASE_FROZEN and not paused and not sold_out then
   local max_active = tonumber(cf[12] or '0') or 0
   local idle = (tonumber(ck[2] or '0') or 0) <= (tonumber(ck[3] or '0') or 0) and
     (tonumber(ck[4] or '0') or 0) <= (tonumber(ck[5] or '0') or 0)
@@ -313,8 +338,7 @@ if method == 'passthrough' and phase ~= 'f' and paused == 0 and not sold_out the
       redis.call('HSET', KEYS[6], 'head', seq, 'ptb', bucket - 1, 'ptt', now)
       redis.call('HINCRBY', KEYS[6], 'total', 1)
       redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', seq)
-      return {0, seq, 0, 0, arate_milli, ARGV[7], exp, 'admitted', rate_milli, paused, now, '', share_milli, 0,
-        starts, 0, so, method, real_milli}
+      return answer(true, 'admitted', {seq = seq, token = ARGV[7], exp_ms = exp, iat_ms = now, lane = ''})
     end
     redis.call('HSET', KEYS[6], 'ptb', bucket, 'ptt', now)
   end
@@ -323,14 +347,15 @@ end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq)
 redis.call('ZADD', KEYS[5], now, ARGV[1])
-return waiter(0, seq, '')
+return waiter(true, seq, '')
 end
 local r = main()
+if r.err then return r end -- a refusal
 -- Every new place is counted (clock joins: the queue's joined total, for its history).
-if r[1] == 0 then redis.call('HINCRBY', KEYS[6], 'joins', 1) end
+if r.created then redis.call('HINCRBY', KEYS[6], 'joins', 1) end
 -- A new place in a resting queue ends the rest (the caller wakes the loops).
-if r[1] == 0 and idle_flag == '1' then
+if r.created and idle_flag == '1' then
   redis.call('HDEL', KEYS[6], 'idle')
-  r[20] = 1
+  r.woke = true
 end
-return r
+return cjson.encode(r)

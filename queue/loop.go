@@ -48,16 +48,16 @@ func (s loopState) String() string {
 }
 
 // loopBackend is the work one queue's loop has done in Redis: the lease script's three
-// modes, the wake message, the settings' rate, the admission tick and what follows it (the
-// draw, the end), and the tick held for a replica's acknowledgement. Every call is for the
-// loop's own queue and lease owner.
+// modes (leaseMode), the wake message, the settings' rate, the admission tick and what
+// follows it (the draw, the end), and the tick held for a replica's acknowledgement. Every
+// call is for the loop's own queue and lease owner.
 type loopBackend interface {
-	// takeLease takes or keeps the lease even if the queue rests, ending the rest (mode "0"):
+	// takeLease takes or keeps the lease even if the queue rests, ending the rest (leaseTake):
 	// the fencing token, or 0 when another owner holds it.
 	takeLease(ctx context.Context) (int64, error)
-	// checkLease takes or keeps the lease unless the queue really rests (mode "2").
+	// checkLease takes or keeps the lease unless the queue really rests (leaseCheckRest).
 	checkLease(ctx context.Context) (leaseCheck, error)
-	// releaseLease lets the lease go if this owner holds it (mode "1").
+	// releaseLease lets the lease go if this owner holds it (leaseRelease).
 	releaseLease(ctx context.Context)
 	publishWake(ctx context.Context) error
 	settingsRate(ctx context.Context) (float64, error)
@@ -395,13 +395,13 @@ type redisBackend struct {
 func (b *redisBackend) takeLease(ctx context.Context) (int64, error) {
 	k := b.k
 	return leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock()},
-		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 }
 
 func (b *redisBackend) checkLease(ctx context.Context) (leaseCheck, error) {
 	k := b.k
 	res, err := leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock(), k.cfg(), k.waiting(), k.active(), k.pre(), k.retire()},
-		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), "2").Slice()
+		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), string(leaseCheckRest)).Slice()
 	if err != nil || len(res) != 3 {
 		return leaseCheck{}, err
 	}
@@ -417,7 +417,7 @@ func (b *redisBackend) checkLease(ctx context.Context) (leaseCheck, error) {
 
 func (b *redisBackend) releaseLease(ctx context.Context) {
 	k := b.k
-	_ = leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, b.owner, 0, "1").Err()
+	_ = leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, b.owner, 0, string(leaseRelease)).Err()
 }
 
 func (b *redisBackend) publishWake(ctx context.Context) error { return b.a.q.publishWake(ctx, b.name) }

@@ -36,9 +36,9 @@ var (
 	//go:embed touch.lua
 	touchLua string
 
-	joinScript     = redis.NewScript(joinLua)
+	joinScript     = redis.NewScript(withPrelude(joinLua))
 	leaveScript    = redis.NewScript(leaveLua)
-	admitScript    = redis.NewScript(admitLua)
+	admitScript    = redis.NewScript(withPrelude(admitLua))
 	leaseScript    = redis.NewScript(leaseLua)
 	snapshotScript = redis.NewScript(snapshotLua)
 	tokenScript    = redis.NewScript(tokenLua)
@@ -258,11 +258,11 @@ type PowProof struct {
 
 // JoinWith is Join with the request's options.
 func (q *Queue) JoinWith(ctx context.Context, t Ticket, o JoinOptions) (Place, bool, error) {
-	p, code, err := q.place(ctx, t, true, o)
-	if err == nil && code == 0 {
+	p, created, err := q.place(ctx, t, true, o)
+	if err == nil && created {
 		q.m.enter.WithLabelValues(t.Queue).Inc()
 	}
-	return p, code == 0, err
+	return p, created, err
 }
 
 // Status returns the place of ticket t (ErrNoPlace when it has none). It also counts as a
@@ -272,13 +272,15 @@ func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
 	return p, err
 }
 
-func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (Place, int64, error) {
+// place runs join.lua for ticket t (join: joinPlace, else joinStatus); created reports a
+// new place.
+func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (p Place, created bool, err error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	k := keysFor(t.Queue)
-	mode := "0"
+	mode := joinStatus
 	if join {
-		mode = "1"
+		mode = joinPlace
 	}
 	// The challenge's expiry goes to the script as it is: the script checks it, and keeps
 	// the single-use record until it, on Redis time (not on this instance's clock).
@@ -296,8 +298,8 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	keys := []string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
 		k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew(),
 		k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)}
-	var res []any
-	var err error
+	args := []any{t.ID, string(mode), o.Client, powDiff, powExp, invite, token}
+	var text string
 	acked, behind := false, false // behind: the answer's writes are not known to be on a replica
 	want := 0
 	if join {
@@ -307,98 +309,54 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// The place (or a passthrough admission) is on a replica before the answer: a
 		// failover of the master cannot take back what the page was told (README "Failover").
 		var acks int64
-		res, acks, err = q.evalWait(ctx, want, joinScript, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token)
-		acked = err == nil && acks >= int64(want)
-		if err == nil && !acked {
+		text, acks, err = q.evalWait(ctx, want, joinScript, keys, args...)
+		// A refusal answers too: its WAIT is judged as a place's is.
+		answered := err == nil || refusal(err) != nil
+		acked = answered && acks >= int64(want)
+		if answered && !acked {
 			// ok: every attached replica holds it, or none is attached (alone).
 			ok, alone, _ := q.shortfall(ctx, t.Queue, acks)
 			acked, behind = ok, !ok || alone
 		}
 	} else {
-		res, err = joinScript.Run(ctx, q.rdb, keys, t.ID, mode, o.Client, powDiff, powExp, invite, token).Slice()
+		text, err = joinScript.Run(ctx, q.rdb, keys, args...).Text()
 		// No replica attached, or one fell short within lagWindow: the place is not
 		// confirmed (a lost place is found again by the page's join retry); a token is, below.
 		behind = join && q.cfg.ReplicaAcks > 0
 	}
 	if err != nil {
-		return Place{}, 0, fail("join "+t.Queue, err)
+		return Place{}, false, fail("join "+t.Queue, err) // a refusal becomes its package error
 	}
-	code := toInt(res[0])
-	switch code {
-	case -1:
-		return Place{}, code, ErrQueueNotFound
-	case -2:
-		return Place{}, code, ErrQueueClosed
-	case -3:
-		return Place{}, code, ErrNoPlace
-	case -4:
-		return Place{}, code, ErrTooManyPlaces
-	case -5, -6:
-		return Place{}, code, &PowRequiredError{Difficulty: int(toInt(res[1]))}
-	case -7:
-		return Place{}, code, ErrPowInvalid
-	case -8:
-		return Place{}, code, ErrInviteInvalid
-	case -9:
-		return Place{}, code, ErrQueueEnded
-	case -10:
-		return Place{}, code, ErrSoldOut
-	case -11:
-		return Place{}, code, ErrQueueNotOpen
+	var a joinAnswer
+	if err := decodeAnswer("join "+t.Queue, text, &a); err != nil {
+		return Place{}, false, err
 	}
-	p := Place{
-		Queue: t.Queue, Seq: toInt(res[1]), Position: toInt(res[2]), Waiting: toInt(res[3]),
-		AdmitRate: float64(toInt(res[4])) / 1000, Token: toString(res[5]), State: State(toString(res[7])),
-		Rate: float64(toInt(res[8])) / 1000, Paused: toInt(res[9]) == 1, Lane: LaneNormal,
-	}
-	if exp := toInt(res[6]); exp > 0 {
-		p.TokenExpiresAt = time.UnixMilli(exp)
-		if iat := toInt(res[10]); iat > 0 {
-			p.TokenIssuedAt = time.UnixMilli(iat)
-		}
-	}
-	if len(res) > 13 {
-		p.Lane = laneOf(toString(res[11]))
-		if p.State == StateWaiting {
-			p.rateCut = 1 - LaneShare(p.Lane, float64(toInt(res[12]))/1000, toInt(res[13]))
-		}
-	}
-	if len(res) > 17 {
-		if ms := toInt(res[14]); ms > 0 {
-			p.StartsAt = time.UnixMilli(ms)
-		}
-		p.PrequeueSize, p.SoldOut, p.Method = toInt(res[15]), toInt(res[16]) == 1, Method(toString(res[17]))
-	}
-	if len(res) > 18 {
-		p.RealRate = float64(toInt(res[18])) / 1000
-	} else {
-		p.RealRate = p.AdmitRate
-	}
+	p, created = a.place(t.Queue), a.Created
 	if p.State == StatePrequeue {
 		p.DrawID = draw.ID(t.ID)
 	}
-	if code == 0 && p.State == StateAdmitted {
+	if created && p.State == StateAdmitted {
 		q.m.issued.WithLabelValues(t.Queue).Inc() // a passthrough admission by the join itself
 	}
-	if len(res) > 19 && toInt(res[19]) == 1 {
+	if a.Woke {
 		// This join ended the queue's rest: the admission loops wake (a lost message costs
 		// one rest check at most; the join itself already cleared the flag).
 		_ = q.publishWake(ctx, t.Queue)
 	}
-	if code == 0 && behind {
+	if created && behind {
 		if p.Token == "" {
 			q.m.placesUnconf.WithLabelValues(t.Queue).Inc() // a new place, answered unconfirmed
 		} else if acked {
 			q.m.unconfirmed.WithLabelValues(t.Queue).Inc() // a passthrough admission, no replica attached
 		}
 	}
-	if p.Token != "" && !(acked && code == 0) {
+	if p.Token != "" && !(acked && created) {
 		// A token admitted earlier (or by this join, unconfirmed) is about to be handed out.
 		if err := q.confirm(ctx, t.Queue); err != nil {
-			return Place{}, code, err
+			return Place{}, created, err
 		}
 	}
-	return p, code, nil
+	return p, created, nil
 }
 
 // Leave gives up ticket t's place (or its unused token). The departure reaches every

@@ -95,9 +95,6 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 	}
 }
 
-// errFenced: another loop took the lease during a multi-step job.
-var errFenced = fmt.Errorf("lease lost")
-
 // runDraw orders and places every member of the frozen participant list; it returns their
 // number. It keeps the lease alive between batches (a big draw outlasts the lease time), and a
 // leader that takes over resumes where the last one's progress mark says (the order is a
@@ -141,7 +138,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		if !renewed.IsZero() && time.Since(renewed) < a.cfg.LeaseRenew {
 			return nil
 		}
-		f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), "0").Int64()
+		f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 		if err != nil {
 			return fail("draw "+name, err)
 		}

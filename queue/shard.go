@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,7 +157,7 @@ func (q *Queue) publishWake(ctx context.Context, name string) error {
 	return nil
 }
 
-// publishTick sends a tick message that admit.lua returned (mode "r") the way the
+// publishTick sends a tick message that admit.lua returned (publishReturn) the way the
 // configuration says.
 func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
 	ch := Channel(name)
@@ -178,15 +177,17 @@ func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
 
 // evalWait runs script on the server that holds keys[0] and then WAITs, in one pipeline on
 // one connection, for want replicas to hold its writes. It returns the script's
-// result and how many replicas acknowledged (0 when WAIT itself failed: the script's writes
-// stand, the caller counts them unconfirmed). The pipeline goes through a client that never
+// answer (a string: the scripts run this way answer JSON) and how many replicas acknowledged
+// (0 when WAIT itself failed: the script's writes stand, the caller counts them
+// unconfirmed). A script's error answer (a named refusal) comes back with the acknowledgements
+// too: the WAIT ran after it all the same. The pipeline goes through a client that never
 // retries: go-redis retries a whole pipeline after a read timeout, and a script that already
 // ran must not run again (admit.lua would hand the same token ids to other users).
-func (q *Queue) evalWait(ctx context.Context, want int, s *redis.Script, keys []string, args ...any) ([]any, int64, error) {
+func (q *Queue) evalWait(ctx context.Context, want int, s *redis.Script, keys []string, args ...any) (string, int64, error) {
 	n, err := q.noRetryNode(ctx, keys[0])
 	if err != nil {
 		q.ReloadTopology(ctx)
-		return nil, 0, err
+		return "", 0, err
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := n.Pipeline()
@@ -195,24 +196,26 @@ func (q *Queue) evalWait(ctx context.Context, want int, s *redis.Script, keys []
 		_, _ = pipe.Exec(ctx)
 		if attempt == 0 && isNoScript(res.Err()) {
 			if err := s.Load(ctx, n).Err(); err != nil {
-				return nil, 0, err
+				return "", 0, err
 			}
 			continue
+		}
+		acks := int64(0)
+		if w.Err() == nil {
+			acks = toInt(w.Val())
 		}
 		if err := res.Err(); err != nil {
 			if !isScriptError(err) {
 				q.ReloadTopology(ctx) // MOVED after a failover, a dead master: the node clients are not hooked
+				return "", 0, err
 			}
-			return nil, 0, err
+			return "", acks, err
 		}
-		out, err := res.Slice()
+		out, err := res.Text()
 		if err != nil {
-			return nil, 0, err
+			return "", 0, err
 		}
-		if w.Err() != nil {
-			return out, 0, nil
-		}
-		return out, toInt(w.Val()), nil
+		return out, acks, nil
 	}
 }
 
@@ -283,11 +286,4 @@ func (q *Queue) Alive(ctx context.Context, ttl time.Duration) ([]string, error) 
 	}
 	sortStrings(ids)
 	return ids, nil
-}
-
-// errUnexpected wraps a script answer of the wrong shape.
-var errUnexpected = errors.New("unexpected script answer")
-
-func shapeErr(what string, n int) error {
-	return fmt.Errorf("%s: %w (%d values)", what, errUnexpected, n)
 }
