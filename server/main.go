@@ -106,7 +106,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}()
 	setRedisLog(log)
-	if err = loadMessages(cfg.MessagesDir, log); err != nil {
+	messages, err := loadMessages(cfg.MessagesDir, log)
+	if err != nil {
 		return a, closeAll, err
 	}
 	rdb, admitRDB, closeRedis, err := openRedis(cfg, log)
@@ -207,8 +208,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		MaxConns: maxConns, MaxStreams: maxStreams,
 		AdminStreamsPerToken: cfg.AdminStreamsTok, AdminStreamsPerInstance: cfg.AdminStreamsInst,
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
-		UnboundQueue: cfg.UnboundQueue,
-		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
+		UnboundQueue: cfg.UnboundQueue, Messages: messages,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
@@ -456,15 +457,16 @@ func generatedAdminToken(cfg config) (string, error) {
 	return tok, nil
 }
 
-// loadMessages reads WR_MESSAGES_DIR (the operator's page messages) into the
-// page tables, logging what each file added, lacks or had that is unknown.
-func loadMessages(dir string, log zerolog.Logger) error {
+// loadMessages makes the pages' message tables: the built-in ones with WR_MESSAGES_DIR
+// (the operator's page messages) applied, logging what each file added, lacks or had
+// that is unknown.
+func loadMessages(dir string, log zerolog.Logger) (*static.Catalog, error) {
 	if dir == "" {
-		return nil
+		return static.Builtin(), nil
 	}
-	notes, err := static.LoadMessagesDir(dir)
+	messages, notes, err := static.LoadMessagesDir(dir)
 	if err != nil {
-		return fmt.Errorf("WR_MESSAGES_DIR=%s: %w", dir, err)
+		return nil, fmt.Errorf("WR_MESSAGES_DIR=%s: %w", dir, err)
 	}
 	for _, n := range notes {
 		ev := log.Info()
@@ -473,8 +475,8 @@ func loadMessages(dir string, log zerolog.Logger) error {
 		}
 		ev.Str("messages_dir", dir).Msg(n)
 	}
-	log.Info().Str("messages_dir", dir).Strs("languages", static.Languages()).Msg("page messages loaded")
-	return nil
+	log.Info().Str("messages_dir", dir).Strs("languages", messages.Languages()).Msg("page messages loaded")
+	return messages, nil
 }
 
 // clusterReplicaAcks is WR_REDIS_REPLICA_ACKS=auto on a Redis Cluster: 1 when every master

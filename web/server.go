@@ -65,6 +65,9 @@ type Config struct {
 	// connections of one admin token and of the instance (defaults 4 and 64; past them 429).
 	AdminStreamsPerToken    int
 	AdminStreamsPerInstance int
+	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
+	// nil: the built-in ones (static.Builtin).
+	Messages *static.Catalog
 }
 
 // Deps are the parts the server is wired to.
@@ -97,8 +100,10 @@ type Server struct {
 	d     Deps
 	log   zerolog.Logger
 	pages *template.Template
-	m     *metrics
-	lim   *queue.LiveLimits
+	// messages are the pages' message tables (cfg.Messages, or the built-in ones).
+	messages *static.Catalog
+	m        *metrics
+	lim      *queue.LiveLimits
 	// origins caches each queue's allowed_origins for the CORS check.
 	origins originCache
 	// hand renders the token handed out in join and status answers (see HandOut).
@@ -139,7 +144,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
+	messages := cfg.Messages
+	if messages == nil {
+		messages = static.Builtin()
+	}
+	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, messages: messages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
 		sold: soldout.New(d.Queue, d.Orders)}
 	handKeys := d.Keys
 	if d.BareTokens {
