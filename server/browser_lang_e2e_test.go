@@ -145,7 +145,7 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -212,7 +212,7 @@ func TestAdminViewerRefusedEveryChange(t *testing.T) {
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", in.url+"/admin/api/stream", nil)
 		req.Header.Set("Authorization", "Bearer "+rolesBobToken)
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
