@@ -549,10 +549,13 @@ func redisTarget(url string) string {
 
 // redisLog sends go-redis's own log lines (one per failed dial, and so on) to zerolog at
 // debug level, so an outage is told once by our lines instead of many times by its.
-// go-redis has one process-wide logger (redis.SetLogger writes a package variable that its
-// connections read unlocked). It is set once, to a forwarder that reads the logger of the
-// instance started last (as setting it on every start did) through an atomic pointer, so
-// several instances in one process — the tests run them in parallel — never race on it.
+// go-redis has one process-wide logger and no per-client one: redis.SetLogger stores into
+// a package variable (internal.Logger) that every client's pools and background loops read,
+// and redis.Options, ClusterOptions and the rest have no logger field (checked in go-redis
+// v9.23.0). So this is the one package-level state here that cannot become a value passed
+// where it is used. It is set once, to a forwarder that reads the logger of the instance
+// started last through an atomic pointer, so several instances in one process — the tests
+// run them in parallel — never race on it.
 var (
 	redisLogOnce sync.Once
 	redisLogTo   atomic.Pointer[zerolog.Logger]
