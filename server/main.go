@@ -331,7 +331,8 @@ func waitOr(ctx context.Context, ch <-chan struct{}) {
 }
 
 // admitPoolSize is the admission loops' own Redis pool: request traffic exhausting the main
-// pool must not slow admission down (seed 000's lesson, measured here with 5,000 pollers).
+// pool must not slow admission down (a shared pool exhausted by pollers stalls the ticks;
+// measured here with 5,000 pollers).
 const admitPoolSize = 4
 
 // openRedis connects to REDIS_URL — a Sentinel URL (master_name=…), a Cluster URL (addr=…

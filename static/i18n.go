@@ -55,7 +55,7 @@ func builtinTables() map[string]map[string]string {
 	return map[string]map[string]string{LangEnglish: en, LangKorean: ko, LangJapanese: ja}
 }
 
-// messageAreas are the tables of the third wave, one per area of the pages, each
+// messageAreas are the tables written one per area of the pages, each
 // {English, Korean, Japanese} per key (messages_<area>.go).
 var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28}
 

@@ -46,7 +46,8 @@ type Config struct {
 	IdleTimeout    time.Duration // keep-alive idle (60 s)
 	FailOpen       bool          // let orders through without a token while Redis is down
 	// UnboundQueue, when set, sells the products that name no queue through this queue: an
-	// upgrade aid (products made before products named their queue), empty by default.
+	// upgrade aid for products an older release stored without one (docs/UPGRADING.md,
+	// mixed versions), empty by default.
 	UnboundQueue string
 	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
 	// MaxConns is the most client connections open at once (streams included); past it a
@@ -79,7 +80,8 @@ type Deps struct {
 	// BareTokens hands out bare UUID tokens instead of signed ones (WR_TOKEN_FORMAT=uuid,
 	// the first step of the upgrade); signed tokens are still verified.
 	BareTokens bool
-	// AcceptBareTokens lets the guards accept a token's bare UUID (the release before).
+	// AcceptBareTokens lets the guards accept a token's bare UUID (docs/UPGRADING.md, mixed
+	// versions).
 	AcceptBareTokens bool
 	Hub              *stream.Hub
 	Orders           OrderStore
