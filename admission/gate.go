@@ -39,8 +39,8 @@ const (
 	MaxGateCommands = MaxTokenChecks + 2
 )
 
-// Ticket cookies (API.md, Hardening): one per queue, and the first release's single one,
-// still read for a day after the upgrade.
+// Ticket cookies (API.md, Hardening): one per queue, and the single wr_ticket, still read
+// for the queue its ticket belongs to (docs/UPGRADING.md, mixed versions).
 const (
 	TicketCookiePrefix = "wr_ticket_"
 	LegacyTicketCookie = "wr_ticket"
@@ -101,10 +101,11 @@ func WrongQueue() *Refusal { r := *errWrongQueue; return &r }
 type Gate struct {
 	Tokens  TokenStore
 	Tickets *queue.Signer
-	// Keys verifies signed tokens; nil accepts only bare tokens (the first release's).
+	// Keys verifies signed tokens; nil accepts only bare tokens.
 	Keys *KeyRing
-	// RejectBare refuses bare UUID tokens. They are the only form of the release before
-	// signed tokens and are still checked in Redis (live, the caller's ticket, the route's
+	// RejectBare refuses bare UUID tokens. An instance that hands out bare tokens
+	// (WR_TOKEN_FORMAT=uuid, or an older release: docs/UPGRADING.md, mixed versions) needs
+	// them accepted. They are checked in Redis (live, the caller's ticket, the route's
 	// queue), but a signed token's jti can be presented bare, skipping the signature: refuse
 	// them once every instance hands out signed tokens and one token lifetime has passed.
 	RejectBare bool
@@ -242,9 +243,9 @@ func (r Request) cookie(name string) string {
 	return r.Cookie(name)
 }
 
-// bare handles a token of the release before signed tokens (a UUID), valid for one token
-// lifetime after the upgrade: it names no queue or ticket, so the caller's tickets for
-// the route's queues are tried in turn — at most MaxTokenChecks token-store calls in all.
+// bare handles a bare token (a UUID; docs/UPGRADING.md, mixed versions). It names no queue
+// or ticket, so the caller's tickets for the route's queues are tried in turn — at most
+// MaxTokenChecks token-store calls in all.
 func (g *Gate) bare(ctx context.Context, r Request, queues []string, reqKey string, op func(queue.Ticket, string) (queue.Verdict, error)) (Pass, error) {
 	if !queue.ValidToken(r.Token) {
 		return Pass{}, errTokenInvalid

@@ -64,8 +64,8 @@ func (r *KeyRing) Sign(c Claims) (string, error) {
 }
 
 // IssueMs signs the token of one admission: ticket, queue, the stored token (jti), and
-// the admission and expiry times in Unix ms. iatMs 0 (a token admitted by a leader of the
-// release before signed tokens, which did not store the admission time) is taken as expMs
+// the admission and expiry times in Unix ms. iatMs 0 (an admission stored without its time,
+// by a leader without signed tokens: docs/UPGRADING.md, mixed versions) is taken as expMs
 // minus the longest token lifetime: the same on every instance, and never in the future.
 func (r *KeyRing) IssueMs(queueName, ticket, jti string, iatMs, expMs int64) (string, error) {
 	if iatMs <= 0 {

@@ -11,22 +11,22 @@ import (
 )
 
 // The analytics migrations: the history (queue_history, queue_sellouts) and the audit log
-// (audit_log), recorded in analytics_schema_migrations. A version is its file's name, kept
-// from when these ran as orders migrations.
+// (audit_log), recorded in analytics_schema_migrations. A version is its file's name, the
+// same name older releases record for it as an orders migration.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// ordersVersions are the migrations earlier releases ran as orders migrations (recorded in
-// schema_migrations). A database they migrated has these adopted, not run again; a database
-// this release migrates has them written into schema_migrations too, so an instance of the
-// release before, whose orders migrations still list them, starts on it without running them
-// over the existing tables.
+// ordersVersions are the migrations that older releases run as orders migrations (recorded
+// in schema_migrations). A database such a release migrated has these adopted, not run again;
+// a database migrated here has them written into schema_migrations too, so an older instance,
+// whose orders migrations still list them, starts on it without running them over the
+// existing tables (docs/UPGRADING.md, "analytics owns its migrations").
 var ordersVersions = []string{"008_history", "009_audit", "011_history_sale_edges"}
 
 // Migrate applies the analytics migrations not yet recorded, in file name order, each in its
 // own transaction, and returns how many it ran. It holds the lock the orders migrations hold,
-// so instances starting at once (of this release or the one before) apply each exactly once.
+// so instances starting at once (of this release or an older one) apply each exactly once.
 // The tables reference none of the orders tables: the order of the two packages' runs does
 // not matter.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {

@@ -19,9 +19,10 @@ import (
 // The counts are the recorded steps' plus what the queue's running totals show since the
 // last recorded step (so a report read right after the end counts the end), and
 // StillWaiting is the line now (every lane and the pre-queue). Unaccounted is what the
-// identity misses: 0 unless an instance of the release before counted nothing of what it
-// did (a rolling deploy), the history is older than its 90 days, or the line changed
-// between the reads of the running totals (they are one pipeline, not one transaction).
+// identity misses: 0 unless an instance without the running totals took part and counted
+// nothing of what it did (an older release during a rolling deploy: docs/UPGRADING.md, mixed
+// versions), the history is older than its 90 days, or the line changed between the reads of
+// the running totals (they are one pipeline, not one transaction).
 type Report struct {
 	Queue       string     `json:"queue"`
 	GeneratedAt time.Time  `json:"generated_at"`
@@ -41,8 +42,9 @@ type Report struct {
 	Unaccounted  int64 `json:"unaccounted"`
 	// SoldOutAt is when the queue first sold out (its first sold-out period's start);
 	// SoldOutPeriods every period, oldest first, each to its restock (nil: still sold out).
-	// A sell-out marked only by the release before has no recorded instant: SoldOutAt is
-	// then the latest order's time while every product of the queue has no stock.
+	// A sell-out flagged by an instance that logs no sold-out periods (an older release) has
+	// no recorded instant: SoldOutAt is then the latest order's time while every product of
+	// the queue has no stock.
 	SoldOutAt          *time.Time      `json:"sold_out_at"`
 	SoldOutPeriods     []SoldOutPeriod `json:"sold_out_periods"`
 	PeakWaiting        int64           `json:"peak_waiting"`

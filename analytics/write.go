@@ -39,16 +39,16 @@ type stepRow struct {
 	soldLogKey                                 string          // sellouts' key (soldLogKey), remembered once written
 }
 
-// insertStep writes one 10-s row. The deltas come from the queue's latest earlier row
-// (10-s, or minute once the 10-s rows have expired): a counter that went down was reset
-// and counts its whole value; a queue's first row counts everything since the queue was
-// made — unless more were admitted than joined, which only a queue made before the running
-// totals existed shows (its admitted total is its life's, its joined total starts at 0):
-// that first row is the baseline and counts nothing. The dropped delta comes from the
-// latest row that has dropped_total (rows written by an instance of the release before
-// leave it NULL). Two instances that both led the queue in one step (a hand-over) upsert
-// the same row: the counts grow by what the second saw beyond the first's totals, the
-// peaks take the larger, the histograms add, p50/p95 are those of the larger sample.
+// insertStep writes one 10-s row. The deltas come from the queue's latest earlier row (10-s,
+// or minute once the 10-s rows have expired): a counter that went down was reset and counts
+// its whole value; a queue's first row counts everything since the queue was made — unless
+// more were admitted than joined, which only a queue made by a release without the running
+// totals shows (its admitted total is its life's, its joined total starts at 0): that first
+// row is the baseline and counts nothing. The dropped delta comes from the latest row that has
+// dropped_total (rows written by an older release leave it NULL; docs/UPGRADING.md, mixed
+// versions). Two instances that both led the queue in one step (a hand-over) upsert the same
+// row: the counts grow by what the second saw beyond the first's totals, the peaks take the
+// larger, the histograms add, p50/p95 are those of the larger sample.
 const insertStep = `
 INSERT INTO queue_history AS h (queue, step_seconds, t, waiting, prequeue, sse_connections,
 	joined, admitted, abandoned, expired, left_places,

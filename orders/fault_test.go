@@ -56,7 +56,7 @@ func TestPoolExhaustedFailsFast(t *testing.T) {
 	const acquire = 200 * time.Millisecond
 	s, dsn := mustOpen(t, orders.Config{MaxConns: 2, AcquireTimeout: acquire, QueryTimeout: 20 * time.Second})
 	mustProduct(t, s, "hot", 10)
-	// Seed 000's vicious circle: a locked hot row holds every pooled connection.
+	// The vicious circle: a locked hot row holds every pooled connection.
 	_, release := holdRow(t, dsn, "hot")
 	var wg sync.WaitGroup
 	held := make([]error, 2)

@@ -11,8 +11,9 @@ import (
 )
 
 // The orders migrations: products and orders, recorded in schema_migrations. The history
-// and audit tables are analytics' (its own migrations); earlier releases ran them here as
-// 008, 009 and 011, and their rows in schema_migrations stay.
+// and audit tables are analytics' (its own migrations); older releases run them here as
+// 008, 009 and 011, so their rows in schema_migrations stay (docs/UPGRADING.md, "analytics
+// owns its migrations").
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS

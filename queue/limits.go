@@ -136,7 +136,8 @@ func (l *LiveLimits) refresh(ctx context.Context) {
 		return // not set yet (the configured limits hold) or Redis away: keep what we have
 	}
 	// Decoded over the configuration, so a field that the stored JSON lacks (written by an
-	// older release, before the field existed) keeps its configured value, not 0 ("off").
+	// older release: docs/UPGRADING.md, mixed versions) keeps its configured value, not 0
+	// ("off").
 	v := l.initial
 	if json.Unmarshal(b, &v) == nil {
 		l.cur.Store(&v)

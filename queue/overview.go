@@ -146,7 +146,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 			o.AdmittedTotal = toInt(v[0])
 			o.AdmitRate = toFloat(v[1])
 			if v[1] == nil {
-				o.AdmitRate = toFloat(v[7]) // a leader of the release before keeps only the estimate
+				o.AdmitRate = toFloat(v[7]) // an older leader keeps only the estimate (docs/UPGRADING.md)
 			}
 			o.TickLagMs = toFloat(v[2])
 			o.Idle = toString(v[8]) == "1"

@@ -197,7 +197,7 @@ func (q *Queue) PowDifficulty(ctx context.Context, name string) (int, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
 	// "rate" is written when a queue is created, so its absence means no such queue;
-	// pow_difficulty is missing on queues created before it existed (off).
+	// a queue stored without pow_difficulty (by an older release) has it off.
 	v, err := q.rdb.HMGet(ctx, keysFor(name).cfg(), "rate", "pow_difficulty").Result()
 	if err != nil && err != redis.Nil {
 		return 0, fail("pow difficulty "+name, err)

@@ -265,8 +265,8 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if err := p.normalizeOrigins(); err != nil {
 		return Settings{}, false, err
 	}
-	// Rules for new values only: a value stored before the rule existed must not block a
-	// change of another setting (pausing a sale, say).
+	// Rules for new values only: a stored value that a rule refuses (written by an older
+	// release) must not block a change of another setting (pausing a sale, say).
 	if err := p.Validate(); err != nil {
 		return Settings{}, false, err
 	}

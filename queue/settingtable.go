@@ -51,7 +51,8 @@ type Setting struct {
 	Choices     []string
 	ChoiceLabel string
 	// Default is the value of a new queue (nil: the zero value). Absent says what a queue
-	// stored before the setting existed reads: true, the default; false, the zero value.
+	// stored without the setting (by an older release) reads: true, the default; false, the
+	// zero value.
 	Default any
 	Absent  bool
 	// Scripted: the value is written by a script of its own (the schedule), not by Put.

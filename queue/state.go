@@ -21,31 +21,30 @@ const (
 
 // storedState is a ticket's value in the queue's tickets hash. The format is read and
 // written by this file and by the Lua scripts (join.lua, leave.lua, admit.lua,
-// token.lua), and by both versions during a rolling deploy, so it only ever gains fields
-// at the end:
+// token.lua), and by instances of two releases side by side during a rolling deploy, so it
+// only ever gains fields at the end (docs/UPGRADING.md, mixed versions):
 //
 //	"<code>:<seq>[:<token>:<exp_ms>:<extra>[:<iat_ms>[:<lane>]]]"
 //
 // code w (waiting), a (admitted; extra = the admission tick, iat_ms = the admission time,
-// written since signed tokens), e (expired unused; as a), u (used by an order; extra = the
-// request key that used it). A reader of the release before signed tokens splits at most
-// five fields, so it sees "tick:iat" as extra and falls back to the line's tick.
+// absent when a leader without signed tokens admitted it), e (expired unused; as a), u (used
+// by an order; extra = the request key that used it). A reader without signed tokens splits
+// at most five fields, so it sees "tick:iat" as extra and falls back to the line's tick.
 //
 // Pre-queue (scheduled queues): "q:<n>" — code q, n the member's join number in the
-// pre-queue; the draw replaces it with "w:<seq>". An instance of the release before
-// schedules reads no known state from it (it is not waiting there), which is why a
-// scheduled queue needs every instance on a release that knows schedules (README, upgrade).
+// pre-queue; the draw replaces it with "w:<seq>". An instance without schedules reads no
+// known state from it (it is not waiting there), which is why a scheduled queue needs every
+// instance on a release that knows schedules (README, upgrade).
 //
 // Lanes (invites): a waiter of the priority or bypass line is "w:<seq>:::<lane>" — code w,
 // seq its number in that lane's own sequence, token and exp empty, and the lane letter
-// (p or b) in the fifth field (extra), which no reader of a waiting state used before. An
-// instance of the release before lanes therefore reads a waiter (no crash, no refusal);
-// it computes its position in the normal line from the lane's sequence, which is wrong
-// for one release, and it does not admit from the lanes. When such a ticket is admitted
-// the lane is kept as a seventh field ("a:<seq>:<token>:<exp>:<tick>:<iat>:p", so also in
-// "e…"); readers that split fewer fields see it glued to iat_ms, which only the release
-// before signed tokens reads (and ignores, as said above). A normal place's state has no
-// lane field and is byte for byte what it was.
+// (p or b) in the fifth field (extra), which no other reader of a waiting state uses. An
+// instance without lanes therefore reads a waiter (no crash, no refusal); it computes its
+// position in the normal line from the lane's sequence, which is wrong there, and it does
+// not admit from the lanes. When such a ticket is admitted the lane is kept as a seventh
+// field ("a:<seq>:<token>:<exp>:<tick>:<iat>:p", so also in "e…"); readers that split
+// fewer fields see it glued to iat_ms, which only a reader without signed tokens reads (and
+// ignores, as said above). A normal place's state has no lane field.
 type storedState struct {
 	code  byte
 	seq   int64

@@ -21,8 +21,9 @@ func bidiControl(s string) (rune, bool) {
 
 // Validate refuses, with an *InvalidError naming the field, what the patch sets that a rule
 // forbids in new values: bidi controls in the branding texts a page shows. It judges the
-// patch only (Put calls it), so a value stored before the rule existed does not block a
-// change of another setting; Settings.Validate checks ranges of the whole result.
+// patch only (Put calls it), so a stored value the rule refuses (written by an older
+// release) does not block a change of another setting; Settings.Validate checks ranges of
+// the whole result.
 func (p SettingsPatch) Validate() error {
 	for _, f := range []struct {
 		field string

@@ -100,7 +100,7 @@ func pollAdmitted(ctx context.Context, in *instance, queue, ticket string, withi
 			return "", err
 		}
 		req.Header.Set("Authorization", "Bearer "+ticket)
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			return "", fmt.Errorf("status of %s: %v", ticket, err)
 		}

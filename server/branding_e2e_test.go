@@ -15,7 +15,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// Branding of a queue's pages (issue 16, part 6) through the API: every branding field is
+// Branding of a queue's pages through the API: every branding field is
 // checked (422 naming the field), the logo is taken only as the image type it claims and
 // served back from the room's origin with nosniff, and the message reaches the waiting page
 // escaped. Every request and answer is checked against docs/openapi.yaml by the harness.

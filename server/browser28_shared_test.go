@@ -77,8 +77,8 @@ func releaseChromium(bin string, c *sharedChromium) {
 	c.stop()
 }
 
-// startChromium starts Chromium with a fresh profile and only the flags the issue names (no
-// chromedp defaults: they would leave some network features on).
+// startChromium starts Chromium with a fresh profile and only the flags below (no chromedp
+// defaults: they would leave some network features on).
 func startChromium(bin string) (*sharedChromium, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, err

@@ -201,7 +201,7 @@ func TestBrowserAdminShowsStreamBudget(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+tickets[2])
 	req.Header.Set("Accept", "text/event-stream")
 	started := time.Now()
-	res, err := http.DefaultClient.Do(req)
+	res, err := specClient.Do(req)
 	if err != nil {
 		t.Fatalf("third stream: %v", err)
 	}

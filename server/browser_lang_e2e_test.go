@@ -52,7 +52,7 @@ func TestBrowserLangSwitch(t *testing.T) {
 	}
 	p.do("pick 日本語", 5*time.Second, chromedp.SetValue(chromedp.ID("lang-select"), "ja"))
 	p.click("lang-apply")
-	ja := static.Messages("ja")
+	ja := static.Builtin().Messages("ja")
 	want := func(what string) {
 		t.Helper()
 		p.waitJS(what, 15*time.Second, `document.documentElement.lang === 'ja' && document.body.dataset.lang === 'ja' &&
@@ -128,8 +128,7 @@ func TestBrowserLangSwitch(t *testing.T) {
 // ignores an unknown key (logged). ?lang=fr shows French and sets the cookie; the switcher
 // in Chromium offers "français" next to the built-in languages.
 func TestBrowserLangMessagesDir(t *testing.T) {
-	// Serial: WR_MESSAGES_DIR loads into the process-wide message tables (static.LoadMessagesDir),
-	// which every page of every test in this binary reads.
+	t.Parallel() // the loaded tables are this instance's (web.Config.Messages)
 	dir := t.TempDir()
 	for name, body := range map[string]string{
 		"fr.json": `{"index_heading": "Files ouvertes", "lang_label": "Langue"}`,
@@ -139,7 +138,6 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = static.LoadMessagesDir("") }) // the tables are per process
 	ctx, in := browserInstance(t, "lang-dir", 45*time.Second, map[string]string{"WR_MESSAGES_DIR": dir})
 	get := func(url string, hdr ...string) (*http.Response, string) {
 		t.Helper()
@@ -147,7 +145,7 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +154,7 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 		return res, string(body)
 	}
 	res, body := get(in.url + "/?lang=fr")
-	if !strings.Contains(body, `<html lang="fr">`) || !strings.Contains(body, "Files ouvertes") || !strings.Contains(body, static.Messages("en")["index_intro"]) {
+	if !strings.Contains(body, `<html lang="fr">`) || !strings.Contains(body, "Files ouvertes") || !strings.Contains(body, static.Builtin().Messages("en")["index_intro"]) {
 		t.Errorf("?lang=fr: %.400s", body)
 	}
 	if sc := res.Header.Get("Set-Cookie"); !strings.Contains(sc, "wr_lang=fr") || !strings.Contains(strings.ToLower(sc), "samesite=lax") || !strings.Contains(sc, "max-age=31536000") {
@@ -168,7 +166,7 @@ func TestBrowserLangMessagesDir(t *testing.T) {
 	if _, body := get(in.url+"/", "Accept-Language", "fr-FR,fr;q=0.9,en;q=0.5"); !strings.Contains(body, `<html lang="fr">`) {
 		t.Error("Accept-Language fr does not pick the added French")
 	}
-	if _, body := get(in.url+"/", "Cookie", "wr_lang=ja", "Accept-Language", "fr"); !strings.Contains(body, "現在のセール") || !strings.Contains(body, static.Messages("ja")["index_intro"]) {
+	if _, body := get(in.url+"/", "Cookie", "wr_lang=ja", "Accept-Language", "fr"); !strings.Contains(body, "現在のセール") || !strings.Contains(body, static.Builtin().Messages("ja")["index_intro"]) {
 		t.Error("the cookie must win over Accept-Language, with the ja override")
 	}
 	if _, body := get(in.url+"/?lang=xx", "Accept-Language", "ko"); !strings.Contains(body, `<html lang="ko">`) {

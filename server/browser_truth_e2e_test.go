@@ -17,7 +17,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// The buyer's page tells the truth (issue 16, parts 2 and 3), in headless Chromium: the
+// The buyer's page tells the truth, in headless Chromium: the
 // paused state, a stale stream after the server froze (SIGSTOP) and its recovery, the opt-in
 // notification at the turn with the deadline in local time, and the queue's auto_redirect.
 // Screenshots at 1280 px and 375 px go to /tmp/wr-shots/truth-*.png.

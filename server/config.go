@@ -244,14 +244,14 @@ var settings = []setting{
 	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short while a replica is attached the tick is held (no token told) and confirmed again each tick; with no replica attached admissions go out unconfirmed (counted in queue_replication_unconfirmed_total)", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
-	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare, as the release before; for the first rolling upgrade only — guards accept both either way)", func(c *config, v string) error {
+	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare; only for the first step of the upgrade to signed tokens, docs/UPGRADING.md — guards accept both either way)", func(c *config, v string) error {
 		if v != "jws" && v != "uuid" {
 			return fmt.Errorf("must be jws or uuid")
 		}
 		c.TokenFormat = v
 		return nil
 	}},
-	{"WR_ACCEPT_BARE_TOKENS", "true", "guards also accept a token's bare UUID (the form of the release before signed tokens, still checked in Redis: live, this ticket, this queue); set false once every instance hands out jws and one token lifetime has passed", boolSetting(func(c *config) *bool { return &c.AcceptBareTokens })},
+	{"WR_ACCEPT_BARE_TOKENS", "true", "guards also accept a token's bare UUID (the unsigned form, still checked in Redis: live, this ticket, this queue); set false once every instance hands out jws and one token lifetime has passed", boolSetting(func(c *config) *bool { return &c.AcceptBareTokens })},
 	{"WR_ISSUER", "waitroom", "the iss claim of admission tokens (guards and verifiers require it)", func(c *config, v string) error {
 		if v == "" || len(v) > 200 {
 			return fmt.Errorf("must be 1-200 characters")

@@ -327,7 +327,7 @@ func clientFor(variant, path string) *http.Client {
 	if strings.Contains(variant, "huge header") || strings.Contains(path, "%20") {
 		return unchecked
 	}
-	return http.DefaultClient
+	return specClient
 }
 
 // stream measures opening a stream up to its first event (or its refusal).

@@ -63,7 +63,7 @@ func joinAll(t *testing.T, ins []*instance, name string, n, workers int) []strin
 	t.Helper()
 	out := make([]string, n)
 	parallel(t, n, workers, func(i int) error {
-		res, err := http.Post(ins[i%len(ins)].url+"/api/queues/"+name+"/join", "application/json", nil)
+		res, err := specClient.Post(ins[i%len(ins)].url+"/api/queues/"+name+"/join", "application/json", nil)
 		if err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func statusPositions(t *testing.T, ins []*instance, name string, tickets []strin
 	parallel(t, len(tickets), workers, func(i int) error {
 		req, _ := http.NewRequest("GET", ins[i%len(ins)].url+"/api/queues/"+name+"/status", nil)
 		req.Header.Set("Authorization", "Bearer "+tickets[i])
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			return err
 		}

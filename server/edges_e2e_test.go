@@ -43,7 +43,7 @@ func TestEdgesOverHTTP(t *testing.T) {
 			for _, v := range xff {
 				req.Header.Add("X-Forwarded-For", v)
 			}
-			res, err := http.DefaultClient.Do(req)
+			res, err := specClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func TestKillInstanceMidRun(t *testing.T) {
 	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	ins := []*instance{startProcess(t, "p1", env), startProcess(t, "p2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20, "places_per_ip": 0, "paused": true})
-	// An empty queue rests with no leader (issue 12): a first waiter wakes it, paused so it
+	// An empty queue rests with no leader: a first waiter wakes it, paused so it
 	// stays; admission starts once every follower is on.
 	call(t, "POST", ins[0].url+"/api/queues/kill/join", "", nil, nil)
 	// Find the leader (the admin view names it).

@@ -95,7 +95,7 @@ func TestKillLeader(t *testing.T) {
 	)
 	first := startProcess(t, "k1", env)
 	admin(t, first, "PUT", "/admin/api/queues/lead", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0})
-	// An empty queue rests with no leader (issue 12); the first join wakes it.
+	// An empty queue rests with no leader; the first join wakes it.
 	call(t, "POST", first.url+"/api/queues/lead/join", "", nil, nil)
 	rdb := rs.Client()
 	ctx := context.Background()

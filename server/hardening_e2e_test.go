@@ -201,7 +201,7 @@ func TestOneTicketPerQueueInOneBrowser(t *testing.T) {
 		admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
 	}
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Transport: http.DefaultClient.Transport}
+	browser := &http.Client{Jar: jar, Transport: specClient.Transport}
 	var a, b joinResp
 	callVia(t, browser, "POST", in.url+"/api/queues/qa/join", "", nil, &a)
 	callVia(t, browser, "POST", in.url+"/api/queues/qb/join", "", nil, &b)

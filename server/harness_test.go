@@ -34,10 +34,12 @@ func TestMain(m *testing.M) {
 	}
 	s.events = os.NewFile(3, "openapi-events")
 	spec = s
-	// call and any other use of http.DefaultClient go through the check.
-	http.DefaultClient.Transport = specTransport{base: http.DefaultTransport}
 	pgtest.Main(m)
 }
+
+// specClient is the tests' plain HTTP client (call uses it): every request it sends is
+// checked against docs/openapi.yaml (specTransport).
+var specClient = &http.Client{Transport: specTransport{base: http.DefaultTransport}}
 
 const adminToken = "test-admin-token"
 
@@ -365,7 +367,7 @@ func listening(logs *syncBuffer, done chan error, timeout time.Duration) (string
 // call makes one HTTP request and decodes a JSON answer into out (when not nil).
 func call(t *testing.T, method, url, bearer string, body any, out any, hdr ...string) *http.Response {
 	t.Helper()
-	return callVia(t, http.DefaultClient, method, url, bearer, body, out, hdr...)
+	return callVia(t, specClient, method, url, bearer, body, out, hdr...)
 }
 
 // callVia is call through a client of the caller's (a source address, say).

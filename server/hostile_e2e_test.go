@@ -151,7 +151,7 @@ func TestHostileClients(t *testing.T) {
 		req, _ := http.NewRequest("OPTIONS", in.url+"/api/orders", nil)
 		req.Header.Set("Origin", "https://evil.example")
 		req.Header.Set("Access-Control-Request-Method", "POST")
-		pre, err := http.DefaultClient.Do(req)
+		pre, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func raw(t *testing.T, method, url string, body string, hdr ...string) (*http.Re
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := specClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +128,12 @@ func TestCrossOriginRules(t *testing.T) {
 		t.Fatalf("products for an allowed origin: %v", res.Header)
 	}
 	// The stream: the hijacked answer carries the CORS headers too.
-	s, sres := openStreamWith(t, http.DefaultClient, in.url+"/api/queues/co/stream?ticket="+j.Ticket, "", "", "Origin", shop)
+	s, sres := openStreamWith(t, specClient, in.url+"/api/queues/co/stream?ticket="+j.Ticket, "", "", "Origin", shop)
 	defer s.close()
 	if sres.Header.Get("Access-Control-Allow-Origin") != shop || sres.Header.Get("Access-Control-Allow-Credentials") != "true" {
 		t.Fatalf("stream for an allowed origin: %v", sres.Header)
 	}
-	s2, sres2 := openStreamWith(t, http.DefaultClient, in.url+"/api/queues/co/stream?ticket="+j.Ticket, "", "", "Origin", evil)
+	s2, sres2 := openStreamWith(t, specClient, in.url+"/api/queues/co/stream?ticket="+j.Ticket, "", "", "Origin", evil)
 	defer s2.close()
 	if sres2.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("stream for another origin: %v", sres2.Header)

@@ -82,7 +82,7 @@ func TestJourneyA11yStates(t *testing.T) {
 		ops.waitJS("the dashboard", 30*time.Second, `document.documentElement.lang === '`+lang+`' && `+dashboard)
 		// The branding form speaks the page's language (its words were English before).
 		if got, want := ops.eval(`document.querySelector('[data-queue="line"] [data-testid=branding-form] .sale-title').textContent`),
-			static.Messages(lang)["admin_branding"]; got != want {
+			static.Builtin().Messages(lang)["admin_branding"]; got != want {
 			t.Errorf("%s dashboard: the branding form's title is %q, want %q", lang, got, want)
 		}
 		state(ops, lang+" dashboard")

@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// badFreeze is how long J6 keeps the server frozen (the 20 s).
+// badFreeze is how long J6 keeps the server frozen.
 const badFreeze = 20 * time.Second
 
 // TestJourneyBadMoments is J6, the bad moments of a buyer, on one server run as a child

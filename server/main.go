@@ -106,7 +106,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}()
 	setRedisLog(log)
-	if err = loadMessages(cfg.MessagesDir, log); err != nil {
+	messages, err := loadMessages(cfg.MessagesDir, log)
+	if err != nil {
 		return a, closeAll, err
 	}
 	rdb, admitRDB, closeRedis, err := openRedis(cfg, log)
@@ -207,8 +208,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		MaxConns: maxConns, MaxStreams: maxStreams,
 		AdminStreamsPerToken: cfg.AdminStreamsTok, AdminStreamsPerInstance: cfg.AdminStreamsInst,
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
-		UnboundQueue: cfg.UnboundQueue,
-		ReadTimeout:  cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
+		UnboundQueue: cfg.UnboundQueue, Messages: messages,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
 	}, web.Deps{
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
@@ -330,7 +331,8 @@ func waitOr(ctx context.Context, ch <-chan struct{}) {
 }
 
 // admitPoolSize is the admission loops' own Redis pool: request traffic exhausting the main
-// pool must not slow admission down (seed 000's lesson, measured here with 5,000 pollers).
+// pool must not slow admission down (a shared pool exhausted by pollers stalls the ticks;
+// measured here with 5,000 pollers).
 const admitPoolSize = 4
 
 // openRedis connects to REDIS_URL — a Sentinel URL (master_name=…), a Cluster URL (addr=…
@@ -456,15 +458,16 @@ func generatedAdminToken(cfg config) (string, error) {
 	return tok, nil
 }
 
-// loadMessages reads WR_MESSAGES_DIR (the operator's page messages) into the
-// page tables, logging what each file added, lacks or had that is unknown.
-func loadMessages(dir string, log zerolog.Logger) error {
+// loadMessages makes the pages' message tables: the built-in ones with WR_MESSAGES_DIR
+// (the operator's page messages) applied, logging what each file added, lacks or had
+// that is unknown.
+func loadMessages(dir string, log zerolog.Logger) (*static.Catalog, error) {
 	if dir == "" {
-		return nil
+		return static.Builtin(), nil
 	}
-	notes, err := static.LoadMessagesDir(dir)
+	messages, notes, err := static.LoadMessagesDir(dir)
 	if err != nil {
-		return fmt.Errorf("WR_MESSAGES_DIR=%s: %w", dir, err)
+		return nil, fmt.Errorf("WR_MESSAGES_DIR=%s: %w", dir, err)
 	}
 	for _, n := range notes {
 		ev := log.Info()
@@ -473,8 +476,8 @@ func loadMessages(dir string, log zerolog.Logger) error {
 		}
 		ev.Str("messages_dir", dir).Msg(n)
 	}
-	log.Info().Str("messages_dir", dir).Strs("languages", static.Languages()).Msg("page messages loaded")
-	return nil
+	log.Info().Str("messages_dir", dir).Strs("languages", messages.Languages()).Msg("page messages loaded")
+	return messages, nil
 }
 
 // clusterReplicaAcks is WR_REDIS_REPLICA_ACKS=auto on a Redis Cluster: 1 when every master
@@ -547,10 +550,13 @@ func redisTarget(url string) string {
 
 // redisLog sends go-redis's own log lines (one per failed dial, and so on) to zerolog at
 // debug level, so an outage is told once by our lines instead of many times by its.
-// go-redis has one process-wide logger (redis.SetLogger writes a package variable that its
-// connections read unlocked). It is set once, to a forwarder that reads the logger of the
-// instance started last (as setting it on every start did) through an atomic pointer, so
-// several instances in one process — the tests run them in parallel — never race on it.
+// go-redis has one process-wide logger and no per-client one: redis.SetLogger stores into
+// a package variable (internal.Logger) that every client's pools and background loops read,
+// and redis.Options, ClusterOptions and the rest have no logger field (checked in go-redis
+// v9.23.0). So this is the one package-level state here that cannot become a value passed
+// where it is used. It is set once, to a forwarder that reads the logger of the instance
+// started last through an atomic pointer, so several instances in one process — the tests
+// run them in parallel — never race on it.
 var (
 	redisLogOnce sync.Once
 	redisLogTo   atomic.Pointer[zerolog.Logger]

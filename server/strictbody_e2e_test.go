@@ -39,7 +39,7 @@ func TestAdminStrictBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+adminToken)
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

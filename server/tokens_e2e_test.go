@@ -341,7 +341,7 @@ func TestNginxAuthRequest(t *testing.T) {
 		if token != "" {
 			req.Header.Set("X-Admission-Token", token)
 		}
-		res, err := http.DefaultClient.Do(req)
+		res, err := specClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

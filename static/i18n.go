@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 )
 
 // Built-in languages. English is the fallback; every other table, built in or
@@ -21,18 +20,22 @@ const (
 	LangJapanese = "ja"
 )
 
-// catalog is the set of message tables in use: the built-in ones, plus what
-// LoadMessagesDir read. It is replaced whole, so readers need no lock.
-type catalog struct {
+// Catalog is a set of message tables: the built-in ones (Builtin), plus what
+// LoadMessagesDir read from an operator's directory. It does not change once made, so
+// one value is safe for concurrent use; the server makes it at start and hands it to
+// whatever renders pages.
+type Catalog struct {
 	tables map[string]map[string]string
 	buyer  map[string]map[string]string // each table without the dashboard's and report's keys
 	order  []string                     // preference on a tie: en, ko, ja, then the operator's by code
 	codes  string                       // the codes in order, space-separated (T.lang_codes)
 }
 
-var current atomic.Pointer[catalog]
+// builtin is the catalogue of the built-in tables, made once; nothing changes it.
+var builtin = newCatalog(builtinTables())
 
-func init() { current.Store(newCatalog(builtinTables())) }
+// Builtin returns the catalogue of the built-in tables (en, ko, ja).
+func Builtin() *Catalog { return builtin }
 
 func builtinTables() map[string]map[string]string {
 	en := make(map[string]string, len(messages))
@@ -52,12 +55,12 @@ func builtinTables() map[string]map[string]string {
 	return map[string]map[string]string{LangEnglish: en, LangKorean: ko, LangJapanese: ja}
 }
 
-// messageAreas are the tables of the third wave, one per area of the pages, each
+// messageAreas are the tables written one per area of the pages, each
 // {English, Korean, Japanese} per key (messages_<area>.go).
 var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28}
 
-func newCatalog(tables map[string]map[string]string) *catalog {
-	c := &catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}
+func newCatalog(tables map[string]map[string]string) *Catalog {
+	c := &Catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}
 	for code, table := range tables {
 		b := make(map[string]string, len(table))
 		for k, v := range table {
@@ -81,13 +84,13 @@ func newCatalog(tables map[string]map[string]string) *catalog {
 
 // Languages returns the codes of every language the pages can be shown in:
 // en, ko, ja, then those added from a messages directory, by code.
-func Languages() []string { return slices.Clone(current.Load().order) }
+func (cat *Catalog) Languages() []string { return slices.Clone(cat.order) }
 
 // Supported reports whether code (any case, a region such as "ja-JP" is
 // dropped) names a language of Languages, and returns it in canonical form.
-func Supported(code string) (string, bool) {
+func (cat *Catalog) Supported(code string) (string, bool) {
 	code = primary(strings.ToLower(strings.TrimSpace(code)))
-	if _, ok := current.Load().tables[code]; ok && code != "" {
+	if _, ok := cat.tables[code]; ok && code != "" {
 		return code, true
 	}
 	return "", false
@@ -98,8 +101,7 @@ func Supported(code string) (string, bool) {
 // en, ko, ja, others), else "en". A language missing from the header takes the
 // q-value of "*" if there is one; q=0 means "not acceptable". English is the
 // answer whenever no other language is wanted more.
-func Lang(acceptLanguage string) string {
-	cat := current.Load()
+func (cat *Catalog) Lang(acceptLanguage string) string {
 	prefs := map[string]pref{}
 	wild := pref{q: -1}
 	for i, part := range strings.Split(acceptLanguage, ",") {
@@ -190,14 +192,13 @@ func parseRange(part string) (tag string, q float64, ok bool) {
 // key is not a message: lang_codes, the codes of Languages space-separated,
 // for the language switcher. The map is a fresh copy the caller may keep or
 // change.
-func Messages(lang string) map[string]string {
-	cat := current.Load()
+func (cat *Catalog) Messages(lang string) map[string]string {
 	return cat.copyOf(cat.tables, lang)
 }
 
 // copyOf is a fresh copy of the table of lang in tables (English when lang has none), with
 // lang_codes added.
-func (cat *catalog) copyOf(tables map[string]map[string]string, lang string) map[string]string {
+func (cat *Catalog) copyOf(tables map[string]map[string]string, lang string) map[string]string {
 	table, ok := tables[lang]
 	if !ok {
 		table = tables[LangEnglish]
@@ -214,8 +215,7 @@ func (cat *catalog) copyOf(tables map[string]map[string]string, lang string) map
 // buyer pages (the index, the waiting page, the order page) and their scripts use. The
 // pages embed their table whole (#wr-messages), so a buyer's page does not carry the
 // dashboard's words.
-func BuyerMessages(lang string) map[string]string {
-	cat := current.Load()
+func (cat *Catalog) BuyerMessages(lang string) map[string]string {
 	return cat.copyOf(cat.buyer, lang)
 }
 
@@ -252,8 +252,8 @@ func buyerKeyList() []string {
 var codeRE = regexp.MustCompile(`^[a-z]{2,3}$`)
 
 // LoadMessagesDir reads an operator's message files from dir (WR_MESSAGES_DIR)
-// and puts them in use in place of the current tables; dir "" goes back to the
-// built-in tables. Each file is named by its language code (en.json, ko.json,
+// and returns the catalogue of the built-in tables with them applied; dir "" gives
+// the built-in catalogue. Each file is named by its language code (en.json, ko.json,
 // ja.json, or a new one such as fr.json) and holds one JSON object
 // {"key": "text", …} with keys of the English table. A file for a built-in
 // language overrides those keys; a file for a new language adds the language,
@@ -261,19 +261,18 @@ var codeRE = regexp.MustCompile(`^[a-z]{2,3}$`)
 // Other files (no .json, a name that is not a code) are skipped. The returned
 // notes say what was loaded, what is missing and what was ignored, one line
 // each, for the log. An unreadable directory or file, or a file that is not a
-// JSON object of strings, is an error and nothing changes.
-func LoadMessagesDir(dir string) (notes []string, err error) {
-	tables := builtinTables()
+// JSON object of strings, is an error (and no catalogue).
+func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 	if dir == "" {
-		current.Store(newCatalog(tables))
-		return nil, nil
+		return Builtin(), nil, nil
 	}
+	tables := builtinTables()
 	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("messages directory: %w", err)
+		return nil, nil, fmt.Errorf("messages directory: %w", err)
 	}
 	sort.Strings(names)
 	en := tables[LangEnglish]
@@ -285,11 +284,11 @@ func LoadMessagesDir(dir string) (notes []string, err error) {
 		}
 		b, err := os.ReadFile(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var file map[string]string
 		if err := json.Unmarshal(b, &file); err != nil {
-			return nil, fmt.Errorf("%s: want a JSON object of strings {\"key\": \"text\"}: %w", name, err)
+			return nil, nil, fmt.Errorf("%s: want a JSON object of strings {\"key\": \"text\"}: %w", name, err)
 		}
 		table, builtin := tables[code]
 		if !builtin {
@@ -329,6 +328,5 @@ func LoadMessagesDir(dir string) (notes []string, err error) {
 			notes = append(notes, fmt.Sprintf("%s: %d unknown keys ignored: %s", name, len(unknown), strings.Join(unknown, ", ")))
 		}
 	}
-	current.Store(newCatalog(tables))
-	return notes, nil
+	return newCatalog(tables), notes, nil
 }

@@ -173,7 +173,7 @@ var messages = map[string][2]string{
 	"order_error":          {"The order failed: {msg}", "주문에 실패했습니다: {msg}"},
 	"order_qty_invalid":    {"Enter a whole number from 1 to {max}.", "1부터 {max} 사이의 정수를 입력하세요."},
 	"order_no_product":     {"This product is not available.", "이 상품은 구매할 수 없습니다."},
-	// The receipt after an order and a token another request is using (issue 16).
+	// The receipt after an order and a token another request is using.
 	"order_in_use":        {"Your order is still being processed — checking again…", "주문을 처리하는 중입니다 — 다시 확인하는 중…"},
 	"receipt_title":       {"Receipt", "주문 내역"},
 	"receipt_product":     {"Product", "상품"},
@@ -302,7 +302,7 @@ var messages = map[string][2]string{
 	"admin_sells_none":         {"no product (never sold out)", "상품 없음 (품절되지 않음)"},
 	"admin_sells_stock":        {"{name} ({n} left)", "{name} ({n}개 남음)"},
 
-	// Buyer truth: paused, stale, a lost place, the turn (issue 16).
+	// Buyer truth: paused, stale, a lost place, the turn.
 	"paused_note":         {"Admission is paused — your place is kept", "입장이 일시 정지되었습니다 — 순번은 유지됩니다"},
 	"updated_ago":         {"updated {n} s ago", "{n}초 전 갱신"},
 	"updated_now":         {"updated just now", "방금 갱신"},
@@ -319,7 +319,7 @@ var messages = map[string][2]string{
 	"auto_redirecting":    {"Taking you to the order page…", "주문 페이지로 이동하는 중…"},
 	"admin_auto_redirect": {"Send buyers to the order page by themselves at their turn", "차례가 되면 주문 페이지로 자동 이동"},
 
-	// Language switcher in the footer (issue 16): a select of every language, each named in itself.
+	// Language switcher in the footer: a select of every language, each named in itself.
 	"lang_label": {"Language", "언어"},
 	"lang_apply": {"Change language", "언어 변경"},
 

@@ -1,7 +1,8 @@
 package static
 
-// messagesOrder holds the UI strings of the order page that belongs to its queue (third wave), each as {English, Korean, Japanese}. builtinTables
-// merges it into the three tables; the parity test checks it like the others.
+// messagesOrder holds the UI strings of the order page that belongs to its queue, each as
+// {English, Korean, Japanese}. builtinTables merges it into the three tables; the parity test
+// checks it like the others.
 var messagesOrder = map[string][3]string{
 	"order_choose": {"Choose a product", "상품을 고르세요", "商品を選んでください"},
 	"order_caps": {"Up to {order} per order, {ticket} in all per admission",

@@ -1,7 +1,7 @@
 package static
 
 // messagesPlaces27 holds the dashboard's strings for the per-address share of max_active
-// (third wave: places until the token ends), each as {English, Korean, Japanese}.
+// (a place counts until its token ends), each as {English, Korean, Japanese}.
 var messagesPlaces27 = map[string][3]string{
 	"admin_share_per_ip": {"Share of max active per address (0 = off)", "주소당 최대 동시 입장 비율 (0 = 끔)", "アドレスごとの同時入場上限の割合(0 = オフ)"},
 	"admin_share_per_ip_hint": {

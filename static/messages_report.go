@@ -1,7 +1,8 @@
 package static
 
-// messagesReport holds the UI strings of the report page: sold-out time, places dropped at the end (third wave), each as {English, Korean, Japanese}. builtinTables
-// merges it into the three tables; the parity test checks it like the others.
+// messagesReport holds the UI strings of the report page: sold-out time, places dropped at the
+// end, each as {English, Korean, Japanese}. builtinTables merges it into the three tables; the
+// parity test checks it like the others.
 var messagesReport = map[string][3]string{
 	// Where every place went: joined = admitted + abandoned + left + dropped + still waiting.
 	"report_dropped":       {"Dropped at the end", "종료 시 정리됨", "終了時に打ち切り"},

@@ -1,7 +1,7 @@
 package static
 
-// messagesSnapshots holds the UI strings of the index page's pages (third wave: the index
-// lists its queues a page at a time), each as {English, Korean, Japanese}. builtinTables
+// messagesSnapshots holds the UI strings of the index page's pages (the index lists its
+// queues a page at a time), each as {English, Korean, Japanese}. builtinTables
 // merges it into the three tables; the parity test checks it like the others.
 var messagesSnapshots = map[string][3]string{
 	"index_pages":   {"Pages of lines", "대기열 목록 페이지", "待ち行列の一覧のページ"},

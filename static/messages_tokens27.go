@@ -1,7 +1,7 @@
 package static
 
-// messagesTokens27 holds the dashboard's strings for revoking a token signing key (third
-// wave: revocation), each as {English, Korean, Japanese}. builtinTables merges it into the
+// messagesTokens27 holds the dashboard's strings for revoking a token signing key, each as
+// {English, Korean, Japanese}. builtinTables merges it into the
 // three tables; the parity test checks it like the others.
 var messagesTokens27 = map[string][3]string{
 	"admin_key_action":       {"Action", "작업", "操作"},

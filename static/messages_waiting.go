@@ -1,7 +1,8 @@
 package static
 
-// messagesWaiting holds the UI strings of the waiting page and the index: the end of a sale, the per-address stream cap, leaving the line (third wave), each as {English, Korean, Japanese}. builtinTables
-// merges it into the three tables; the parity test checks it like the others.
+// messagesWaiting holds the UI strings of the waiting page and the index: the end of a sale,
+// the per-address stream cap, leaving the line, each as {English, Korean, Japanese}.
+// builtinTables merges it into the three tables; the parity test checks it like the others.
 var messagesWaiting = map[string][3]string{
 	// The index: every listed queue's state, and what a buyer can do there.
 	"badge_scheduled":     {"Scheduled", "예정", "予定"},

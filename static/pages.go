@@ -8,7 +8,7 @@ package static
 // IndexPage is the data of the "index" template: the list of queues.
 type IndexPage struct {
 	Lang   string            // "en" or "ko", from Lang
-	T      map[string]string // Messages(Lang)
+	T      map[string]string // Catalog.Messages(Lang) (BuyerMessages on the buyer pages)
 	Queues []QueueInfo
 	// The page of the list (GET /?page=N, from 1) and the number of pages; PageLabel is
 	// "Page N of M" in the page's language ("" with one page: no pager); PrevURL and NextURL

@@ -54,7 +54,7 @@ func TestLang(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.header, func(t *testing.T) {
-			if got := static.Lang(tt.header); got != tt.want {
+			if got := static.Builtin().Lang(tt.header); got != tt.want {
 				t.Errorf("Lang(%q) = %q, want %q", tt.header, got, tt.want)
 			}
 		})
@@ -85,13 +85,13 @@ func placeholders(s string) []string {
 // {placeholders}.
 func TestMessagesEveryLanguage(t *testing.T) {
 	t.Parallel()
-	if got := static.Languages(); !slices.Equal(got, []string{"en", "ko", "ja"}) {
+	if got := static.Builtin().Languages(); !slices.Equal(got, []string{"en", "ko", "ja"}) {
 		t.Fatalf("Languages() = %v, want en ko ja", got)
 	}
-	en := static.Messages("en")
+	en := static.Builtin().Messages("en")
 	mayBeEmpty := map[string]bool{"pos_after": true}
 	for _, lang := range []string{"ko", "ja"} {
-		m := static.Messages(lang)
+		m := static.Builtin().Messages(lang)
 		for k, e := range en {
 			v, ok := m[k]
 			if !ok {
@@ -116,7 +116,7 @@ func TestMessagesEveryLanguage(t *testing.T) {
 			}
 		}
 	}
-	if got := static.Messages("en")["lang_codes"]; got != "en ko ja" {
+	if got := static.Builtin().Messages("en")["lang_codes"]; got != "en ko ja" {
 		t.Errorf("lang_codes = %q", got)
 	}
 }
@@ -143,7 +143,7 @@ func sameInEveryLanguage(key, english string) bool {
 // pages get, so a key an area adds is checked the moment it lands.
 func TestTheFirstTablesAreTranslated(t *testing.T) {
 	t.Parallel()
-	en, ko, ja := static.Messages("en"), static.Messages("ko"), static.Messages("ja")
+	en, ko, ja := static.Builtin().Messages("en"), static.Builtin().Messages("ko"), static.Builtin().Messages("ja")
 	if len(en) != len(ko) || len(en) != len(ja) {
 		t.Errorf("en %d keys, ko %d, ja %d", len(en), len(ko), len(ja))
 	}
@@ -156,11 +156,11 @@ func TestTheFirstTablesAreTranslated(t *testing.T) {
 
 func TestMessages(t *testing.T) {
 	t.Parallel()
-	en, ko := static.Messages("en"), static.Messages("ko")
+	en, ko := static.Builtin().Messages("en"), static.Builtin().Messages("ko")
 	if len(en) == 0 || len(en) != len(ko) {
 		t.Fatalf("got %d English and %d Korean messages", len(en), len(ko))
 	}
-	if got := static.Messages("fr"); got["brand"] != en["brand"] || got["joining"] != en["joining"] {
+	if got := static.Builtin().Messages("fr"); got["brand"] != en["brand"] || got["joining"] != en["joining"] {
 		t.Error("an unknown language should give English")
 	}
 	// Korean may leave a few fragments empty where word order needs none.
@@ -182,7 +182,7 @@ func TestMessages(t *testing.T) {
 		}
 	}
 	en["brand"] = "changed"
-	if static.Messages("en")["brand"] == "changed" {
+	if static.Builtin().Messages("en")["brand"] == "changed" {
 		t.Error("Messages must return a copy")
 	}
 }
@@ -191,7 +191,7 @@ func TestMessages(t *testing.T) {
 // The buyer pages get the buyer messages only (as web's lang does), so a buyer template
 // that uses another key fails here (missingkey=error).
 func pages(lang string) map[string]any {
-	T, all := static.BuyerMessages(lang), static.Messages(lang)
+	T, all := static.Builtin().BuyerMessages(lang), static.Builtin().Messages(lang)
 	return map[string]any{
 		"index": static.IndexPage{Lang: lang, T: T, Queues: []static.QueueInfo{
 			{Name: "demo", Waiting: 1234, RatePerSecond: 5},
@@ -273,7 +273,7 @@ func TestTemplates(t *testing.T) {
 				}
 				if !strings.Contains(out, `<option value="`+lang+`" lang="`+lang+`" selected>`) ||
 					!strings.Contains(out, `<select id="lang-select" name="lang" data-codes="en ko ja">`) ||
-					!strings.Contains(out, `<label for="lang-select">`+static.Messages(lang)["lang_label"]+`</label>`) {
+					!strings.Contains(out, `<label for="lang-select">`+static.Builtin().Messages(lang)["lang_label"]+`</label>`) {
 					t.Error("no language switcher with the page's language selected")
 				}
 				if !strings.Contains(out, `name="viewport"`) || !strings.Contains(out, `href="`+static.AssetURL("style.css")+`"`) {
@@ -340,8 +340,8 @@ func readAll(t *testing.T, glob string) map[string]string {
 func TestEveryKeyUsedExists(t *testing.T) {
 	t.Parallel()
 	check := func(file, key string) {
-		for _, lang := range static.Languages() {
-			if _, ok := static.Messages(lang)[key]; !ok {
+		for _, lang := range static.Builtin().Languages() {
+			if _, ok := static.Builtin().Messages(lang)[key]; !ok {
 				t.Errorf("%s uses %q: no %s", file, key, lang)
 			}
 		}
@@ -489,7 +489,7 @@ func TestIndexGroupsDigits(t *testing.T) {
 		want string
 	}{{0, ">0<"}, {999, ">999<"}, {1000, ">1,000<"}, {1234567, ">1,234,567<"}, {-1234, ">-1,234<"}} {
 		var buf bytes.Buffer
-		data := static.IndexPage{Lang: "en", T: static.Messages("en"), Queues: []static.QueueInfo{{Name: "q", Waiting: tt.n}}}
+		data := static.IndexPage{Lang: "en", T: static.Builtin().Messages("en"), Queues: []static.QueueInfo{{Name: "q", Waiting: tt.n}}}
 		if err := tmpl.ExecuteTemplate(&buf, "index", data); err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +507,7 @@ func TestDropDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	en := static.Messages("en")
+	en := static.Builtin().Messages("en")
 	for key, want := range map[string]string{
 		"pre_draw_explain":   "The draw happens at the start: everyone who is here before then gets a random place",
 		"lottery":            "You are in the draw — {n} waiting",
@@ -562,7 +562,7 @@ func TestQueueAutoRedirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, on := range []bool{false, true} {
-		out := render(t, tmpl, "queue", static.QueuePage{Lang: "en", T: static.Messages("en"), Queue: "demo", Exists: true, AutoRedirect: on})
+		out := render(t, tmpl, "queue", static.QueuePage{Lang: "en", T: static.Builtin().Messages("en"), Queue: "demo", Exists: true, AutoRedirect: on})
 		if got := strings.Contains(out, `data-auto-redirect="true"`); got != on {
 			t.Errorf("AutoRedirect %v: data-auto-redirect present %v", on, got)
 		}
@@ -576,9 +576,9 @@ func TestQueueAutoRedirect(t *testing.T) {
 
 // TestLoadMessagesDir: an operator's directory overrides built-in keys, adds a
 // language (English for each missing key, listed in the notes), ignores and
-// reports unknown keys, and "" goes back to the built-in tables.
+// reports unknown keys, and "" gives the built-in tables.
 func TestLoadMessagesDir(t *testing.T) {
-	t.Cleanup(func() { _, _ = static.LoadMessagesDir("") })
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
@@ -589,16 +589,16 @@ func TestLoadMessagesDir(t *testing.T) {
 	write("fr.json", `{"index_heading": "Files ouvertes", "joining": "Obtention de votre place…"}`)
 	write("README.txt", "not a message file")
 	write("Not-A-Code.json", `{}`)
-	notes, err := static.LoadMessagesDir(dir)
+	cat, notes, err := static.LoadMessagesDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(notes, "\n")
 	t.Logf("notes:\n%s", all)
-	if got := static.Languages(); !slices.Equal(got, []string{"en", "ko", "ja", "fr"}) {
+	if got := cat.Languages(); !slices.Equal(got, []string{"en", "ko", "ja", "fr"}) {
 		t.Errorf("Languages() = %v", got)
 	}
-	ja, fr, en := static.Messages("ja"), static.Messages("fr"), static.Messages("en")
+	ja, fr, en := cat.Messages("ja"), cat.Messages("fr"), cat.Messages("en")
 	if ja["index_heading"] != "開いている列" || ja["joining"] != "順番を取得しています…" {
 		t.Errorf("ja override: %q %q", ja["index_heading"], ja["joining"])
 	}
@@ -616,21 +616,21 @@ func TestLoadMessagesDir(t *testing.T) {
 			t.Errorf("notes lack %q", want)
 		}
 	}
-	if got := static.Lang("fr-FR, en;q=0.5"); got != "fr" {
+	if got := cat.Lang("fr-FR, en;q=0.5"); got != "fr" {
 		t.Errorf("Lang(fr-FR) = %q after loading fr", got)
 	}
-	if l, ok := static.Supported("FR-ca"); !ok || l != "fr" {
+	if l, ok := cat.Supported("FR-ca"); !ok || l != "fr" {
 		t.Errorf("Supported(FR-ca) = %q %v", l, ok)
 	}
 	write("ko.json", `{"joining": 5}`)
-	if _, err := static.LoadMessagesDir(dir); err == nil {
+	if _, _, err := static.LoadMessagesDir(dir); err == nil {
 		t.Error("a value that is not a string must be an error")
 	}
-	if _, err := static.LoadMessagesDir(filepath.Join(dir, "nope")); err == nil {
+	if _, _, err := static.LoadMessagesDir(filepath.Join(dir, "nope")); err == nil {
 		t.Error("a missing directory must be an error")
 	}
-	if _, err := static.LoadMessagesDir(""); err != nil || len(static.Languages()) != 3 || static.Lang("fr") != "en" {
-		t.Errorf("reset: %v %v", err, static.Languages())
+	if cat, _, err := static.LoadMessagesDir(""); err != nil || len(cat.Languages()) != 3 || cat.Lang("fr") != "en" {
+		t.Errorf("reset: %v %v", err, cat.Languages())
 	}
 }
 
@@ -663,7 +663,7 @@ func TestAssetURLsCarryTheContentHash(t *testing.T) {
 // staffFiles are the templates and scripts of the dashboard and its report; every other
 // template and script (the index, the waiting and order pages, the layout, queue.js,
 // order.js, waitroom.js, lang.js, and any new one) belongs to the buyer pages, which get
-// static.BuyerMessages only.
+// Catalog.BuyerMessages only.
 var staffFiles = map[string]bool{"templates/admin.html": true, "templates/report.html": true,
 	"assets/admin.js": true, "assets/report.js": true, "assets/charts.js": true}
 
@@ -693,11 +693,11 @@ func buyerFiles(t *testing.T) []string {
 // {{index .T "key"}}, t('key'), and every key of a prefix built at run time
 // (t('conn_' + state)) — is a buyer message, and a buyer page's #wr-messages block holds
 // no dashboard or report message. The split is by where a key is written
-// (static.BuyerMessages), so a key added for the dashboard never reaches a buyer's page
+// (Catalog.BuyerMessages), so a key added for the dashboard never reaches a buyer's page
 // and a buyer page that starts using a dashboard key fails here.
 func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 	t.Parallel()
-	all, buyer := static.Messages("en"), static.BuyerMessages("en")
+	all, buyer := static.Builtin().Messages("en"), static.Builtin().BuyerMessages("en")
 	tplKey := regexp.MustCompile(`\.T\.(\w+)|index \.T "(\w+)"`)
 	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
 	jsPrefix := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*\+`)
@@ -769,7 +769,7 @@ func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 	}
 	for _, lang := range []string{"en", "ko", "ja"} {
 		q := size("queue", pages(lang)["queue"])
-		whole := size("admin", static.AdminPage{Lang: lang, T: static.Messages(lang)})
+		whole := size("admin", static.AdminPage{Lang: lang, T: static.Builtin().Messages(lang)})
 		t.Logf("%s: #wr-messages on a buyer page %d bytes (every message: %d bytes)", lang, q, whole)
 		if q >= whole*2/3 {
 			t.Errorf("%s: the buyer block (%d bytes) is not much smaller than the whole table (%d bytes)", lang, q, whole)
@@ -782,7 +782,7 @@ func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 // English text — the words before admin.js localizes never differ from the table's.
 func TestDashboardFallbacksAreTheEnglishText(t *testing.T) {
 	t.Parallel()
-	en := static.Messages("en")
+	en := static.Builtin().Messages("en")
 	el := regexp.MustCompile(`data-i18n="(\w+)"[^>]*>([^<]*)<`)
 	for name, src := range readAll(t, "templates/*.html") {
 		for _, m := range el.FindAllStringSubmatch(src, -1) {

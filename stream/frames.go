@@ -107,7 +107,7 @@ func newPositionRenderer(l *line) *positionRenderer { return newLaneRenderer(l, 
 
 // newLaneRenderer renders the position events of lane's line: its own waiting count and
 // ETA (from the lane's share of the rate); a lane other than the normal one also says
-// "lane" (absent = normal, as before lanes existed).
+// "lane" (absent = normal).
 func newLaneRenderer(l *line, lane uint8) *positionRenderer {
 	f := l.rateShare(lane)
 	r := &positionRenderer{waiting: l.waitingIn(lane), noETA: l.paused || l.sale.soldOut, hidden: l.hidesPosition(lane),

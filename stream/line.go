@@ -124,12 +124,12 @@ func resetGone(dst, src []int64, head int64) []int64 {
 func (l *line) apply(m queue.Tick) {
 	l.ev, l.tick, l.head, l.tail, l.waiting = m.Ev, m.Tick, m.Head, m.Tail, m.Waiting
 	l.rate, l.arate, l.paused = m.Rate, m.ARate, m.Paused
-	if l.real = m.ARate; m.Real != nil { // a leader of the release before sends the estimate only
+	if l.real = m.ARate; m.Real != nil { // an older leader sends the estimate only (docs/UPGRADING.md)
 		l.real = *m.Real
 	}
 	l.gone = applyGone(l.gone, m.Gone, l.head)
-	// No lanes in the message: none was ever used, or a leader of the release before lanes
-	// wrote it (it admits from no lane): the lanes stay as they are.
+	// No lanes in the message: none was ever used, or a leader without lanes (an older
+	// release) wrote it and admits from no lane: the lanes stay as they are.
 	if ls := m.Lanes; ls != nil {
 		l.share = ls.Share
 		if ls.P != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/static"
 )
 
-// Branding of the waiting and order pages (issue 16, part 6). The values are checked by the
+// Branding of the waiting and order pages. The values are checked by the
 // queue package (plain text, a hex colour, an https or same-origin link); here the colour's
 // contrast is checked against the page it is drawn on, the logo is taken in and served,
 // and the colour reaches the pages as a generated stylesheet (the CSP forbids inline

@@ -20,10 +20,9 @@ type TokenStore = admission.TokenStore
 type GuardConfig struct {
 	Tokens TokenStore
 	Signer *queue.Signer
-	// Keys verifies signed admission tokens (JWS); nil accepts only the bare tokens of the
-	// release before them.
+	// Keys verifies signed admission tokens (JWS); nil accepts only bare tokens.
 	Keys *admission.KeyRing
-	// RejectBare refuses bare UUID tokens (the form of the release before signed tokens).
+	// RejectBare refuses bare UUID tokens (docs/UPGRADING.md, mixed versions).
 	RejectBare bool
 	// Queues are the queues whose admission tokens this route accepts.
 	Queues []string

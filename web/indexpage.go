@@ -71,7 +71,7 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 		}
 		page = n
 	}
-	l, t := lang(c)
+	l, t := s.lang(c)
 	v, err := s.snapshotView(c.UserContext(), false, ownAdmin)
 	if err != nil {
 		return err

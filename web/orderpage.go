@@ -20,7 +20,7 @@ import (
 // sell is never offered here: the page says where it is sold instead (404, no buy button).
 // The order route refuses it anyway (token_wrong_queue).
 func (s *Server) orderPage(c *fiber.Ctx) error {
-	l, t := lang(c)
+	l, t := s.lang(c)
 	ctx := c.UserContext()
 	name := c.Params("queue")
 	data := static.OrderPage{Lang: l, T: t, Queue: name, State: static.OrderReady}

@@ -72,30 +72,31 @@ func (s *Server) render(c *fiber.Ctx, status int, name string, data any) error {
 // langCookie remembers the language chosen with the footer's switcher.
 const langCookie = "wr_lang"
 
-// lang picks the page language: ?lang=xx (one of static.Languages; it is then
-// remembered in the wr_lang cookie for a year), else the wr_lang cookie, else
-// Accept-Language. The cookie is not a secret (not HttpOnly, not Secure-only).
-// The messages are the page's: the dashboard and its report (under /admin) get every
-// message, the buyer pages only the buyer messages (static.BuyerMessages).
-func lang(c *fiber.Ctx) (string, map[string]string) {
+// lang picks the page language from the server's catalogue: ?lang=xx (one of its
+// Languages; it is then remembered in the wr_lang cookie for a year), else the wr_lang
+// cookie, else Accept-Language. The cookie is not a secret (not HttpOnly, not
+// Secure-only). The messages are the page's: the dashboard and its report (under
+// /admin) get every message, the buyer pages only the buyer messages (BuyerMessages).
+func (s *Server) lang(c *fiber.Ctx) (string, map[string]string) {
 	c.Vary(fiber.HeaderAcceptLanguage, fiber.HeaderCookie)
-	messages := static.BuyerMessages
+	cat := s.messages
+	messages := cat.BuyerMessages
 	if strings.HasPrefix(c.Path(), "/admin") {
-		messages = static.Messages
+		messages = cat.Messages
 	}
-	if l, ok := static.Supported(c.Query("lang")); ok {
+	if l, ok := cat.Supported(c.Query("lang")); ok {
 		c.Cookie(&fiber.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: "Lax"})
 		return l, messages(l)
 	}
-	if l, ok := static.Supported(c.Cookies(langCookie)); ok {
+	if l, ok := cat.Supported(c.Cookies(langCookie)); ok {
 		return l, messages(l)
 	}
-	l := static.Lang(c.Get(fiber.HeaderAcceptLanguage))
+	l := cat.Lang(c.Get(fiber.HeaderAcceptLanguage))
 	return l, messages(l)
 }
 
 func (s *Server) queuePage(c *fiber.Ctx) error {
-	l, t := lang(c)
+	l, t := s.lang(c)
 	name := c.Params("queue")
 	data := static.QueuePage{Lang: l, T: t, Queue: name}
 	status := 200
@@ -124,14 +125,14 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 }
 
 func (s *Server) adminPage(c *fiber.Ctx) error {
-	l, t := lang(c)
+	l, t := s.lang(c)
 	return s.render(c, 200, "admin", static.AdminPage{Lang: l, T: t, Settings: SettingsForm(t)})
 }
 
 // reportPage serves the printable report of a queue; its script reads the report JSON
 // with the admin token. An unknown queue answers 404 with a page that says so.
 func (s *Server) reportPage(c *fiber.Ctx) error {
-	l, t := lang(c)
+	l, t := s.lang(c)
 	name := c.Params("queue")
 	data := static.ReportPage{Lang: l, T: t, Queue: name}
 	if !queue.ValidName(name) {

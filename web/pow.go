@@ -74,8 +74,8 @@ type joinBody struct {
 // maxInvite bounds an invite code (the contract's maxLength).
 const maxInvite = 128
 
-// parseJoinBody reads the join body strictly: empty (or only white space) is no options,
-// as before bodies existed; not JSON or not an object → 400 malformed_json; an unknown
+// parseJoinBody reads the join body strictly: empty (or only white space) is no options
+// (clients that send no body); not JSON or not an object → 400 malformed_json; an unknown
 // field → 400 bad_request; a pow or invite of the wrong type or shape → 422 pow_invalid or
 // invite_invalid naming the field.
 func parseJoinBody(b []byte) (joinBody, error) {

@@ -46,7 +46,8 @@ type Config struct {
 	IdleTimeout    time.Duration // keep-alive idle (60 s)
 	FailOpen       bool          // let orders through without a token while Redis is down
 	// UnboundQueue, when set, sells the products that name no queue through this queue: an
-	// upgrade aid (products made before products named their queue), empty by default.
+	// upgrade aid for products an older release stored without one (docs/UPGRADING.md,
+	// mixed versions), empty by default.
 	UnboundQueue string
 	ReadyTimeout time.Duration // per-dependency ping in /readyz (1 s)
 	// MaxConns is the most client connections open at once (streams included); past it a
@@ -65,6 +66,9 @@ type Config struct {
 	// connections of one admin token and of the instance (defaults 4 and 64; past them 429).
 	AdminStreamsPerToken    int
 	AdminStreamsPerInstance int
+	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
+	// nil: the built-in ones (static.Builtin).
+	Messages *static.Catalog
 }
 
 // Deps are the parts the server is wired to.
@@ -76,7 +80,8 @@ type Deps struct {
 	// BareTokens hands out bare UUID tokens instead of signed ones (WR_TOKEN_FORMAT=uuid,
 	// the first step of the upgrade); signed tokens are still verified.
 	BareTokens bool
-	// AcceptBareTokens lets the guards accept a token's bare UUID (the release before).
+	// AcceptBareTokens lets the guards accept a token's bare UUID (docs/UPGRADING.md, mixed
+	// versions).
 	AcceptBareTokens bool
 	Hub              *stream.Hub
 	Orders           OrderStore
@@ -97,8 +102,10 @@ type Server struct {
 	d     Deps
 	log   zerolog.Logger
 	pages *template.Template
-	m     *metrics
-	lim   *queue.LiveLimits
+	// messages are the pages' message tables (cfg.Messages, or the built-in ones).
+	messages *static.Catalog
+	m        *metrics
+	lim      *queue.LiveLimits
 	// origins caches each queue's allowed_origins for the CORS check.
 	origins originCache
 	// hand renders the token handed out in join and status answers (see HandOut).
@@ -139,7 +146,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
+	messages := cfg.Messages
+	if messages == nil {
+		messages = static.Builtin()
+	}
+	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, messages: messages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
 		sold: soldout.New(d.Queue, d.Orders)}
 	handKeys := d.Keys
 	if d.BareTokens {

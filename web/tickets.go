@@ -11,9 +11,8 @@ import (
 )
 
 // Ticket cookies. Each queue has its own (wr_ticket_<queue>), so one browser keeps a place
-// in every queue it joined. The single cookie of the first release (wr_ticket) is still
-// read: it was set with a one-day lifetime, so it disappears by itself within a day of the
-// upgrade, and the code that reads it can go one release later.
+// in every queue it joined. The single cookie wr_ticket is set and read too, for instances
+// that know only it (docs/UPGRADING.md, mixed versions); it lives one day.
 const (
 	TicketCookiePrefix = admission.TicketCookiePrefix
 	LegacyTicketCookie = admission.LegacyTicketCookie

@@ -122,9 +122,9 @@ func (s *Server) setTicketCookie(c *fiber.Ctx, name, raw string) {
 	secure := s.scheme(c) == "https"
 	c.Cookie(&fiber.Cookie{Name: TicketCookie(name), Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
 		Secure: secure, MaxAge: ticketCookieAge})
-	// Rolling deploy: instances of the release before read only wr_ticket, so it is still
-	// set (the last queue joined, as before) for one release; this release reads it only for
-	// the queue its ticket belongs to.
+	// Rolling deploy: an instance of an older release reads only wr_ticket, so it is set too
+	// (the last queue joined); this one reads it only for the queue its ticket belongs to
+	// (docs/UPGRADING.md, mixed versions).
 	c.Cookie(&fiber.Cookie{Name: LegacyTicketCookie, Value: raw, Path: "/", HTTPOnly: true, SameSite: "Lax",
 		Secure: secure, MaxAge: ticketCookieAge})
 }

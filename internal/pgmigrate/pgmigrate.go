@@ -4,7 +4,7 @@
 // name order, each in its own transaction unless it starts with NoTransaction.
 //
 // Every run on a database, whatever its Set, holds one session-level advisory lock
-// (LockKey), the key the orders migrations of earlier releases hold too: instances starting
+// (LockKey), the key the orders migrations of older releases hold too: instances starting
 // at once, of one release or two, apply each migration exactly once, and a Set that reads
 // another's record table (Moved) never sees it half-written.
 package pgmigrate
@@ -43,8 +43,8 @@ type Set struct {
 	Files fs.FS
 	// Table records the versions this Set applied.
 	Table string
-	// Moved names the migrations that moved here from another Set, and where earlier
-	// releases recorded them; nil when none did.
+	// Moved names the migrations that older releases run as another Set's, and where they
+	// record them; nil when there are none.
 	Moved *Moved
 	// Classify maps a driver or server error onto the package's errors; nil keeps it.
 	Classify func(error) error
@@ -53,10 +53,10 @@ type Set struct {
 	Unavailable error
 }
 
-// Moved names migrations that earlier releases ran as another Set's and recorded in that
-// Set's table, Table. A version listed here that Table records is adopted: recorded in the
-// Set's own table without running again. A version listed here that the Set runs (or finds
-// recorded in its own table) is written into Table too, so an earlier release, whose Set
+// Moved names migrations that older releases run as another Set's and record in that Set's
+// table, Table. A version listed here that Table records is adopted: recorded in the Set's
+// own table without running again. A version listed here that the Set runs (or finds
+// recorded in its own table) is written into Table too, so an older release, whose Set
 // still lists it, counts it as applied and does not run it over the existing tables.
 // Table's rows are never deleted.
 type Moved struct {

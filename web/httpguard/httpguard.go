@@ -32,7 +32,7 @@ type Config struct {
 	Tokens  admission.TokenStore // the queue store (*queue.Queue)
 	Tickets *queue.Signer        // verifies tickets (the deployment's WR_SECRET)
 	Keys    *admission.KeyRing   // verifies signed tokens (nil: bare tokens only)
-	// RejectBare refuses bare UUID tokens (the form of the release before signed tokens).
+	// RejectBare refuses bare UUID tokens (docs/UPGRADING.md, mixed versions).
 	RejectBare bool
 	// Queues are the queues whose admission tokens the route accepts.
 	Queues []string
