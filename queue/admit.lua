@@ -267,8 +267,8 @@ for _, L in ipairs(LANES) do
     for i = 1, #popped, 2 do
       local tk, s = popped[i], popped[i + 1]
       L.head = tonumber(s)
-      -- An instance of the release before lanes may have let this waiter leave without
-      -- taking it out of the lane (its leave.lua knows only the normal line): a ticket
+      -- An instance whose leave.lua knows only the normal line (docs/UPGRADING.md, mixed
+      -- versions) may let this waiter leave without taking it out of the lane: a ticket
       -- whose row is no longer a waiter of this lane is passed over, not admitted.
       local cur = redis.call('HGET', KEYS[3], tk)
       if cur and string.sub(cur, 1, 2) == 'w:' and string.sub(cur, -2) == ':' .. L.name then
@@ -374,8 +374,8 @@ if n > 0 or #gonelist > 0 or #expired > 0 or tail ~= pubtail or lanes_changed or
     msg.gone = g
   end
   if #expired > 0 then msg.exp = expired end
-  -- Added in version 1 without a version change (readers of the release before ignore
-  -- them): the schedule while the queue has one, sold out, a method other than fifo, the end.
+  -- Fields of version 1 that readers without them ignore: the schedule while the queue has
+  -- one, sold out, a method other than fifo, the end.
   if phase ~= '' then
     local d = redis.call('HMGET', KEYS[23], 'base', 'n')
     msg.sched = {starts = starts, pq = pq, phase = phase, base = tonumber(d[1] or '0') or 0, n = tonumber(d[2] or '0') or 0}

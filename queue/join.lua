@@ -169,8 +169,8 @@ end
 local function lane_place(lane)
   local seq = redis.call('HINCRBY', KEYS[6], 'seq_' .. lane, 1)
   redis.call('ZADD', LW[lane], seq, ARGV[1])
-  -- 'w' keeps an instance of the release before lanes reading a waiter (at a wrong position
-  -- for one release); the lane goes in the fifth field, which that release ignores.
+  -- 'w' keeps an instance that does not know lanes reading a waiter (at a wrong position,
+  -- docs/UPGRADING.md, mixed versions); the lane goes in the fifth field, which it ignores.
   redis.call('HSET', KEYS[4], ARGV[1], 'w:' .. seq .. ':::' .. lane)
   redis.call('ZADD', KEYS[5], now, ARGV[1])
   return waiter(true, seq, lane)

@@ -13,7 +13,7 @@
 -- schedule's next instant); starts_ms and ends_ms are filled in only with -2.
 -- A resting queue has no leader: the last one released the lease in the same step that set
 -- idle, and a join that ends the rest clears it. CHECK does not trust the flag alone: a
--- lease someone holds (a loop of the release before resting existed: the caller follows it),
+-- lease someone holds (a loop that does not rest: the caller follows it),
 -- anyone waiting (in any line or the pre-queue), a live token, a due schedule instant or rows
 -- due for retirement end the rest here, so a stale flag costs one rest check, never the queue.
 

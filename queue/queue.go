@@ -145,7 +145,7 @@ type Place struct {
 	Token          string
 	TokenExpiresAt time.Time
 	// TokenIssuedAt is when the token was issued (the admission); zero for a token issued
-	// by a leader of the release before signed tokens (see IssuedAt).
+	// by a leader that does not record it (see IssuedAt).
 	TokenIssuedAt time.Time
 	Tick          int64 // the admission tick, for an admitted ticket read by TicketState
 	// A scheduled queue: its start, and for a pre-queue member the pre-queue's size and
@@ -521,13 +521,13 @@ type QueueStats struct {
 	AdmitRate       float64
 	TickLagMs       float64 // how late the leader's last tick started
 	Leader          string
-	// Running totals since the queue was made (the scripts keep them in its clock hash; 0
-	// for what happened under the release before them): new places, lapsed tokens,
+	// Running totals since the queue was made (the scripts keep them in its clock hash;
+	// what scripts without them did is not counted): new places, lapsed tokens,
 	// places removed after the abandonment grace, places given up by leaving, places
 	// dropped at the end of the sale (end.lua).
 	Joined, Expired, Abandoned, Left, Dropped int64
 	// SoldOutPeriods are the queue's last 64 sold-out periods, oldest first (a period
-	// flagged by the release before soldout.lua is missing).
+	// flagged by a soldout.lua that does not log is missing).
 	SoldOutPeriods []SoldOutPeriod
 }
 
@@ -584,8 +584,8 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	}
 	s.AdmittedTotal = toInt(v[0])
 	s.Joined, s.Expired, s.Abandoned, s.Left, s.Dropped = toInt(v[8]), toInt(v[9]), toInt(v[10]), toInt(v[11]), toInt(v[12])
-	// Users really admitted per second lately, 0 while paused or empty (a leader of the
-	// release before keeps only the ETA's estimate).
+	// Users really admitted per second lately, 0 while paused or empty (a leader that does
+	// not measure it keeps only the ETA's estimate).
 	s.AdmitRate = toFloat(v[1])
 	if v[1] == nil {
 		s.AdmitRate = toFloat(v[7])

@@ -6,7 +6,7 @@ import (
 )
 
 // TickVersion is the version of the tick message this build writes (field "v"). A
-// message without "v" is version 0, written by the first release; it has the same fields.
+// message without "v" is version 0; it has the same fields.
 // Readers accept every version up to TickVersion and ignore fields they do not know, so
 // during a rolling deploy old and new instances read each other's ticks; a change that
 // old readers cannot ignore needs a new version and one release in which both are written.
@@ -17,7 +17,7 @@ const TickVersion = 1
 // and to hand the tokens to its own streams. Pub/sub is at-most-once; Ev numbers the
 // messages so a reader that sees a gap resyncs from Snapshot.
 type Tick struct {
-	V       int         `json:"v"`       // message version (0: first release)
+	V       int         `json:"v"`       // message version (0: absent)
 	Ev      int64       `json:"ev"`      // event number, +1 per published message
 	Tick    int64       `json:"tick"`    // admission tick number
 	Head    int64       `json:"head"`    // highest sequence admitted
@@ -31,20 +31,18 @@ type Tick struct {
 	Gone    []int64     `json:"gone"` // sequences that left (leave, abandonment) since the last message
 	Exp     []string    `json:"exp"`  // tickets whose token lapsed unused
 	// Lanes are the invite lanes' lines, present once a lane has been used in the queue
-	// (absent: no lane ever had a waiter, or a leader of the release before lanes wrote
-	// the message — a reader then keeps its lanes as they were). Head, Tail, Waiting and
-	// Gone above are the normal line's only. Added in version 1 without a version change:
-	// readers of the release before ignore the field.
+	// (absent: no lane has had a waiter, or the leader does not know lanes — a reader then
+	// keeps its lanes as they were). Head, Tail, Waiting and Gone above are the normal
+	// line's only. A field of version 1 that readers without it ignore.
 	Lanes *TickLanes `json:"lanes,omitempty"`
-	// Drop day, added in version 1 without a version change (readers of the release before
-	// ignore them): the schedule while the queue has one; sold out; the method when not
-	// fifo; the end of the sale.
+	// Drop day, fields of version 1 that readers without them ignore: the schedule while the
+	// queue has one; sold out; the method when not fifo; the end of the sale.
 	Sched   *TickSchedule `json:"sched,omitempty"`
 	SoldOut bool          `json:"so,omitempty"`
 	Method  string        `json:"m,omitempty"`
 	Ended   bool          `json:"end,omitempty"`
 	// Real is what was really admitted per second over about the last 5 s (0 while paused or
-	// empty); ARate is the ETA's estimate. Absent from a leader of the release before.
+	// empty); ARate is the ETA's estimate. Absent from a leader that does not measure it.
 	Real *float64 `json:"real,omitempty"`
 }
 
@@ -72,8 +70,8 @@ type Admission struct {
 	Token  string `json:"k"`
 	Exp    int64  `json:"x"` // token expiry, Unix ms
 	Seq    int64  `json:"s"`
-	// IssuedAt is the admission time, Unix ms (the token's iat); 0 from a leader of the
-	// release before signed tokens (see IssuedAt).
+	// IssuedAt is the admission time, Unix ms (the token's iat); 0 from a leader that does
+	// not record it (see IssuedAt).
 	IssuedAt int64 `json:"i"`
 	// Lane is the line the ticket was admitted from: "p" priority, "b" bypass, absent for
 	// the normal line (Seq is then a sequence of that lane; see LaneOf).
