@@ -119,11 +119,12 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 			}
 			continue
 		}
-		if real >= 4 && math.Abs(errPct) > 25 {
-			t.Errorf("at position %d the ETA %v s is %+.0f %% off the real %.1f s", r.pos, r.eta, errPct, real)
-		}
-		if real < 4 && math.Abs(r.eta-real) > 1.05 {
-			t.Errorf("at position %d the ETA %v s is more than 1 s off the real %.1f s", r.pos, r.eta, real)
+		// The real remaining wait is known to the second only (the admission is seen by the
+		// next once-a-second reading), so no check is tighter than that second: a quarter of
+		// the real wait, at least 1 s (at 4 s the two meet; a 25 % bound alone failed there
+		// by the reading's own second).
+		if allowed := max(0.25*real, 1.05); math.Abs(r.eta-real) > allowed {
+			t.Errorf("at position %d the ETA %v s is %+.0f %% off the real %.1f s (allowed ±%.2f s)", r.pos, r.eta, errPct, real, allowed)
 		}
 	}
 	t.Log(table.String())
