@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // ErrUnconfirmed: a token is about to be handed out, but a replica of its queue's master is
@@ -143,7 +144,7 @@ func (q *Queue) shortfall(ctx context.Context, name string, acks int64) (ok, alo
 // (INFO replication, connected_slaves). A paused replica stays connected until the
 // master's repl-timeout (60 s by default) drops it.
 func (q *Queue) replicas(ctx context.Context, name string) (int, error) {
-	n, err := q.noRetryNode(ctx, keysFor(name).clock())
+	n, err := q.noRetryNode(ctx, rstore.KeysFor(name).Clock())
 	if err != nil {
 		return 0, err
 	}
@@ -165,13 +166,13 @@ func (q *Queue) replicas(ctx context.Context, name string) (int, error) {
 // acknowledgement covers every earlier write (a held tick, the token a reader is about to
 // hand out). It returns how many replicas acknowledged.
 func (q *Queue) ackWrite(ctx context.Context, name string, want int, field, value string) (int64, error) {
-	k := keysFor(name)
-	n, err := q.noRetryNode(ctx, k.clock())
+	k := rstore.KeysFor(name)
+	n, err := q.noRetryNode(ctx, k.Clock())
 	if err != nil {
 		return 0, err
 	}
 	pipe := n.Pipeline()
-	pipe.HSet(ctx, k.clock(), field, value)
+	pipe.HSet(ctx, k.Clock(), field, value)
 	w := pipe.Do(ctx, "WAIT", want, q.cfg.AckTimeout.Milliseconds())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, err

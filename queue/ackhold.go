@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // heldTick is a tick whose writes an attached replica had not acknowledged within
@@ -114,7 +115,7 @@ func (a *Admitter) holding(ctx context.Context, name string, log zerolog.Logger)
 	if err := a.q.publishTick(ctx, name, h.msg); err != nil {
 		log.Warn().Err(err).Str("queue", name).Msg("admission: publish tick") // streams see the gap and resync
 	}
-	_ = a.q.rdb.HDel(ctx, keysFor(name).clock(), heldField).Err() // the dashboard's line; heldStale covers a failure
+	_ = a.q.rdb.HDel(ctx, rstore.KeysFor(name).Clock(), heldField).Err() // the dashboard's line; heldStale covers a failure
 	log.Info().Str("queue", name).Int64("ev", h.ev).Int64("admitted", h.admitted).Int("tries", h.tries).
 		Dur("held", now.Sub(h.since)).Bool("unconfirmed", alone).Msg("admission: held tick released")
 	return false
@@ -124,14 +125,14 @@ func (a *Admitter) holding(ctx context.Context, name string, log zerolog.Logger)
 // the event counter (the tick is still there: ev is the tick's own), then WAIT for want
 // replicas (none when want is 0).
 func (q *Queue) ackHeld(ctx context.Context, name string, want int) (acks, ev int64, err error) {
-	k := keysFor(name)
-	n, err := q.noRetryNode(ctx, k.clock())
+	k := rstore.KeysFor(name)
+	n, err := q.noRetryNode(ctx, k.Clock())
 	if err != nil {
 		return 0, 0, err
 	}
 	pipe := n.Pipeline()
-	pipe.HSet(ctx, k.clock(), heldField, strconv.FormatInt(time.Now().UnixMilli(), 10))
-	e := pipe.Get(ctx, k.ev())
+	pipe.HSet(ctx, k.Clock(), heldField, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	e := pipe.Get(ctx, k.Ev())
 	var w *redis.Cmd
 	if want > 0 {
 		w = pipe.Do(ctx, "WAIT", want, q.cfg.AckTimeout.Milliseconds())
@@ -160,7 +161,7 @@ func (a *Admitter) dropHeld(name string, log zerolog.Logger) {
 	a.q.m.held.WithLabelValues(name).Set(0)
 	a.q.m.heldSeconds.WithLabelValues(name).Add(time.Since(h.counted).Seconds())
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	_ = a.q.rdb.HDel(ctx, keysFor(name).clock(), heldField).Err()
+	_ = a.q.rdb.HDel(ctx, rstore.KeysFor(name).Clock(), heldField).Err()
 	cancel()
 	log.Warn().Str("queue", name).Int64("ev", h.ev).Dur("held", time.Since(h.since)).Msg("admission: lease lost while holding a tick; its message is dropped")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // AdmitConfig tunes the admission loops. Zero fields take the documented defaults.
@@ -325,7 +326,7 @@ func (a *Admitter) listenWakes(ctx context.Context) {
 func (a *Admitter) Loop(ctx context.Context, name string) {
 	owner := a.cfg.Owner + ":" + nonce()
 	log := a.cfg.Log.With().Str("queue", name).Logger()
-	be := &redisBackend{a: a, name: name, owner: owner, k: keysFor(name), log: log}
+	be := &redisBackend{a: a, name: name, owner: owner, k: rstore.KeysFor(name), log: log}
 	a.newLoop(name, be, log).run(ctx)
 }
 
@@ -385,7 +386,7 @@ type TickResult struct {
 // returns its message instead of publishing it, runs in one pipeline with WAIT on the
 // master's connection, and the message goes out once the replicas hold the tick's writes.
 func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, rate float64, waiting int64, lag time.Duration, rest bool) (TickResult, error) {
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	n := int(math.Ceil(rate*a.cfg.MaxElapsed.Seconds())) + 1
 	// No more tokens than users who could be waiting: last tick's line plus a margin for
 	// joins since (an idle queue sends a few ids, not thousands).
@@ -393,10 +394,10 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 	// MaxElapsed over 1 s made n negative (a panic in make); such a tick hands out no token.
 	n = max(0, min(n, maxTokensPerTick, int(waiting)+joinMargin))
 	keys := make([]string, admitFixedKeys, admitFixedKeys+n)
-	copy(keys, []string{k.cfg(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.active(),
-		k.gone(), k.goneNew(), k.lease(), k.fence(), k.ev(), Channel(name), k.seq(), k.retire(),
-		k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
-		k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre(), k.drawSet(), k.draw()})
+	copy(keys, []string{k.Cfg(), k.Waiting(), k.Tickets(), k.Seen(), k.Clock(), k.Active(),
+		k.Gone(), k.GoneNew(), k.Lease(), k.Fence(), k.Ev(), rstore.Channel(name), k.Seq(), k.Retire(),
+		k.LaneWaiting(laneP), k.LaneGone(laneP), k.LaneGoneNew(laneP),
+		k.LaneWaiting(laneB), k.LaneGone(laneB), k.LaneGoneNew(laneB), k.Pre(), k.DrawSet(), k.Draw()})
 	grace := a.q.cfg.Grace.Milliseconds()
 	if grace < 0 {
 		grace = 0
@@ -420,16 +421,16 @@ func (a *Admitter) tick(ctx context.Context, name, owner string, fence int64, ra
 		a.cfg.PublishEvery.Milliseconds(), strconv.FormatFloat(float64(lag.Microseconds())/1000, 'f', 3, 64), mode})
 	for range n {
 		t := uuid.NewString()
-		keys = append(keys, k.token(t))
+		keys = append(keys, k.Token(t))
 		args = append(args, t)
 	}
 	var text string
 	var err error
 	acks := int64(-1)
 	if how == publishReturn {
-		text, acks, err = a.q.evalWait(ctx, want, admitScript, keys, args...)
+		text, acks, err = a.q.evalWait(ctx, want, rstore.Admit, keys, args...)
 	} else {
-		text, err = admitScript.Run(ctx, a.q.rdb, keys, args...).Text()
+		text, err = rstore.Admit.Run(ctx, a.q.rdb, keys, args...).Text()
 	}
 	if refusal(err) == errFenced {
 		return TickResult{fenced: true}, nil
@@ -496,9 +497,9 @@ func jitter(d time.Duration) time.Duration {
 // admission tick. Tests and benchmarks drive admission step by step with it; a server
 // uses Run.
 func (a *Admitter) TickOnce(ctx context.Context, name string) (TickResult, error) {
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	owner := a.cfg.Owner + ":once"
-	fence, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
+	fence, err := rstore.Lease.Run(ctx, a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 	if err != nil {
 		return TickResult{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // AutoConfig tunes the auto rate controller. Zero fields take the documented defaults,
@@ -234,10 +235,10 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 
 	ctx, cancel := c.q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	var d AutoDecision
 	err := c.q.rdb.Watch(ctx, func(tx *redis.Tx) error {
-		m, err := tx.HGetAll(ctx, k.cfg()).Result()
+		m, err := tx.HGetAll(ctx, k.Cfg()).Result()
 		if err != nil {
 			return err
 		}
@@ -250,7 +251,7 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 			s.lastTag, s.lastCut, s.fixedUntil = "", time.Time{}, now.Add(fixedLook)
 			return nil
 		}
-		hm, err := tx.HGetAll(ctx, k.health()).Result()
+		hm, err := tx.HGetAll(ctx, k.Health()).Result()
 		if err != nil {
 			return err
 		}
@@ -271,15 +272,15 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			if write {
-				p.HSet(ctx, k.cfg(), "rate", strconv.FormatFloat(d.Rate, 'f', -1, 64), "rate_reason", d.Reason)
+				p.HSet(ctx, k.Cfg(), "rate", strconv.FormatFloat(d.Rate, 'f', -1, 64), "rate_reason", d.Reason)
 			}
 			if len(stale) > 0 {
-				p.HDel(ctx, k.health(), stale...)
+				p.HDel(ctx, k.Health(), stale...)
 			}
 			return nil
 		})
 		return err
-	}, k.cfg())
+	}, k.Cfg())
 	switch {
 	case errors.Is(err, redis.TxFailedErr):
 		return AutoDecision{}, nil // the settings changed under the step: the next one decides

@@ -3,8 +3,6 @@ package queue_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -151,19 +150,17 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	// Every script of the package ran, none without keys, and nothing broke the rule.
 	ran := rec.Scripts()
 	keyless := rec.KeylessScripts()
-	files, err := filepath.Glob("*.lua")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts found: %v", err)
+	scripts := rstore.Scripts()
+	if len(scripts) == 0 {
+		t.Fatal("no scripts found")
 	}
+	files := make([]string, 0, len(scripts))
+	for f := range scripts {
+		files = append(files, f)
+	}
+	sort.Strings(files)
 	for _, f := range files {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sha := redistest.ScriptSHA1(string(body))
-		if assembled, ok := queue.AssembledScriptSHA1(f); ok {
-			sha = assembled // run with its prelude (lua/freeze.lua)
-		}
+		sha := scripts[f].Hash() // with its prelude where it has one (lua/freeze.lua)
 		switch {
 		case ran[sha] == 0:
 			t.Errorf("%s (%s) never ran on the cluster: run it in this test's scenario", f, sha)

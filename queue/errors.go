@@ -1,16 +1,13 @@
 package queue
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Errors returned by the queue; web maps them to the JSON error shape.
@@ -46,7 +43,7 @@ var (
 	// ErrUnavailable: Redis could not be reached or did not answer in time (down,
 	// loading, failing over, the pool exhausted, the caller's deadline). Callers answer
 	// 503 with Retry-After; the line itself is not changed by a failed call.
-	ErrUnavailable = errors.New("queue store unavailable")
+	ErrUnavailable = rstore.ErrUnavailable
 )
 
 // ErrNotLeader is returned by TickOnce when another loop holds the queue's lease.
@@ -112,27 +109,11 @@ func invalid(field, format string, args ...any) error {
 	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// fail gives err the operation's context and, when it is a failure to reach Redis rather
-// than a refusal by Redis, marks it ErrUnavailable; a script's named refusal becomes its
-// package error, as it is. It is the one place that classifies go-redis errors.
+// fail gives err the operation's context: a script's named refusal becomes its package
+// error, as it is; anything else is classified by rstore.Fail.
 func fail(op string, err error) error {
 	if r := refusal(err); r != nil {
 		return r
 	}
-	if unreachable(err) {
-		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
-func unreachable(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
-		redis.IsLoadingError(err) || redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsReadOnlyError(err) ||
-		redis.IsOOMError(err) || redis.IsMaxClientsError(err) || redis.HasErrorPrefix(err, "BUSY")
+	return rstore.Fail(op, err)
 }

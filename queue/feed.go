@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/backoff"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // ErrMalformedTick is returned (wrapped) by Feed.Receive for a message that is not a tick;
@@ -160,7 +161,7 @@ func (f *Feed) resubscribe(old *redis.PubSub, name string) {
 		return
 	case <-time.After(300 * time.Millisecond):
 	}
-	_ = ps.SSubscribe(f.ctx, Channel(name))
+	_ = ps.SSubscribe(f.ctx, rstore.Channel(name))
 	f.pump(ps, name)
 }
 
@@ -169,7 +170,7 @@ func (f *Feed) Follow(ctx context.Context, names ...string) error {
 	if f.plain != nil {
 		chans := make([]string, len(names))
 		for i, n := range names {
-			chans[i] = Channel(n)
+			chans[i] = rstore.Channel(n)
 		}
 		if err := f.plain.Subscribe(ctx, chans...); err != nil {
 			return fail("follow ticks", err)
@@ -184,7 +185,7 @@ func (f *Feed) Follow(ctx context.Context, names ...string) error {
 		if ps == nil {
 			continue // followed already
 		}
-		if err := ps.SSubscribe(ctx, Channel(n)); err != nil {
+		if err := ps.SSubscribe(ctx, rstore.Channel(n)); err != nil {
 			// The subscription stays: go-redis retries it on the next Receive.
 			errs = append(errs, err)
 		}
@@ -281,7 +282,5 @@ func (f *Feed) Close() error {
 
 // queueOfChannel is the inverse of Channel.
 func queueOfChannel(channel string) string {
-	s := strings.TrimPrefix(channel, keyPrefix)
-	s = strings.TrimSuffix(s, "}:events")
-	return s
+	return rstore.QueueOfChannel(channel)
 }

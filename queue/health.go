@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Backend health windows: every instance measures the handlers its guards protect (web's
@@ -28,8 +30,6 @@ const HealthBuckets = 114
 
 // healthTTL is how long a health hash outlives its last write.
 const healthTTL = 10 * time.Second
-
-func (k keys) health() string { return k.p + "health" }
 
 // HealthBound is the upper bound of latency bucket i (the last bucket has none: +Inf).
 func HealthBound(i int) time.Duration {
@@ -185,7 +185,7 @@ func healthField(instance string, end time.Time) string {
 func (q *Queue) ReportHealth(ctx context.Context, name, instance string, w HealthWindow) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name).health()
+	k := rstore.KeysFor(name).Health()
 	pipe := q.rdb.Pipeline()
 	pipe.HSet(ctx, k, healthField(instance, w.End), w.encode())
 	pipe.PExpire(ctx, k, healthTTL)
@@ -199,7 +199,7 @@ func (q *Queue) ReportHealth(ctx context.Context, name, instance string, w Healt
 func (q *Queue) Health(ctx context.Context, name string, since time.Time) (HealthWindow, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	m, err := q.rdb.HGetAll(ctx, keysFor(name).health()).Result()
+	m, err := q.rdb.HGetAll(ctx, rstore.KeysFor(name).Health()).Result()
 	if err != nil {
 		return HealthWindow{}, fail("read health "+name, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Invites let an operator hand out codes that put their holders in a lane of their own:
@@ -76,19 +76,6 @@ func (s InviteSpec) Validate(now time.Time) error {
 	return nil
 }
 
-var (
-	//go:embed invites_create.lua
-	createInvitesLua string
-	//go:embed invites_list.lua
-	listInvitesLua string
-	//go:embed invites_revoke.lua
-	revokeInviteLua string
-
-	createInvitesScript = redis.NewScript(createInvitesLua)
-	listInvitesScript   = redis.NewScript(listInvitesLua)
-	revokeInviteScript  = redis.NewScript(revokeInviteLua)
-)
-
 // CreateInvites makes spec.Count new codes for queue name (ErrQueueNotFound when it does
 // not exist, an *InvalidError for a spec out of range).
 func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec) ([]Invite, error) {
@@ -121,8 +108,8 @@ func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec)
 	}
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
-	created, err := createInvitesScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}, args...).Int64()
+	k := rstore.KeysFor(name)
+	created, err := rstore.InvitesCreate.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}, args...).Int64()
 	switch {
 	case err != nil:
 		return nil, fail("create invites "+name, err)
@@ -145,8 +132,8 @@ func (q *Queue) Invites(ctx context.Context, name string) ([]Invite, error) {
 	}
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
-	res, err := listInvitesScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}).Slice()
+	k := rstore.KeysFor(name)
+	res, err := rstore.InvitesList.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}).Slice()
 	if err != nil {
 		return nil, fail("list invites "+name, err)
 	}
@@ -185,8 +172,8 @@ func (q *Queue) RevokeInvite(ctx context.Context, name, code string) error {
 	}
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
-	n, err := revokeInviteScript.Run(ctx, q.rdb, []string{k.cfg(), k.invites(), k.inviteExp()}, code).Int64()
+	k := rstore.KeysFor(name)
+	n, err := rstore.InvitesRevoke.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}, code).Int64()
 	switch {
 	case err != nil:
 		return fail("revoke invite "+name, err)

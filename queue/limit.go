@@ -10,17 +10,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // The order-API rate limiter: token buckets in Redis, refilled continuously at Rate per
 // second up to Burst, evaluated by limit.lua with the clock from Redis TIME, so every
 // instance shares one budget.
-
-var (
-	//go:embed limit.lua
-	limitLua    string
-	limitScript = redis.NewScript(limitLua)
-)
 
 // ErrInvalidLimit is returned for a limit that cannot be evaluated (rate ≤ 0, burst < 1,
 // an empty or too long chain).
@@ -101,7 +96,7 @@ func (l *Limiter) AllowChain(ctx context.Context, limits []Limit) (Result, error
 		keys[i] = l.key(lim)
 		args = append(args, strconv.FormatFloat(lim.Rate, 'g', -1, 64), lim.Burst)
 	}
-	res, err := limitScript.Run(ctx, l.rdb, keys, args...).Int64Slice()
+	res, err := rstore.Limit.Run(ctx, l.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return Result{}, fail("rate limit", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Branding of a queue's pages: a name, a logo, an accent colour, a message and a support
@@ -42,10 +43,6 @@ const (
 )
 
 var hexColor = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
-
-// logoKey holds a queue's logo (HASH: type, etag, data) in the queue's slot, so it goes
-// with the queue's other keys on a cluster.
-func logoKey(name string) string { return keysFor(name).p + "logo" }
 
 // validateBrand checks the branding fields (the colour's contrast is checked by the caller
 // that knows the page's background: see ContrastRatio).
@@ -180,7 +177,7 @@ func (q *Queue) PutLogo(ctx context.Context, name, typ string, data []byte) (Log
 	}
 	sum := sha256.Sum256(data)
 	l := Logo{Type: typ, ETag: `"` + hex.EncodeToString(sum[:12]) + `"`, Data: data}
-	if err := q.rdb.HSet(ctx, logoKey(name), "type", l.Type, "etag", l.ETag, "data", data).Err(); err != nil {
+	if err := q.rdb.HSet(ctx, rstore.KeysFor(name).Logo(), "type", l.Type, "etag", l.ETag, "data", data).Err(); err != nil {
 		return Logo{}, fail("put logo "+name, err)
 	}
 	return l, nil
@@ -193,7 +190,7 @@ func (q *Queue) Logo(ctx context.Context, name string) (Logo, error) {
 	if !ValidName(name) {
 		return Logo{}, ErrLogoNotFound
 	}
-	v, err := q.rdb.HMGet(ctx, logoKey(name), "type", "etag", "data").Result()
+	v, err := q.rdb.HMGet(ctx, rstore.KeysFor(name).Logo(), "type", "etag", "data").Result()
 	if err != nil && err != redis.Nil {
 		return Logo{}, fail("read logo "+name, err)
 	}
@@ -214,7 +211,7 @@ func (q *Queue) LogoETag(ctx context.Context, name string) (string, error) {
 	if !ValidName(name) {
 		return "", nil
 	}
-	v, err := q.rdb.HGet(ctx, logoKey(name), "etag").Result()
+	v, err := q.rdb.HGet(ctx, rstore.KeysFor(name).Logo(), "etag").Result()
 	if err == redis.Nil {
 		return "", nil
 	}
@@ -231,7 +228,7 @@ func (q *Queue) DeleteLogo(ctx context.Context, name string) (bool, error) {
 	if !ValidName(name) {
 		return false, ErrQueueNotFound
 	}
-	n, err := q.rdb.Del(ctx, logoKey(name)).Result()
+	n, err := q.rdb.Del(ctx, rstore.KeysFor(name).Logo()).Result()
 	if err != nil {
 		return false, fail("delete logo "+name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // One queue's admission loop as a state machine. The loop decides when: when to try or renew
@@ -388,19 +389,19 @@ type redisBackend struct {
 	a     *Admitter
 	name  string
 	owner string
-	k     keys
+	k     rstore.Keys
 	log   zerolog.Logger
 }
 
 func (b *redisBackend) takeLease(ctx context.Context) (int64, error) {
 	k := b.k
-	return leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock()},
+	return rstore.Lease.Run(ctx, b.a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock()},
 		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 }
 
 func (b *redisBackend) checkLease(ctx context.Context) (leaseCheck, error) {
 	k := b.k
-	res, err := leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock(), k.cfg(), k.waiting(), k.active(), k.pre(), k.retire()},
+	res, err := rstore.Lease.Run(ctx, b.a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock(), k.Cfg(), k.Waiting(), k.Active(), k.Pre(), k.Retire()},
 		b.owner, b.a.cfg.LeaseTTL.Milliseconds(), string(leaseCheckRest)).Slice()
 	if err != nil || len(res) != 3 {
 		return leaseCheck{}, err
@@ -417,7 +418,7 @@ func (b *redisBackend) checkLease(ctx context.Context) (leaseCheck, error) {
 
 func (b *redisBackend) releaseLease(ctx context.Context) {
 	k := b.k
-	_ = leaseScript.Run(ctx, b.a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, b.owner, 0, string(leaseRelease)).Err()
+	_ = rstore.Lease.Run(ctx, b.a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock()}, b.owner, 0, string(leaseRelease)).Err()
 }
 
 func (b *redisBackend) publishWake(ctx context.Context) error { return b.a.q.publishWake(ctx, b.name) }

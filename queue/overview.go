@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Overview is one queue as the pages that list every queue show it (the index, the admin
@@ -90,11 +91,11 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 	now := fmt.Sprint(time.Now().UnixMilli())
 	pipe := q.rdb.Pipeline()
 	for i, n := range names {
-		k := keysFor(n)
-		rs[i] = reads{cfg: pipe.HGetAll(ctx, k.cfg()), w: pipe.ZCard(ctx, k.waiting()),
-			a: pipe.ZCount(ctx, k.active(), now, "+inf"),
-			c: pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate", "idle", heldField),
-			l: pipe.Get(ctx, k.lease()), pq: pipe.ZCard(ctx, k.pre()), logo: pipe.HGet(ctx, logoKey(n), "etag")}
+		k := rstore.KeysFor(n)
+		rs[i] = reads{cfg: pipe.HGetAll(ctx, k.Cfg()), w: pipe.ZCard(ctx, k.Waiting()),
+			a: pipe.ZCount(ctx, k.Active(), now, "+inf"),
+			c: pipe.HMGet(ctx, k.Clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate", "idle", heldField),
+			l: pipe.Get(ctx, k.Lease()), pq: pipe.ZCard(ctx, k.Pre()), logo: pipe.HGet(ctx, rstore.KeysFor(n).Logo(), "etag")}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		// One queue's failure (a reply error, a node down) is that queue's; a pipeline where
@@ -118,12 +119,12 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		if len(v) != 10 {
 			continue
 		}
-		k := keysFor(n)
+		k := rstore.KeysFor(n)
 		if toInt(v[3]) > toInt(v[4]) {
-			rs[i].wp, lanes = pipe.ZCard(ctx, k.laneWaiting(laneP)), true
+			rs[i].wp, lanes = pipe.ZCard(ctx, k.LaneWaiting(laneP)), true
 		}
 		if toInt(v[5]) > toInt(v[6]) {
-			rs[i].wb, lanes = pipe.ZCard(ctx, k.laneWaiting(laneB)), true
+			rs[i].wb, lanes = pipe.ZCard(ctx, k.LaneWaiting(laneB)), true
 		}
 	}
 	if lanes {
@@ -190,9 +191,9 @@ func (q *Queue) probes(ctx context.Context, names []string, out map[string]Probe
 	lease := make([]*redis.StringCmd, len(names))
 	pipe := q.rdb.Pipeline()
 	for i, n := range names {
-		k := keysFor(n)
-		cfgs[i], idle[i], logo[i] = pipe.HGetAll(ctx, k.cfg()), pipe.HGet(ctx, k.clock(), "idle"), pipe.HGet(ctx, logoKey(n), "etag")
-		lease[i] = pipe.Get(ctx, k.lease())
+		k := rstore.KeysFor(n)
+		cfgs[i], idle[i], logo[i] = pipe.HGetAll(ctx, k.Cfg()), pipe.HGet(ctx, k.Clock(), "idle"), pipe.HGet(ctx, rstore.KeysFor(n).Logo(), "etag")
+		lease[i] = pipe.Get(ctx, k.Lease())
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		failed := 0

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Proof of work at join. A challenge is stateless: everything the verifier needs travels
@@ -198,7 +199,7 @@ func (q *Queue) PowDifficulty(ctx context.Context, name string) (int, error) {
 	defer cancel()
 	// "rate" is written when a queue is created, so its absence means no such queue;
 	// a queue stored without pow_difficulty (by an older release) has it off.
-	v, err := q.rdb.HMGet(ctx, keysFor(name).cfg(), "rate", "pow_difficulty").Result()
+	v, err := q.rdb.HMGet(ctx, rstore.KeysFor(name).Cfg(), "rate", "pow_difficulty").Result()
 	if err != nil && err != redis.Nil {
 		return 0, fail("pow difficulty "+name, err)
 	}

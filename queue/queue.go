@@ -17,33 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue/draw"
 )
 
-var (
-	//go:embed join.lua
-	joinLua string
-	//go:embed leave.lua
-	leaveLua string
-	//go:embed admit.lua
-	admitLua string
-	//go:embed lease.lua
-	leaseLua string
-	//go:embed snapshot.lua
-	snapshotLua string
-	//go:embed token.lua
-	tokenLua string
-	//go:embed touch.lua
-	touchLua string
-
-	joinScript     = redis.NewScript(withPrelude(joinLua))
-	leaveScript    = redis.NewScript(leaveLua)
-	admitScript    = redis.NewScript(withPrelude(admitLua))
-	leaseScript    = redis.NewScript(leaseLua)
-	snapshotScript = redis.NewScript(snapshotLua)
-	tokenScript    = redis.NewScript(tokenLua)
-	touchScript    = redis.NewScript(touchLua)
-)
+// ValidName reports whether s is a valid queue name (1–64 of A–Z a–z 0–9 _ -).
+func ValidName(s string) bool { return rstore.ValidName(s) }
 
 // Config tunes a Queue. Zero fields take the documented defaults.
 type Config struct {
@@ -277,7 +256,7 @@ func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
 func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (p Place, created bool, err error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(t.Queue)
+	k := rstore.KeysFor(t.Queue)
 	mode := joinStatus
 	if join {
 		mode = joinPlace
@@ -295,9 +274,9 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	}
 	// A fresh token for a passthrough admission by the join itself (unused otherwise).
 	token := uuid.NewString()
-	keys := []string{k.cfg(), k.seq(), k.waiting(), k.tickets(), k.seen(), k.clock(), k.places(o.Client), k.pow(o.Pow.ID),
-		k.invites(), k.inviteExp(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.gone(), k.goneNew(),
-		k.pre(), k.drawSet(), k.draw(), k.active(), k.retire(), k.token(token)}
+	keys := []string{k.Cfg(), k.Seq(), k.Waiting(), k.Tickets(), k.Seen(), k.Clock(), k.Places(o.Client), k.Pow(o.Pow.ID),
+		k.Invites(), k.InviteExp(), k.LaneWaiting(laneP), k.LaneWaiting(laneB), k.Gone(), k.GoneNew(),
+		k.Pre(), k.DrawSet(), k.Draw(), k.Active(), k.Retire(), k.Token(token)}
 	args := []any{t.ID, string(mode), o.Client, powDiff, powExp, invite, token}
 	var text string
 	acked, behind := false, false // behind: the answer's writes are not known to be on a replica
@@ -309,7 +288,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		// The place (or a passthrough admission) is on a replica before the answer: a
 		// failover of the master cannot take back what the page was told (README "Failover").
 		var acks int64
-		text, acks, err = q.evalWait(ctx, want, joinScript, keys, args...)
+		text, acks, err = q.evalWait(ctx, want, rstore.Join, keys, args...)
 		// A refusal answers too: its WAIT is judged as a place's is.
 		answered := err == nil || refusal(err) != nil
 		acked = answered && acks >= int64(want)
@@ -319,7 +298,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 			acked, behind = ok, !ok || alone
 		}
 	} else {
-		text, err = joinScript.Run(ctx, q.rdb, keys, args...).Text()
+		text, err = rstore.Join.Run(ctx, q.rdb, keys, args...).Text()
 		// No replica attached, or one fell short within lagWindow: the place is not
 		// confirmed (a lost place is found again by the page's join retry); a token is, below.
 		behind = join && q.cfg.ReplicaAcks > 0
@@ -364,19 +343,19 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(t.Queue)
+	k := rstore.KeysFor(t.Queue)
 	// The token key must be passed in KEYS, so it is read first; if the ticket is admitted
 	// between the read and the script, the script says so and the read is repeated.
 	for range 3 {
-		cur, err := q.rdb.HGet(ctx, k.tickets(), t.ID).Result()
+		cur, err := q.rdb.HGet(ctx, k.Tickets(), t.ID).Result()
 		if err != nil && err != redis.Nil {
 			return fail("leave "+t.Queue, err)
 		}
 		st := parseState(cur)
-		n, err := leaveScript.Run(ctx, q.rdb,
-			[]string{k.waiting(), k.tickets(), k.gone(), k.goneNew(), k.seen(), k.active(), k.token(st.token),
-				k.laneWaiting(laneP), k.laneGone(laneP), k.laneGoneNew(laneP),
-				k.laneWaiting(laneB), k.laneGone(laneB), k.laneGoneNew(laneB), k.pre(), k.clock()},
+		n, err := rstore.Leave.Run(ctx, q.rdb,
+			[]string{k.Waiting(), k.Tickets(), k.Gone(), k.GoneNew(), k.Seen(), k.Active(), k.Token(st.token),
+				k.LaneWaiting(laneP), k.LaneGone(laneP), k.LaneGoneNew(laneP),
+				k.LaneWaiting(laneB), k.LaneGone(laneB), k.LaneGoneNew(laneB), k.Pre(), k.Clock()},
 			t.ID, st.token).Int64()
 		switch {
 		case err != nil:
@@ -403,7 +382,7 @@ func (q *Queue) Touch(ctx context.Context, queue string, ids []string) error {
 		args[i] = id
 	}
 	// Scored with Redis TIME, the clock the abandonment sweep compares with.
-	if err := touchScript.Run(ctx, q.rdb, []string{keysFor(queue).seen()}, args...).Err(); err != nil {
+	if err := rstore.Touch.Run(ctx, q.rdb, []string{rstore.KeysFor(queue).Seen()}, args...).Err(); err != nil {
 		return fail("touch "+queue, err)
 	}
 	return nil
@@ -446,10 +425,10 @@ type LaneState struct {
 func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
-	res, err := snapshotScript.Run(ctx, q.rdb,
-		[]string{k.ev(), k.clock(), k.gone(), k.seq(), k.cfg(), k.waiting(),
-			k.laneGone(laneP), k.laneWaiting(laneP), k.laneGone(laneB), k.laneWaiting(laneB), k.pre(), k.draw()}).Int64Slice()
+	k := rstore.KeysFor(name)
+	res, err := rstore.Snapshot.Run(ctx, q.rdb,
+		[]string{k.Ev(), k.Clock(), k.Gone(), k.Seq(), k.Cfg(), k.Waiting(),
+			k.LaneGone(laneP), k.LaneWaiting(laneP), k.LaneGone(laneB), k.LaneWaiting(laneB), k.Pre(), k.Draw()}).Int64Slice()
 	if err != nil {
 		return Snapshot{}, fail("snapshot "+name, err)
 	}
@@ -482,7 +461,7 @@ func (q *Queue) Snapshot(ctx context.Context, name string) (Snapshot, error) {
 func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	cur, err := q.rdb.HGet(ctx, keysFor(t.Queue).tickets(), t.ID).Result()
+	cur, err := q.rdb.HGet(ctx, rstore.KeysFor(t.Queue).Tickets(), t.ID).Result()
 	if err == redis.Nil {
 		if _, err := q.Settings(ctx, t.Queue); err != nil {
 			return Place{}, err
@@ -559,16 +538,16 @@ func parseSoldLog(entries []string) []SoldOutPeriod {
 func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	pipe := q.rdb.Pipeline()
-	cfg := pipe.HGetAll(ctx, k.cfg())
-	w := pipe.ZCard(ctx, k.waiting())
-	a := pipe.ZCount(ctx, k.active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
-	c := pipe.HMGet(ctx, k.clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate",
+	cfg := pipe.HGetAll(ctx, k.Cfg())
+	w := pipe.ZCard(ctx, k.Waiting())
+	a := pipe.ZCount(ctx, k.Active(), fmt.Sprint(time.Now().UnixMilli()), "+inf")
+	c := pipe.HMGet(ctx, k.Clock(), "total", "real_shown", "lag_ms", "seq_p", "head_p", "seq_b", "head_b", "arate",
 		"joins", "expired_n", "abandoned_n", "left_n", "dropped_n")
-	l := pipe.Get(ctx, k.lease())
-	pq := pipe.ZCard(ctx, k.pre())
-	sl := pipe.LRange(ctx, k.soldLog(), 0, -1)
+	l := pipe.Get(ctx, k.Lease())
+	pq := pipe.ZCard(ctx, k.Pre())
+	sl := pipe.LRange(ctx, k.SoldLog(), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return QueueStats{}, fail("stats "+name, err)
 	}
@@ -596,10 +575,10 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	var wp, wb *redis.IntCmd
 	pipe = q.rdb.Pipeline()
 	if toInt(v[3]) > toInt(v[4]) {
-		wp = pipe.ZCard(ctx, k.laneWaiting(laneP))
+		wp = pipe.ZCard(ctx, k.LaneWaiting(laneP))
 	}
 	if toInt(v[5]) > toInt(v[6]) {
-		wb = pipe.ZCard(ctx, k.laneWaiting(laneB))
+		wb = pipe.ZCard(ctx, k.LaneWaiting(laneB))
 	}
 	if wp == nil && wb == nil {
 		return s, nil
@@ -620,3 +599,7 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 // RoundRate rounds a measured rate to two decimals for display.
 func RoundRate(f float64) float64 { return math.Round(f*100) / 100 }
+
+// Channel is the pub/sub channel on which the leader publishes one message per tick
+// (read them with Feed; exported for tests that watch the wire).
+func Channel(name string) string { return rstore.Channel(name) }

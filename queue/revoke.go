@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Revocation of one admission token: a mark beside the token, under the queue's hash tag,
@@ -16,11 +17,6 @@ import (
 // ticket's row reads expired (the buyer may join again, for a new place) and its
 // max_active slot is free at once.
 
-//go:embed revoke.lua
-var revokeLua string
-
-var revokeScript = redis.NewScript(revokeLua)
-
 // ErrTokenNotLive: the token to revoke is not live in the queue (never issued, already
 // used, lapsed, or the ticket holds none).
 var ErrTokenNotLive = errors.New("no live admission token")
@@ -28,8 +24,6 @@ var ErrTokenNotLive = errors.New("no live admission token")
 // revokeSlack is how much longer a revocation mark lives than its token: an instance whose
 // clock is behind Redis's still refuses the token by the mark, not by its expiry.
 const revokeSlack = time.Minute
-
-func (k keys) revoked(token string) string { return k.p + "revoked:" + token }
 
 // Revocation is a revoked token: its ticket and how long the mark lives.
 type Revocation struct {
@@ -55,7 +49,7 @@ func (q *Queue) RevokeToken(ctx context.Context, name, token string) (Revocation
 // holds no live token (waiting, used, lapsed).
 func (q *Queue) RevokeTicketToken(ctx context.Context, t Ticket) (Revocation, error) {
 	bctx, cancel := q.bound(ctx)
-	cur, err := q.rdb.HGet(bctx, keysFor(t.Queue).tickets(), t.ID).Result()
+	cur, err := q.rdb.HGet(bctx, rstore.KeysFor(t.Queue).Tickets(), t.ID).Result()
 	cancel()
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -73,8 +67,8 @@ func (q *Queue) RevokeTicketToken(ctx context.Context, t Ticket) (Revocation, er
 func (q *Queue) revoke(ctx context.Context, name, token, ticket string) (Revocation, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := keysFor(name)
-	res, err := revokeScript.Run(ctx, q.rdb, []string{k.token(token), k.revoked(token), k.tickets(), k.active()},
+	k := rstore.KeysFor(name)
+	res, err := rstore.Revoke.Run(ctx, q.rdb, []string{k.Token(token), k.Revoked(token), k.Tickets(), k.Active()},
 		ticket, revokeSlack.Milliseconds(), (MaxTokenTTL + revokeSlack).Milliseconds(), token).Slice()
 	if err != nil {
 		return Revocation{}, fail("revoke token", err)
@@ -90,7 +84,7 @@ func (q *Queue) revoke(ctx context.Context, name, token, ticket string) (Revocat
 func (q *Queue) TokenRevoked(ctx context.Context, t Ticket, token string) (bool, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	n, err := q.rdb.Exists(ctx, keysFor(t.Queue).revoked(token)).Result()
+	n, err := q.rdb.Exists(ctx, rstore.KeysFor(t.Queue).Revoked(token)).Result()
 	if err != nil {
 		return false, fail("token revoked", err)
 	}

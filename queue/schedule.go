@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue/draw"
 )
 
@@ -26,28 +27,9 @@ import (
 // waiter per tick. A leader that dies mid-draw leaves the phase at "frozen"; the next
 // leader's first tick sees it and runs the whole draw again, which places nobody twice.
 
-var (
-	//go:embed schedule.lua
-	scheduleLua string
-	//go:embed drawplace.lua
-	drawPlaceLua string
-	//go:embed drawdone.lua
-	drawDoneLua string
-	//go:embed end.lua
-	endLua string
-	//go:embed soldout.lua
-	soldOutLua string
-
-	scheduleScript  = redis.NewScript(scheduleLua)
-	drawPlaceScript = redis.NewScript(drawPlaceLua)
-	drawDoneScript  = redis.NewScript(drawDoneLua)
-	endScript       = redis.NewScript(endLua)
-	soldOutScript   = redis.NewScript(soldOutLua)
-)
-
 // schedule sets (or clears, with nil) the start of queue name, with the contract's rules.
 func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawPhase, error) {
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	seed := draw.NewSeed()
 	commitment, err := draw.Commitment(seed)
 	if err != nil {
@@ -57,8 +39,8 @@ func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawP
 	if at != nil {
 		v = strconv.FormatInt(at.UnixMilli(), 10)
 	}
-	res, err := scheduleScript.Run(ctx, q.rdb,
-		[]string{k.cfg(), k.waiting(), k.laneWaiting(laneP), k.laneWaiting(laneB), k.draw(), k.pre(), k.drawSet(), k.drawOrder()},
+	res, err := rstore.Schedule.Run(ctx, q.rdb,
+		[]string{k.Cfg(), k.Waiting(), k.LaneWaiting(laneP), k.LaneWaiting(laneB), k.Draw(), k.Pre(), k.DrawSet(), k.DrawOrder()},
 		v, seed, commitment).Slice()
 	if err != nil {
 		return "", fail("schedule "+name, err)
@@ -100,13 +82,13 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 // leader that takes over resumes where the last one's progress mark says (the order is a
 // function of the frozen list and the seed, so it recomputes the same one).
 func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64) (int, error) {
-	k := keysFor(name)
-	rec, err := a.q.rdb.HMGet(ctx, k.draw(), "seed", "base", "n", "placed").Result()
+	k := rstore.KeysFor(name)
+	rec, err := a.q.rdb.HMGet(ctx, k.Draw(), "seed", "base", "n", "placed").Result()
 	if err != nil {
 		return 0, fail("draw "+name, err)
 	}
 	seed, base, resume := toString(rec[0]), toInt(rec[1]), int(toInt(rec[3]))
-	tickets, err := a.q.rdb.ZRange(ctx, k.drawSet(), 0, -1).Result()
+	tickets, err := a.q.rdb.ZRange(ctx, k.DrawSet(), 0, -1).Result()
 	if err != nil {
 		return 0, fail("draw "+name, err)
 	}
@@ -123,13 +105,13 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		return 0, fmt.Errorf("draw %s: %w", name, err)
 	}
 	// The participants hash is published as soon as it is known (GET …/draw).
-	if err := a.q.rdb.HSet(ctx, k.draw(), "phash", phash).Err(); err != nil {
+	if err := a.q.rdb.HSet(ctx, k.Draw(), "phash", phash).Err(); err != nil {
 		return 0, fail("draw "+name, err)
 	}
 	perm := draw.OrderIndex(key, ids)
 	order := make([]byte, 0, 32*len(perm))
 	batch := a.cfg.DrawBatch
-	keys := []string{k.lease(), k.fence(), k.tickets(), k.waiting(), k.seen(), k.gone(), k.goneNew(), k.draw()}
+	keys := []string{k.Lease(), k.Fence(), k.Tickets(), k.Waiting(), k.Seen(), k.Gone(), k.GoneNew(), k.Draw()}
 	// The lease is renewed before the first batch (reading and ordering the frozen list may
 	// have taken longer than the lease on a big draw or a busy machine), then every
 	// LeaseRenew, and once more before the order is stored.
@@ -138,7 +120,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		if !renewed.IsZero() && time.Since(renewed) < a.cfg.LeaseRenew {
 			return nil
 		}
-		f, err := leaseScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
+		f, err := rstore.Lease.Run(ctx, a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock()}, owner, a.cfg.LeaseTTL.Milliseconds(), string(leaseTake)).Int64()
 		if err != nil {
 			return fail("draw "+name, err)
 		}
@@ -158,7 +140,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		for i := from; i < to; i++ {
 			args = append(args, tickets[perm[i]], base+int64(i)+1)
 		}
-		n, err := drawPlaceScript.Run(ctx, a.q.rdb, keys, args...).Int64()
+		n, err := rstore.DrawPlace.Run(ctx, a.q.rdb, keys, args...).Int64()
 		if err != nil {
 			return 0, fail("draw "+name, err)
 		}
@@ -176,7 +158,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	if err := renew(); err != nil {
 		return 0, err
 	}
-	n, err := drawDoneScript.Run(ctx, a.q.rdb, []string{k.lease(), k.fence(), k.cfg(), k.draw(), k.drawOrder()},
+	n, err := rstore.DrawDone.Run(ctx, a.q.rdb, []string{k.Lease(), k.Fence(), k.Cfg(), k.Draw(), k.DrawOrder()},
 		owner, fence, order, phash).Int64()
 	if err != nil {
 		return 0, fail("draw "+name, err)
@@ -192,12 +174,12 @@ const endBatch = 2000
 
 // runEnd drops every place of a queue whose ends_at has passed.
 func (a *Admitter) runEnd(ctx context.Context, name, owner string, fence int64) error {
-	k := keysFor(name)
-	keys := []string{k.lease(), k.fence(), k.cfg(), k.tickets(), k.seen(), k.waiting(), k.laneWaiting(laneP),
-		k.laneWaiting(laneB), k.pre(), k.drawSet(), k.gone(), k.goneNew(), k.laneGone(laneP), k.laneGoneNew(laneP),
-		k.laneGone(laneB), k.laneGoneNew(laneB), k.clock(), k.seq()}
+	k := rstore.KeysFor(name)
+	keys := []string{k.Lease(), k.Fence(), k.Cfg(), k.Tickets(), k.Seen(), k.Waiting(), k.LaneWaiting(laneP),
+		k.LaneWaiting(laneB), k.Pre(), k.DrawSet(), k.Gone(), k.GoneNew(), k.LaneGone(laneP), k.LaneGoneNew(laneP),
+		k.LaneGone(laneB), k.LaneGoneNew(laneB), k.Clock(), k.Seq()}
 	for {
-		left, err := endScript.Run(ctx, a.q.rdb, keys, owner, fence, endBatch).Int64()
+		left, err := rstore.End.Run(ctx, a.q.rdb, keys, owner, fence, endBatch).Int64()
 		switch {
 		case err != nil:
 			return fail("end "+name, err)
@@ -231,10 +213,10 @@ func (q *Queue) Draw(ctx context.Context, name string) (DrawInfo, error) {
 	if !ValidName(name) {
 		return DrawInfo{}, ErrQueueNotFound
 	}
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	pipe := q.rdb.Pipeline()
-	cf := pipe.HMGet(ctx, k.cfg(), "rate", "draw", "starts_ms")
-	rec := pipe.HMGet(ctx, k.draw(), "commitment", "phash", "n", "seed")
+	cf := pipe.HMGet(ctx, k.Cfg(), "rate", "draw", "starts_ms")
+	rec := pipe.HMGet(ctx, k.Draw(), "commitment", "phash", "n", "seed")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return DrawInfo{}, fail("draw "+name, err)
 	}
@@ -268,7 +250,7 @@ func (q *Queue) DrawOrder(ctx context.Context, name string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*q.cfg.OpTimeout)
 	defer cancel()
-	raw, err := q.rdb.Get(ctx, keysFor(name).drawOrder()).Bytes()
+	raw, err := q.rdb.Get(ctx, rstore.KeysFor(name).DrawOrder()).Bytes()
 	if err != nil && err != redis.Nil {
 		return "", fail("draw order "+name, err)
 	}
@@ -286,12 +268,12 @@ func (q *Queue) DrawOrder(ctx context.Context, name string) (string, error) {
 // its pre-queue members' drawn places. One round trip per 1,000 tickets.
 func (q *Queue) Seqs(ctx context.Context, name string, ids []string) ([]int64, error) {
 	out := make([]int64, len(ids))
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	const chunk = 1000
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, 0, len(ids)/chunk+1)
 	for from := 0; from < len(ids); from += chunk {
-		cmds = append(cmds, pipe.HMGet(ctx, k.tickets(), ids[from:min(from+chunk, len(ids))]...))
+		cmds = append(cmds, pipe.HMGet(ctx, k.Tickets(), ids[from:min(from+chunk, len(ids))]...))
 	}
 	if len(cmds) == 0 {
 		return out, nil
@@ -323,8 +305,8 @@ func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool, versi
 	if !ValidName(name) {
 		return nil
 	}
-	k := keysFor(name)
-	changed, err := soldOutScript.Run(ctx, q.rdb, []string{k.cfg(), k.soldLog()}, boolStr(soldOut), version).Int()
+	k := rstore.KeysFor(name)
+	changed, err := rstore.SoldOut.Run(ctx, q.rdb, []string{k.Cfg(), k.SoldLog()}, boolStr(soldOut), version).Int()
 	if err != nil {
 		return fail("sold out "+name, err)
 	}

@@ -17,17 +17,6 @@ import (
 // and its caller may change from one release to the next; what the scripts store in Redis
 // and the tick message they publish may not, and do not.
 
-// freezeLua is the draw's start, the step both join.lua and admit.lua take (whichever runs
-// first after a scheduled queue's start). It is put before each of their texts here, not
-// loaded as a Redis function: the in-process Redis does not run functions, and a function
-// library is one per Redis, which two releases would overwrite in turn.
-//
-//go:embed lua/freeze.lua
-var freezeLua string
-
-// withPrelude is the text of a script that calls the shared prelude.
-func withPrelude(body string) string { return freezeLua + "\n" + body }
-
 // tickPublish is how admit.lua sends a tick message: the first letter of its ARGV[8] (the
 // script's PUBLISH_* constants).
 type tickPublish string

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -70,7 +71,7 @@ func testRefusals(t *testing.T, q *Queue, rdb redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	put(t, q, "ended", SettingsPatch{})
-	if err := rdb.HSet(ctx, keysFor("ended").cfg(), "ended", "1").Err(); err != nil {
+	if err := rdb.HSet(ctx, rstore.KeysFor("ended").Cfg(), "ended", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	put(t, q, "pow", SettingsPatch{PowDifficulty: ptrTo(12)})
@@ -180,11 +181,11 @@ func testFreezeByJoin(t *testing.T, q *Queue, rdb redis.UniversalClient) {
 	if p, created, err := q.Join(ctx, late); err != nil || !created || p.State != StateWaiting || p.Seq != 2 {
 		t.Fatalf("a join after the start: %+v created %v, %v", p, created, err)
 	}
-	d, err := rdb.HMGet(ctx, keysFor(name).draw(), "base", "n").Result()
+	d, err := rdb.HMGet(ctx, rstore.KeysFor(name).Draw(), "base", "n").Result()
 	if err != nil || d[0] != "0" || d[1] != "1" {
 		t.Fatalf("the draw's record: %v %v", d, err)
 	}
-	if ph, err := rdb.HGet(ctx, keysFor(name).cfg(), "draw").Result(); err != nil || DrawPhase(ph) != DrawFrozen {
+	if ph, err := rdb.HGet(ctx, rstore.KeysFor(name).Cfg(), "draw").Result(); err != nil || DrawPhase(ph) != DrawFrozen {
 		t.Fatalf("the phase after the freeze: %q %v", ph, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Settings are the live knobs of one queue, stored in Redis so every instance sees a
@@ -278,7 +280,7 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if err := p.checkTimes(prev, cur, time.Now()); err != nil {
 		return Settings{}, false, err
 	}
-	k := keysFor(name)
+	k := rstore.KeysFor(name)
 	if p.StartsAt != nil && !sameTime(prev.StartsAt, cur.StartsAt) {
 		ph, err := q.schedule(ctx, name, cur.StartsAt)
 		if err != nil {
@@ -308,12 +310,12 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 		fields = append(fields, "rate", strconv.FormatFloat(cur.RatePerSecond, 'f', -1, 64))
 	}
 	if len(fields) > 0 {
-		err = q.rdb.HSet(ctx, k.cfg(), fields...).Err()
+		err = q.rdb.HSet(ctx, k.Cfg(), fields...).Err()
 	}
 	if err != nil {
 		return Settings{}, false, fail("put queue "+name, err)
 	}
-	if err := q.rdb.SAdd(ctx, queuesKey, name).Err(); err != nil {
+	if err := q.rdb.SAdd(ctx, rstore.QueuesKey, name).Err(); err != nil {
 		return Settings{}, false, fail("register queue "+name, err)
 	}
 	// A new queue's loops start at once on every instance, and a resting queue's leader
@@ -399,7 +401,7 @@ func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
 	if !ValidName(name) {
 		return Settings{}, ErrQueueNotFound
 	}
-	m, err := q.rdb.HGetAll(ctx, keysFor(name).cfg()).Result()
+	m, err := q.rdb.HGetAll(ctx, rstore.KeysFor(name).Cfg()).Result()
 	if err != nil {
 		return Settings{}, fail("read queue "+name, err)
 	}
@@ -424,7 +426,7 @@ func parseSettings(name string, m map[string]string) Settings {
 func (q *Queue) Names(ctx context.Context) ([]string, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	names, err := q.rdb.SMembers(ctx, queuesKey).Result()
+	names, err := q.rdb.SMembers(ctx, rstore.QueuesKey).Result()
 	if err != nil {
 		return nil, fail("list queues", err)
 	}

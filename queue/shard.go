@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // How tick messages travel (Config.PubSub, WR_PUBSUB).
@@ -144,7 +145,7 @@ const wakeChannel = "wr:wake"
 func (q *Queue) Wake(ctx context.Context, name string) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	if err := q.rdb.HDel(ctx, keysFor(name).clock(), "idle").Err(); err != nil {
+	if err := q.rdb.HDel(ctx, rstore.KeysFor(name).Clock(), "idle").Err(); err != nil {
 		return fail("wake "+name, err)
 	}
 	return q.publishWake(ctx, name)
@@ -160,7 +161,7 @@ func (q *Queue) publishWake(ctx context.Context, name string) error {
 // publishTick sends a tick message that admit.lua returned (publishReturn) the way the
 // configuration says.
 func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
-	ch := Channel(name)
+	ch := rstore.Channel(name)
 	mode := q.PubSub()
 	if mode == PubSubPlain || mode == PubSubBoth {
 		if err := q.rdb.Publish(ctx, ch, msg).Err(); err != nil {

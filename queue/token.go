@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
 // Verdict is what the token store says about a token presented with a ticket.
@@ -72,9 +74,9 @@ func (q *Queue) tokenOp(ctx context.Context, op string, t Ticket, token, reqKey 
 	if !ValidToken(token) {
 		return TokenUnknown, time.Time{}, nil
 	}
-	k := keysFor(t.Queue)
-	res, err := tokenScript.Run(ctx, q.rdb,
-		[]string{k.token(token), k.tickets(), k.claim(token), k.active()},
+	k := rstore.KeysFor(t.Queue)
+	res, err := rstore.Token.Run(ctx, q.rdb,
+		[]string{k.Token(token), k.Tickets(), k.Claim(token), k.Active()},
 		op, t.ID, token, reqKey, q.cfg.ClaimTTL.Milliseconds(), boolStr(idem)).Slice()
 	if err != nil {
 		return "", time.Time{}, fail("token "+op, err)

@@ -84,7 +84,7 @@ func (w *commandWatch) stop() {
 	w.wg.Wait()
 }
 
-// soldOutScriptOn matches a MONITOR line of the sold-out script (queue/soldout.lua) run for
+// soldOutScriptOn matches a MONITOR line of the sold-out script (internal/rstore/lua/soldout.lua) run for
 // queue name: the only script given the queue's soldlog key.
 func soldOutScriptOn(name string) func(line string) bool {
 	key := `"wr:{q:` + name + `}:soldlog"`

@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// tokenRedisState is what consuming an admission token changes in Redis (queue/token.lua):
+// tokenRedisState is what consuming an admission token changes in Redis (internal/rstore/lua/token.lua):
 // the token key (deleted), the ticket's state in the queue's tickets hash ("a:…" becomes
 // "u:…"), and its entry in the active set (removed). The claim key exists only while a
 // request holds the token.

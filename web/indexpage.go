@@ -26,7 +26,7 @@ const (
 const endedListed = 24 * time.Hour
 
 // IndexState is the one state of a queue as a join at now would find it, by the join's own
-// precedence (queue/join.lua, before the per-request checks): ended (the end flag, or ends_at
+// precedence (internal/rstore/lua/join.lua, before the per-request checks): ended (the end flag, or ends_at
 // passed) → closed (closed, or method reject) → sold_out → scheduled (the pre-queue before
 // the start) → paused → open. A join succeeds for open, paused (the place is kept) and
 // scheduled (a pre-queue place); it is refused for the others (423 queue_ended,
