@@ -84,11 +84,59 @@ type config struct {
 // setting is one documented environment variable (the README table lists the same).
 type setting struct {
 	name, def, help string
-	parse           func(c *config, v string) error
+	value
 }
 
-func durSetting(dst func(*config) *time.Duration, min time.Duration) func(*config, string) error {
-	return func(c *config, v string) error {
+// value is how a setting's text becomes part of the config: what it accepts, as data (for
+// -h, the configuration page and the test that holds parse to it), and the parse that
+// enforces exactly that.
+type value struct {
+	accepts accepts
+	parse   func(c *config, v string) error
+}
+
+// accepts is the values a setting takes: its kind, inclusive bounds (empty: unbounded) and,
+// for a choice, the words it takes (a kind with choices takes either).
+type accepts struct {
+	Kind     string // duration, number, integer, boolean, text, secret, address, list
+	Min, Max string
+	Choices  []string
+	Rule     string // what else a value must be, in words ("" when the kind says it all)
+}
+
+// String is the accepted values in a few words: "duration ≥ 10ms", "integer 1–7000",
+// "auto, or integer 0–5".
+func (a accepts) String() string {
+	var b strings.Builder
+	if len(a.Choices) > 0 {
+		b.WriteString(strings.Join(a.Choices, ", "))
+		if a.Kind == "" {
+			return b.String()
+		}
+		b.WriteString(", or ")
+	}
+	b.WriteString(a.Kind)
+	switch {
+	case a.Min != "" && a.Max != "":
+		b.WriteString(" " + a.Min + "–" + a.Max)
+	case a.Min != "":
+		b.WriteString(" ≥ " + a.Min)
+	case a.Max != "":
+		b.WriteString(" ≤ " + a.Max)
+	}
+	if a.Rule != "" {
+		b.WriteString(" (" + a.Rule + ")")
+	}
+	return b.String()
+}
+
+// custom is a setting parsed by its own function, which must accept what a says.
+func custom(a accepts, parse func(c *config, v string) error) value {
+	return value{accepts: a, parse: parse}
+}
+
+func durSetting(dst func(*config) *time.Duration, min time.Duration) value {
+	return value{accepts{Kind: "duration", Min: min.String()}, func(c *config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("not a duration like 100ms or 2s")
@@ -98,99 +146,99 @@ func durSetting(dst func(*config) *time.Duration, min time.Duration) func(*confi
 		}
 		*dst(c) = d
 		return nil
-	}
+	}}
 }
 
-func floatSetting(dst func(*config) *float64, min, max float64) func(*config, string) error {
-	return func(c *config, v string) error {
+func floatSetting(dst func(*config) *float64, min, max float64) value {
+	return value{accepts{Kind: "number", Min: strconv.FormatFloat(min, 'g', -1, 64), Max: strconv.FormatFloat(max, 'g', -1, 64)}, func(c *config, v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < min || f > max || f != f {
 			return fmt.Errorf("must be a number from %v to %v", min, max)
 		}
 		*dst(c) = f
 		return nil
-	}
+	}}
 }
 
-func intSetting(dst func(*config) *int, min, max int) func(*config, string) error {
-	return func(c *config, v string) error {
+func intSetting(dst func(*config) *int, min, max int) value {
+	return value{accepts{Kind: "integer", Min: strconv.Itoa(min), Max: strconv.Itoa(max)}, func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min || n > max {
 			return fmt.Errorf("must be a whole number from %d to %d", min, max)
 		}
 		*dst(c) = n
 		return nil
-	}
+	}}
 }
 
-func boolSetting(dst func(*config) *bool) func(*config, string) error {
-	return func(c *config, v string) error {
+func boolSetting(dst func(*config) *bool) value {
+	return value{accepts{Choices: []string{"true", "false"}}, func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false")
 		}
 		*dst(c) = b
 		return nil
-	}
+	}}
 }
 
-func strSetting(dst func(*config) *string) func(*config, string) error {
-	return func(c *config, v string) error { *dst(c) = v; return nil }
+func strSetting(dst func(*config) *string, a accepts) value {
+	return value{a, func(c *config, v string) error { *dst(c) = v; return nil }}
 }
 
 var settings = []setting{
-	{"WR_ADDR", ":8080", "listen address (host:port)", func(c *config, v string) error {
+	{"WR_ADDR", ":8080", "listen address (host:port)", custom(accepts{Kind: "address", Rule: "host:port or :port"}, func(c *config, v string) error {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			return fmt.Errorf("must be host:port or :port")
 		}
 		c.Addr = v
 		return nil
-	}},
-	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL })},
-	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL })},
-	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir })},
-	{"WR_MESSAGES_DIR", "", "directory of extra/override page messages read at start: <lang>.json (en, ko, ja or a new code such as fr) with {\"key\": \"text\"}; a new language falls back to English per missing key (logged), unknown keys are logged and ignored", strSetting(func(c *config) *string { return &c.MessagesDir })},
-	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir })},
-	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", func(c *config, v string) error {
+	})},
+	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL }, accepts{Kind: "text", Rule: "a redis:// URL"})},
+	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL }, accepts{Kind: "text", Rule: "a postgres:// URL"})},
+	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir }, accepts{Kind: "text", Rule: "a directory"})},
+	{"WR_MESSAGES_DIR", "", "directory of extra/override page messages read at start: <lang>.json (en, ko, ja or a new code such as fr) with {\"key\": \"text\"}; a new language falls back to English per missing key (logged), unknown keys are logged and ignored", strSetting(func(c *config) *string { return &c.MessagesDir }, accepts{Kind: "text", Rule: "a directory"})},
+	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir }, accepts{Kind: "text", Rule: "a directory"})},
+	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", custom(accepts{Kind: "secret", Rule: "at least 16 bytes"}, func(c *config, v string) error {
 		if len(v) < 16 {
 			return fmt.Errorf("must be at least 16 bytes")
 		}
 		c.Secret = v
 		return nil
-	}},
-	{"WR_ADMIN_TOKEN", "", "bearer token of the admin API and dashboard; empty = random, written to a file named in the log", func(c *config, v string) error {
+	})},
+	{"WR_ADMIN_TOKEN", "", "bearer token of the admin API and dashboard; empty = random, written to a file named in the log", custom(accepts{Kind: "secret", Rule: "at least 8 characters"}, func(c *config, v string) error {
 		if len(v) < 8 {
 			return fmt.Errorf("must be at least 8 characters")
 		}
 		c.AdminToken = v
 		return nil
-	}},
-	{"WR_ADMIN_VIEWER_TOKEN", "", "bearer token of the admin API with role viewer (actor \"viewer\"): every GET, no change (403 forbidden); at least 16 characters", func(c *config, v string) error {
+	})},
+	{"WR_ADMIN_VIEWER_TOKEN", "", "bearer token of the admin API with role viewer (actor \"viewer\"): every GET, no change (403 forbidden); at least 16 characters", custom(accepts{Kind: "secret", Rule: "at least 16 characters"}, func(c *config, v string) error {
 		if len(v) < web.MinAdminTokenLen {
 			return fmt.Errorf("must be at least %d characters", web.MinAdminTokenLen)
 		}
 		c.AdminViewerToken = v
 		return nil
-	}},
-	{"WR_ADMIN_TOKENS", "", "named admin tokens, comma-separated name:role:token (name 1-32 of A-Z a-z 0-9 _ -, the audit log's actor; role operator or viewer; token at least 16 characters)", func(c *config, v string) (err error) {
+	})},
+	{"WR_ADMIN_TOKENS", "", "named admin tokens, comma-separated name:role:token (name 1-32 of A-Z a-z 0-9 _ -, the audit log's actor; role operator or viewer; token at least 16 characters)", custom(accepts{Kind: "list", Rule: "comma-separated name:role:token"}, func(c *config, v string) (err error) {
 		c.AdminTokens, err = web.ParseAdminTokens(v)
 		return err
-	}},
-	{"WR_INSTANCE_ID", "", "name of this instance in the admin view (default: hostname-pid)", func(c *config, v string) error {
+	})},
+	{"WR_INSTANCE_ID", "", "name of this instance in the admin view (default: hostname-pid)", custom(accepts{Kind: "text", Rule: "at most 64 characters, no spaces or colons"}, func(c *config, v string) error {
 		if len(v) > 64 || strings.ContainsAny(v, " :\t\n") {
 			return fmt.Errorf("must be at most 64 characters without spaces or colons")
 		}
 		c.InstanceID = v
 		return nil
-	}},
-	{"WR_LOG_LEVEL", "info", "debug, info, warn or error", func(c *config, v string) error {
+	})},
+	{"WR_LOG_LEVEL", "info", "debug, info, warn or error", custom(accepts{Choices: []string{"debug", "info", "warn", "error"}}, func(c *config, v string) error {
 		l, err := zerolog.ParseLevel(v)
 		if err != nil || v == "" {
 			return fmt.Errorf("must be debug, info, warn or error")
 		}
 		c.LogLevel = l
 		return nil
-	}},
+	})},
 	{"WR_LOG_PRETTY", "false", "human-readable console logs instead of JSON", boolSetting(func(c *config) *bool { return &c.LogPretty })},
 	{"WR_DEMO", "true", "create queue demo and product demo at start if missing", boolSetting(func(c *config) *bool { return &c.Demo })},
 	{"WR_DEMO_RATE", "5", "admission rate of the demo queue (users/s)", floatSetting(func(c *config) *float64 { return &c.DemoRate }, 0, 100000)},
@@ -211,25 +259,25 @@ var settings = []setting{
 	{"WR_ORDER_RATE_PER_TICKET", "5", "orders per second per ticket (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.OrderPerTicket }, 0, 1e6)},
 	{"WR_ORDER_RATE_GLOBAL", "100", "orders per second overall (0 = off)", floatSetting(func(c *config) *float64 { return &c.OrderGlobal }, 0, 1e6)},
 	{"WR_JOIN_RATE_PER_IP", "50", "joins per second per client address (0 = off)", floatSetting(func(c *config) *float64 { return &c.JoinPerIP }, 0, 1e6)},
-	{"WR_UNBOUND_PRODUCTS_QUEUE", "", "upgrade aid: products that name no queue are sold through this queue (empty: not on sale)", func(c *config, v string) error {
+	{"WR_UNBOUND_PRODUCTS_QUEUE", "", "upgrade aid: products that name no queue are sold through this queue (empty: not on sale)", custom(accepts{Kind: "text", Rule: "a queue name: 1-64 of A-Z a-z 0-9 _ -"}, func(c *config, v string) error {
 		if v != "" && !queue.ValidName(v) {
 			return fmt.Errorf("must be a queue name (1-64 of A-Z a-z 0-9 _ -) or empty")
 		}
 		c.UnboundQueue = v
 		return nil
-	}},
+	})},
 	{"WR_MAX_CONNS", "0", "most open client connections, streams included; past it a new connection is closed at accept (0 = the open-file limit minus a reserve for the Redis and PostgreSQL pools and files: 19,807 at 20,000)", intSetting(func(c *config) *int { return &c.MaxConns }, 0, 10_000_000)},
 	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
 	{"WR_ADMIN_STREAMS_PER_TOKEN", "4", "most open /admin/api/stream connections of one admin token on an instance; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsTok }, 1, 10_000)},
 	{"WR_ADMIN_STREAMS_PER_INSTANCE", "64", "most open /admin/api/stream connections on an instance, every token together; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsInst }, 1, 100_000)},
-	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (during a rolling deploy from plain to sharded)", func(c *config, v string) error {
+	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (during a rolling deploy from plain to sharded)", custom(accepts{Choices: []string{"auto", "plain", "sharded", "both"}}, func(c *config, v string) error {
 		if !queue.ValidPubSub(v) {
 			return fmt.Errorf("must be auto, plain, sharded or both")
 		}
 		c.PubSub = v
 		return nil
-	}},
-	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", func(c *config, v string) error {
+	})},
+	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", custom(accepts{Kind: "integer", Min: "0", Max: "5", Choices: []string{"auto"}}, func(c *config, v string) error {
 		if v == "auto" {
 			c.ReplicaAcks = -1
 			return nil
@@ -240,31 +288,31 @@ var settings = []setting{
 		}
 		c.ReplicaAcks = n
 		return nil
-	}},
+	})},
 	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short while a replica is attached the tick is held (no token told) and confirmed again each tick; with no replica attached admissions go out unconfirmed (counted in queue_replication_unconfirmed_total)", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},
 	{"WR_REDIS_TIMEOUT", "1s", "deadline of every Redis call made for a request (pool wait included); a stalled Redis is answered 503 within it", durSetting(func(c *config) *time.Duration { return &c.RedisTimeout }, 50*time.Millisecond)},
 	{"WR_STATUS_RATE_PER_TICKET", "2", "status calls per second per ticket, burst 10 (0 = off); live-changeable via PUT /admin/api/limits", floatSetting(func(c *config) *float64 { return &c.StatusPerTicket }, 0, 1e6)},
-	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare; only for the first step of the upgrade to signed tokens, docs/UPGRADING.md — guards accept both either way)", func(c *config, v string) error {
+	{"WR_TOKEN_FORMAT", "jws", "admission tokens handed out: jws (signed, verifiable with /.well-known/jwks.json) or uuid (bare; only for the first step of the upgrade to signed tokens, docs/UPGRADING.md — guards accept both either way)", custom(accepts{Choices: []string{"jws", "uuid"}}, func(c *config, v string) error {
 		if v != "jws" && v != "uuid" {
 			return fmt.Errorf("must be jws or uuid")
 		}
 		c.TokenFormat = v
 		return nil
-	}},
+	})},
 	{"WR_ACCEPT_BARE_TOKENS", "true", "guards also accept a token's bare UUID (the unsigned form, still checked in Redis: live, this ticket, this queue); set false once every instance hands out jws and one token lifetime has passed", boolSetting(func(c *config) *bool { return &c.AcceptBareTokens })},
-	{"WR_ISSUER", "waitroom", "the iss claim of admission tokens (guards and verifiers require it)", func(c *config, v string) error {
+	{"WR_ISSUER", "waitroom", "the iss claim of admission tokens (guards and verifiers require it)", custom(accepts{Kind: "text", Rule: "1-200 characters"}, func(c *config, v string) error {
 		if v == "" || len(v) > 200 {
 			return fmt.Errorf("must be 1-200 characters")
 		}
 		c.Issuer = v
 		return nil
-	}},
+	})},
 	{"WR_KEY_PUBLISH_DELAY", "60s", "a rotated signing key is in the JWKS this long before it signs; must be longer than WR_KEY_REFRESH + WR_JWKS_MAX_AGE (every instance has re-read the keys, then every verifier's cached JWKS has expired), else the server does not start", durSetting(func(c *config) *time.Duration { return &c.KeyPublishDelay }, 100*time.Millisecond)},
 	{"WR_KEY_REFRESH", "30s", "how often each instance re-reads the signing keys from Redis (and at once on an unknown kid)", durSetting(func(c *config) *time.Duration { return &c.KeyRefresh }, 50*time.Millisecond)},
 	{"WR_JWKS_MAX_AGE", "15s", "how long verifiers may cache /.well-known/jwks.json (its Cache-Control max-age, whole seconds); shorter lets WR_KEY_PUBLISH_DELAY be shorter, for more JWKS fetches", durSetting(func(c *config) *time.Duration { return &c.JWKSMaxAge }, 0)},
 	{"WR_FAIL_OPEN", "false", "with Redis down, let orders through without a token (stock and a local rate limit still apply)", boolSetting(func(c *config) *bool { return &c.FailOpen })},
-	{"WR_PROXY_HEADER", "", "client address header your proxies set, e.g. X-Forwarded-For, appended to (nginx $proxy_add_x_forwarded_for, most load balancers) or overwritten (as deploy/nginx.conf does); the client is the rightmost entry that is not a trusted proxy", strSetting(func(c *config) *string { return &c.ProxyHeader })},
-	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs: WR_PROXY_HEADER is read only from these peers, and its entries from the right that are in the list are skipped as proxies; empty = every peer's header, its rightmost entry only (only safe when clients cannot reach the instances directly)", func(c *config, v string) error {
+	{"WR_PROXY_HEADER", "", "client address header your proxies set, e.g. X-Forwarded-For, appended to (nginx $proxy_add_x_forwarded_for, most load balancers) or overwritten (as deploy/nginx.conf does); the client is the rightmost entry that is not a trusted proxy", strSetting(func(c *config) *string { return &c.ProxyHeader }, accepts{Kind: "text", Rule: "a header name"})},
+	{"WR_TRUSTED_PROXIES", "", "comma-separated proxy addresses/CIDRs: WR_PROXY_HEADER is read only from these peers, and its entries from the right that are in the list are skipped as proxies; empty = every peer's header, its rightmost entry only (only safe when clients cannot reach the instances directly)", custom(accepts{Kind: "list", Rule: "comma-separated IP addresses or CIDRs"}, func(c *config, v string) error {
 		for _, p := range strings.Split(v, ",") {
 			p = strings.TrimSpace(p)
 			if net.ParseIP(p) == nil {
@@ -275,7 +323,7 @@ var settings = []setting{
 			c.TrustedProxies = append(c.TrustedProxies, p)
 		}
 		return nil
-	}},
+	})},
 	{"WR_READ_TIMEOUT", "10s", "a whole request (headers and body) must arrive within this: slowloris guard", durSetting(func(c *config) *time.Duration { return &c.ReadTimeout }, 100*time.Millisecond)},
 	{"WR_WRITE_TIMEOUT", "15s", "deadline for writing one response (streams move theirs per write)", durSetting(func(c *config) *time.Duration { return &c.WriteTimeout }, 100*time.Millisecond)},
 	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},

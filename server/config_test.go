@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,3 +65,60 @@ func TestEverySettingIsDocumented(t *testing.T) {
 }
 
 func newTestLogger(w *bytes.Buffer) zerolog.Logger { return zerolog.New(w) }
+
+// TestEverySettingAcceptsWhatItSays holds each setting's parse to its accepts (the data -h
+// and the configuration page show): every choice and both bounds are taken, a step past
+// either bound is refused.
+func TestEverySettingAcceptsWhatItSays(t *testing.T) {
+	t.Parallel()
+	for _, s := range settings {
+		a := s.accepts
+		if a.Kind == "" && len(a.Choices) == 0 {
+			t.Errorf("%s: no accepted values", s.name)
+			continue
+		}
+		if a.String() == "" {
+			t.Errorf("%s: accepts says nothing", s.name)
+		}
+		take := func(v string, want bool) {
+			t.Helper()
+			var c config
+			if err := s.parse(&c, v); (err == nil) != want {
+				t.Errorf("%s=%q: err %v, want accepted %v (accepts: %s)", s.name, v, err, want, a)
+			}
+		}
+		for _, ch := range a.Choices {
+			take(ch, true)
+		}
+		switch a.Kind {
+		case "integer", "number":
+			for _, b := range []struct {
+				v    string
+				step float64
+			}{{a.Min, -1}, {a.Max, +1}} {
+				if b.v == "" {
+					continue
+				}
+				take(b.v, true)
+				f, err := strconv.ParseFloat(b.v, 64)
+				if err != nil {
+					t.Fatalf("%s: bound %q: %v", s.name, b.v, err)
+				}
+				take(strconv.FormatFloat(f+b.step, 'f', -1, 64), false)
+			}
+		case "duration":
+			if a.Min == "" {
+				continue
+			}
+			min, err := time.ParseDuration(a.Min)
+			if err != nil {
+				t.Fatalf("%s: bound %q: %v", s.name, a.Min, err)
+			}
+			take(min.String(), true)
+			take((min - time.Nanosecond).String(), false)
+		}
+		if len(a.Choices) > 0 {
+			take("no-such-choice", false)
+		}
+	}
+}
