@@ -73,7 +73,7 @@ type Setting struct {
 }
 
 // SettingsTable lists the queue settings in the order the admin API's bodies name them.
-func SettingsTable() []Setting { return settingsTable }
+func SettingsTable() []Setting { return slices.Clone(settingsTable) }
 
 var settingsTable = []Setting{
 	{JSON: "rate_per_second", Go: "RatePerSecond", Hash: "rate", Kind: KindFloat, Default: 5.0,

@@ -15,11 +15,14 @@ import (
 // /admin/api/queues/{queue} takes exactly the table's keys, and every answer that shows a
 // queue's settings (that PUT's, the stats, the audit log's snapshots) writes each of them.
 
+// settingRows is the queue settings table, read once.
+var settingRows = queue.SettingsTable()
+
 // queueBodyType is the body of PUT /admin/api/queues/{queue}: one field per setting, in the
 // table's order, typed as its JSON value (json.RawMessage where null means "clear" or a
 // value of the wrong type must be a 422 naming the field), so decodeStrict checks its keys.
 var queueBodyType = func() reflect.Type {
-	rows := queue.SettingsTable()
+	rows := settingRows
 	fields := make([]reflect.StructField, 0, len(rows))
 	for _, row := range rows {
 		fields = append(fields, reflect.StructField{Name: row.Go, Type: bodyFieldType(row.Kind),
@@ -56,7 +59,7 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 		return queue.SettingsPatch{}, err
 	}
 	v := reflect.ValueOf(b).Elem()
-	for i, row := range queue.SettingsTable() {
+	for i, row := range settingRows {
 		f := v.Field(i)
 		if f.IsNil() {
 			continue
@@ -105,7 +108,7 @@ func parseText(field string, raw json.RawMessage) (string, error) {
 // appendSettings writes every setting of st as members of a JSON object ("key":value,…),
 // in the table's order.
 func appendSettings(b []byte, st queue.Settings) []byte {
-	for i, row := range queue.SettingsTable() {
+	for i, row := range settingRows {
 		if i > 0 {
 			b = append(b, ',')
 		}
