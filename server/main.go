@@ -211,7 +211,16 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		UnboundQueue: cfg.UnboundQueue, Messages: messages,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
 	}, web.Deps{
-		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
+		Line:      q,
+		Tokens:    q,
+		Settings:  q,
+		Invites:   q,
+		Logos:     q,
+		Wakes:     q,
+		Instances: q,
+		SoldOut:   q,
+
+		Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
 		Health: a.health, Analytics: history,

@@ -176,7 +176,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	_, created, err := s.d.Queue.Put(c.UserContext(), name, p)
+	_, created, err := s.d.Settings.Put(c.UserContext(), name, p)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	// The answer is read back rather than taken from Put: it carries the pre-queue's size
 	// and what the schedule script stored (a start cleared on a scheduled queue means
 	// "start now", stored as the current time).
-	st, err := s.d.Queue.Stats(c.UserContext(), name)
+	st, err := s.d.Line.Stats(c.UserContext(), name)
 	if err != nil {
 		return err
 	}

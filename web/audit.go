@@ -150,7 +150,7 @@ func (s *Server) auditSnapshot(ctx context.Context, c *fiber.Ctx, t auditTarget)
 		if !queue.ValidName(name) {
 			return nil
 		}
-		st, err := s.d.Queue.Stats(ctx, name)
+		st, err := s.d.Line.Stats(ctx, name)
 		if err != nil {
 			return nil
 		}
@@ -160,7 +160,7 @@ func (s *Server) auditSnapshot(ctx context.Context, c *fiber.Ctx, t auditTarget)
 		if !queue.ValidName(name) {
 			return nil
 		}
-		etag, err := s.d.Queue.LogoETag(ctx, name)
+		etag, err := s.d.Logos.LogoETag(ctx, name)
 		if err != nil {
 			return nil
 		}

@@ -25,7 +25,7 @@ import (
 // logoOf is the URL of a queue's logo (nil: none). A failed read shows no logo rather
 // than failing the whole answer.
 func (s *Server) logoOf(ctx context.Context, name string) *string {
-	if etag, err := s.d.Queue.LogoETag(ctx, name); err == nil && etag != "" {
+	if etag, err := s.d.Logos.LogoETag(ctx, name); err == nil && etag != "" {
 		u := logoURL(name, etag)
 		return &u
 	}
@@ -106,7 +106,7 @@ func (s *Server) putLogo(c *fiber.Ctx) error {
 	if len(body) > queue.MaxLogoBytes {
 		return errLogoTooLarge()
 	}
-	l, err := s.d.Queue.PutLogo(c.UserContext(), name, mt, append([]byte(nil), body...))
+	l, err := s.d.Logos.PutLogo(c.UserContext(), name, mt, append([]byte(nil), body...))
 	if errors.Is(err, queue.ErrInvalid) {
 		return invalidError("invalid_logo", err)
 	}
@@ -119,10 +119,10 @@ func (s *Server) putLogo(c *fiber.Ctx) error {
 // deleteLogo removes the queue's logo (204; 404 logo_not_found when it had none).
 func (s *Server) deleteLogo(c *fiber.Ctx) error {
 	name := c.Params("queue")
-	if _, err := s.d.Queue.Settings(c.UserContext(), name); err != nil {
+	if _, err := s.d.Settings.Settings(c.UserContext(), name); err != nil {
 		return err
 	}
-	had, err := s.d.Queue.DeleteLogo(c.UserContext(), name)
+	had, err := s.d.Logos.DeleteLogo(c.UserContext(), name)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (s *Server) deleteLogo(c *fiber.Ctx) error {
 // (the type was checked against the bytes) and an ETag; revalidated every time, since the
 // pages name it with ?v=<etag> anyway.
 func (s *Server) logo(c *fiber.Ctx) error {
-	l, err := s.d.Queue.Logo(c.UserContext(), c.Params("queue"))
+	l, err := s.d.Logos.Logo(c.UserContext(), c.Params("queue"))
 	if errors.Is(err, queue.ErrLogoNotFound) {
 		return errorf(404, "logo_not_found", "This queue has no logo.")
 	}
@@ -155,7 +155,7 @@ func (s *Server) logo(c *fiber.Ctx) error {
 // pageBrand is the branding a page shows (the zero value when the queue has none).
 func (s *Server) pageBrand(ctx context.Context, st queue.Settings) static.Brand {
 	b := static.Brand{Name: st.BrandName, Color: st.BrandColor, Message: st.BrandMessage, SupportURL: st.SupportURL}
-	if etag, err := s.d.Queue.LogoETag(ctx, st.Name); err == nil && etag != "" {
+	if etag, err := s.d.Logos.LogoETag(ctx, st.Name); err == nil && etag != "" {
 		b.LogoURL = logoURL(st.Name, etag)
 	}
 	if b.Color != "" {
@@ -168,7 +168,7 @@ func (s *Server) pageBrand(ctx context.Context, st queue.Settings) static.Brand 
 // styles from this origin only). Without a colour it is empty. The colour was checked to be
 // #rrggbb when stored; it is checked again here, so nothing else can reach the CSS.
 func (s *Server) brandCSS(c *fiber.Ctx) error {
-	st, err := s.d.Queue.Settings(c.UserContext(), c.Params("queue"))
+	st, err := s.d.Settings.Settings(c.UserContext(), c.Params("queue"))
 	if err != nil && !errors.Is(err, queue.ErrQueueNotFound) {
 		return err
 	}

@@ -134,7 +134,7 @@ func (s *Server) originAllowed(ctx context.Context, name, origin string) bool {
 	if name == "" {
 		return slices.Contains(s.anyQueueOrigins(ctx), origin)
 	}
-	return slices.Contains(s.origins.get(ctx, s.d.Queue, name), origin)
+	return slices.Contains(s.origins.get(ctx, s.d.Settings, name), origin)
 }
 
 // anyQueueOrigins is the union of every queue's allowed_origins (the shop's routes), taken
@@ -188,7 +188,7 @@ const originTTL = 2 * time.Second
 // maxOriginEntries bounds the cache (unknown queue names are cached too).
 const maxOriginEntries = 10000
 
-func (oc *originCache) get(ctx context.Context, q *queue.Queue, name string) []string {
+func (oc *originCache) get(ctx context.Context, q QueueSettings, name string) []string {
 	oc.mu.Lock()
 	e, ok := oc.m[name]
 	oc.mu.Unlock()
@@ -211,7 +211,7 @@ func (oc *originCache) get(ctx context.Context, q *queue.Queue, name string) []s
 }
 
 // readOrigins reads one queue's allowed_origins (one command).
-func readOrigins(ctx context.Context, q *queue.Queue, name string) ([]string, error) {
+func readOrigins(ctx context.Context, q QueueSettings, name string) ([]string, error) {
 	st, err := q.Settings(ctx, name)
 	if errors.Is(err, queue.ErrQueueNotFound) {
 		return nil, nil

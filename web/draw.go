@@ -33,7 +33,7 @@ func (s *Server) drawInfo(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.d.Queue.Draw(c.UserContext(), name)
+	d, err := s.d.Line.Draw(c.UserContext(), name)
 	if err != nil {
 		return err
 	}
@@ -54,14 +54,14 @@ func (s *Server) drawOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.d.Queue.Draw(c.UserContext(), name)
+	d, err := s.d.Line.Draw(c.UserContext(), name)
 	if err != nil {
 		return err
 	}
 	if d.Phase != queue.DrawDone {
 		return errorf(404, "no_draw", "The draw has not been done yet: the order is published once it is.")
 	}
-	body, err := s.drawCache.get(c.UserContext(), s.d.Queue, name, d.Commitment)
+	body, err := s.drawCache.get(c.UserContext(), s.d.Line, name, d.Commitment)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ type drawOrderEntry struct {
 // drawn order are few, and a dropped one is read again).
 const drawOrderCacheBytes = 64 << 20
 
-func (o *drawOrders) get(ctx context.Context, q *queue.Queue, name, commitment string) (string, error) {
+func (o *drawOrders) get(ctx context.Context, q Line, name, commitment string) (string, error) {
 	o.mu.Lock()
 	e, ok := o.entries[name]
 	o.mu.Unlock()

@@ -66,7 +66,7 @@ func (s *Server) historyQueue(c *fiber.Ctx, name string) error {
 	if s.d.Analytics == nil {
 		return historyUnavailable()
 	}
-	_, err := s.d.Queue.Settings(c.UserContext(), name)
+	_, err := s.d.Settings.Settings(c.UserContext(), name)
 	return err
 }
 

@@ -117,7 +117,7 @@ func (s *Server) createInvites(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ins, err := s.d.Queue.CreateInvites(c.UserContext(), name, spec)
+	ins, err := s.d.Invites.CreateInvites(c.UserContext(), name, spec)
 	if err != nil {
 		return inviteError(err)
 	}
@@ -129,7 +129,7 @@ func (s *Server) listInvites(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ins, err := s.d.Queue.Invites(c.UserContext(), name)
+	ins, err := s.d.Invites.Invites(c.UserContext(), name)
 	if err != nil {
 		return inviteError(err)
 	}
@@ -150,7 +150,7 @@ func (s *Server) revokeInvite(c *fiber.Ctx) error {
 	}
 	// The code is copied: Fiber's params alias a reused buffer.
 	code := string([]byte(c.Params("code")))
-	if err := s.d.Queue.RevokeInvite(c.UserContext(), name, code); err != nil {
+	if err := s.d.Invites.RevokeInvite(c.UserContext(), name, code); err != nil {
 		return inviteError(err)
 	}
 	return c.SendStatus(fiber.StatusNoContent)

@@ -24,7 +24,7 @@ func (s *Server) check(c *fiber.Ctx, path string, chain []queue.Limit) error {
 	if len(chain) == 0 || s.d.Limiter == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.d.Queue.OpTimeout()) // the same budget as every request-path Redis call
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.d.Line.OpTimeout()) // the same budget as every request-path Redis call
 	defer cancel()
 	res, err := s.d.Limiter.AllowChain(ctx, chain)
 	if err != nil {

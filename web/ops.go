@@ -118,7 +118,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 		return "ok"
 	}
 	res := fiber.Map{
-		"redis":    check(s.d.Queue.Ping),
+		"redis":    check(s.d.Line.Ping),
 		"postgres": check(s.d.Orders.Ping),
 	}
 	if res["redis"] != "ok" || res["postgres"] != "ok" {

@@ -28,7 +28,7 @@ func (s *Server) orderPage(c *fiber.Ctx) error {
 		data.Queue, data.State = "", static.OrderNoQueue
 		return s.render(c, 404, "order", data)
 	}
-	st, err := s.d.Queue.Settings(ctx, name)
+	st, err := s.d.Settings.Settings(ctx, name)
 	switch {
 	case errors.Is(err, queue.ErrQueueNotFound):
 		data.State = static.OrderNoQueue

@@ -100,7 +100,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	name := c.Params("queue")
 	data := static.QueuePage{Lang: l, T: t, Queue: name}
 	status := 200
-	st, err := s.d.Queue.Settings(c.UserContext(), name)
+	st, err := s.d.Settings.Settings(c.UserContext(), name)
 	switch {
 	case errors.Is(err, queue.ErrQueueNotFound):
 		status = 404
@@ -139,7 +139,7 @@ func (s *Server) reportPage(c *fiber.Ctx) error {
 		data.Queue = ""
 		return s.render(c, 404, "report", data)
 	}
-	_, err := s.d.Queue.Settings(c.UserContext(), name)
+	_, err := s.d.Settings.Settings(c.UserContext(), name)
 	switch {
 	case errors.Is(err, queue.ErrQueueNotFound):
 		return s.render(c, 404, "report", data)

@@ -36,7 +36,7 @@ func (s *Server) challenge(c *fiber.Ctx) error {
 	if err := s.joinLimit(c); err != nil {
 		return err
 	}
-	d, err := s.d.Queue.PowDifficulty(c.UserContext(), name)
+	d, err := s.d.Settings.PowDifficulty(c.UserContext(), name)
 	if err != nil {
 		return err
 	}

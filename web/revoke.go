@@ -88,10 +88,10 @@ func (s *Server) revokeToken(c *fiber.Ctx) error {
 		if !queue.ValidToken(*b.JTI) {
 			return invalidRevocation("jti", "jti must be an admission token's id (a UUID, the jti claim of a signed token).")
 		}
-		if _, err := s.d.Queue.Settings(ctx, name); err != nil {
+		if _, err := s.d.Settings.Settings(ctx, name); err != nil {
 			return err // queue_not_found
 		}
-		r, err = s.d.Queue.RevokeToken(ctx, name, *b.JTI)
+		r, err = s.d.Tokens.RevokeToken(ctx, name, *b.JTI)
 	default:
 		t, perr := s.d.Signer.Parse(*b.Ticket)
 		switch {
@@ -100,10 +100,10 @@ func (s *Server) revokeToken(c *fiber.Ctx) error {
 		case t.Queue != name:
 			return invalidRevocation("ticket", "This ticket is of queue "+t.Queue+", not "+name+".")
 		}
-		if _, err := s.d.Queue.Settings(ctx, name); err != nil {
+		if _, err := s.d.Settings.Settings(ctx, name); err != nil {
 			return err // queue_not_found
 		}
-		r, err = s.d.Queue.RevokeTicketToken(ctx, t)
+		r, err = s.d.Tokens.RevokeTicketToken(ctx, t)
 	}
 	switch {
 	case errors.Is(err, queue.ErrTokenNotLive):

@@ -73,8 +73,24 @@ type Config struct {
 
 // Deps are the parts the server is wired to.
 type Deps struct {
-	Queue  *queue.Queue
-	Signer *queue.Signer
+	// Line is the waiting line: joins, places, stats, overviews, draws (deps.go).
+	Line Line
+	// Tokens are the admission tokens that the guards check and the admin API revokes.
+	Tokens Tokens
+	// Settings are the queues' settings and the list of queues.
+	Settings QueueSettings
+	// Invites are the queues' invite codes.
+	Invites Invites
+	// Logos are the queues' logos.
+	Logos Logos
+	// Wakes tells the shared snapshot which queues changed.
+	Wakes Wakes
+	// Instances lists the deployment's live instances (the admin stats).
+	Instances Instances
+	// SoldOut is where the queues' sold-out flags live: web hands it to its soldout.Keeper
+	// (soldout.go), which declares what it needs.
+	SoldOut soldout.Flags
+	Signer  *queue.Signer
 	// Keys signs the admission tokens handed out and verifies signed ones.
 	Keys *admission.KeyRing
 	// BareTokens hands out bare UUID tokens instead of signed ones (WR_TOKEN_FORMAT=uuid,
@@ -151,7 +167,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		messages = static.Builtin()
 	}
 	s := &Server{cfg: cfg, d: d, log: d.Log, pages: pages, messages: messages, m: newMetrics(d.Registry), closing: make(chan struct{}), proxies: proxies,
-		sold: soldout.New(d.Queue, d.Orders)}
+		sold: soldout.New(d.SoldOut, d.Orders)}
 	handKeys := d.Keys
 	if d.BareTokens {
 		handKeys = nil
@@ -243,7 +259,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/draw/order", s.drawOrder)
 	api.Get("/products", s.products)
 	api.Get("/products/:id", s.product)
-	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Queue, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen, Health: s.d.Health}), s.placeOrder)
+	api.Post("/orders", s.orderLimit, Guard(GuardConfig{Tokens: s.d.Tokens, Signer: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens, QueuesFor: s.orderQueues, FailOpen: s.failOpen, Health: s.d.Health}), s.placeOrder)
 	api.Get("/verify", s.verify)
 	api.Post("/redeem", s.redeem)
 	api.Get("/openapi.json", s.openAPI)

@@ -230,7 +230,7 @@ func (s *Server) markTokenUsed(c *fiber.Ctx, ticket, token string, err error) {
 	defer cancel()
 	s.log.Warn().Str("queue", name).Str("order_id", orderOf(used)).
 		Msg("order: the token store let through a token that has bought (a failover's lost write, or a failed consume); marking it used again")
-	if err := s.d.Queue.ConsumeToken(ctx, queue.Ticket{Queue: name, ID: ticket}, token, key); err != nil {
+	if err := s.d.Tokens.ConsumeToken(ctx, queue.Ticket{Queue: name, ID: ticket}, token, key); err != nil {
 		s.log.Warn().Err(err).Str("queue", name).Msg("order: cannot mark the used token used again")
 	}
 }

@@ -127,7 +127,7 @@ func (s *Server) snapStart() *snapshot {
 		go func() {
 			defer sn.wg.Done()
 			defer cancel()
-			s.d.Queue.WatchWakes(ctx, func(name string) {
+			s.d.Wakes.WatchWakes(ctx, func(name string) {
 				sn.mu.Lock()
 				if sn.dirty == nil {
 					sn.dirty = map[string]bool{}
@@ -304,22 +304,21 @@ func (s *Server) refreshSnapshot(done chan struct{}, quick bool) {
 // read is kept (a full read of many queues makes progress even when a pipeline times out).
 func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[string]bool, all, admin bool, lw localWrites) (v *snapView, unread []string, err error) {
 	sn := &s.snap
-	q := s.d.Queue
 	if sn.queues == nil {
 		sn.queues = map[string]*queue.Overview{}
 		all = true
 	}
 	want := map[string]bool{}
 	if all || sn.names == nil || (!lw.quick && at.Sub(sn.namesAt) >= namesEvery) {
-		if err := sn.rereadNames(ctx, q, at, all, want); err != nil {
+		if err := sn.rereadNames(ctx, s.d.Settings, at, all, want); err != nil {
 			return nil, slices.Collect(maps.Keys(dirty)), err
 		}
 	}
 	sn.addWanted(want, dirty, all, lw)
-	if err := sn.probe(ctx, q, at, lw, want); err != nil {
+	if err := sn.probe(ctx, s.d.Line, at, lw, want); err != nil {
 		return nil, slices.Collect(maps.Keys(want)), err
 	}
-	if unread, err := sn.readOverviews(ctx, q, slices.Sorted(maps.Keys(want))); err != nil {
+	if unread, err := sn.readOverviews(ctx, s.d.Line, slices.Sorted(maps.Keys(want))); err != nil {
 		return nil, unread, err
 	}
 	v = &snapView{at: at, localSeq: lw.seq, adminSeq: lw.adminSeq, entries: make([]snapEntry, 0, len(sn.queues))}
@@ -329,7 +328,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 		}
 	}
 	if admin {
-		ins, err := q.Instances(ctx)
+		ins, err := s.d.Instances.Instances(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -346,7 +345,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 
 // rereadNames reads the list of queues; a name it did not know goes into want. A failure
 // while everything is to be read asks the next refresh to read everything again.
-func (sn *snapshot) rereadNames(ctx context.Context, q *queue.Queue, at time.Time, all bool, want map[string]bool) error {
+func (sn *snapshot) rereadNames(ctx context.Context, q QueueSettings, at time.Time, all bool, want map[string]bool) error {
 	names, err := q.Names(ctx)
 	if err != nil {
 		if all {
@@ -401,7 +400,7 @@ func (sn *snapshot) addWanted(want, dirty map[string]bool, all bool, lw localWri
 // probe looks at a share of the names so that each is probed once per probeEvery (all of
 // them after a product changed here: any queue's sold-out flag may have); a probe that finds
 // a queue changed puts it into want.
-func (sn *snapshot) probe(ctx context.Context, q *queue.Queue, at time.Time, lw localWrites, want map[string]bool) error {
+func (sn *snapshot) probe(ctx context.Context, q Line, at time.Time, lw localWrites, want map[string]bool) error {
 	if len(sn.names) == 0 || len(sn.pending) >= len(sn.names) || (lw.quick && !lw.probe) {
 		return nil
 	}
@@ -441,7 +440,7 @@ func (sn *snapshot) probe(ctx context.Context, q *queue.Queue, at time.Time, lw 
 
 // readOverviews reads the overviews of read (sorted) into the snapshot and returns what a
 // failure left unread.
-func (sn *snapshot) readOverviews(ctx context.Context, q *queue.Queue, read []string) (unread []string, err error) {
+func (sn *snapshot) readOverviews(ctx context.Context, q Line, read []string) (unread []string, err error) {
 	ovs, done, err := q.Overviews(ctx, read)
 	if sn.pending == nil {
 		sn.pending = map[string]bool{}

@@ -50,7 +50,17 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 	}
 	count := &redistest.CommandCounter{}
 	rdb.AddHook(count)
-	s, err := New(cfg, Deps{Queue: q, Log: zerolog.Nop()})
+	s, err := New(cfg, Deps{
+		Line:      q,
+		Tokens:    q,
+		Settings:  q,
+		Invites:   q,
+		Logos:     q,
+		Wakes:     q,
+		Instances: q,
+		SoldOut:   q,
+		Log:       zerolog.Nop(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

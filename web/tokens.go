@@ -85,13 +85,13 @@ func (s *Server) redeem(c *fiber.Ctx) error {
 		return errorf(401, "token_invalid", "This admission token is not valid here.")
 	}
 	t := queue.Ticket{Queue: claims.Audience, ID: claims.Subject}
-	if revoked, err := s.d.Queue.TokenRevoked(ctx, t, claims.ID); err != nil {
+	if revoked, err := s.d.Tokens.TokenRevoked(ctx, t, claims.ID); err != nil {
 		return err
 	} else if revoked {
 		return errorf(401, "token_revoked", "This admission token was revoked by the operator.")
 	}
 	key := "redeem-" + newID()
-	v, exp, err := s.d.Queue.ClaimToken(ctx, t, claims.ID, key, false)
+	v, exp, err := s.d.Tokens.ClaimToken(ctx, t, claims.ID, key, false)
 	if err != nil {
 		return err
 	}
@@ -108,8 +108,8 @@ func (s *Server) redeem(c *fiber.Ctx) error {
 	default:
 		return errorf(401, "token_invalid", "Unknown admission token.")
 	}
-	if err := s.d.Queue.ConsumeToken(context.WithoutCancel(ctx), t, claims.ID, key); err != nil {
-		_ = s.d.Queue.ReleaseToken(context.WithoutCancel(ctx), t, claims.ID, key)
+	if err := s.d.Tokens.ConsumeToken(context.WithoutCancel(ctx), t, claims.ID, key); err != nil {
+		_ = s.d.Tokens.ReleaseToken(context.WithoutCancel(ctx), t, claims.ID, key)
 		return err
 	}
 	sum := sha256.Sum256([]byte(claims.Subject))
@@ -166,5 +166,5 @@ func (s *Server) rotateKeys(c *fiber.Ctx) error {
 
 // gate is the guard logic for this server's endpoints.
 func (s *Server) gate() *admission.Gate {
-	return &admission.Gate{Tokens: s.d.Queue, Tickets: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens}
+	return &admission.Gate{Tokens: s.d.Tokens, Tickets: s.d.Signer, Keys: s.d.Keys, RejectBare: !s.d.AcceptBareTokens}
 }

@@ -90,7 +90,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, created, err := s.d.Queue.JoinWith(c.UserContext(), t, opts)
+	p, created, err := s.d.Line.JoinWith(c.UserContext(), t, opts)
 	var pr *queue.PowRequiredError
 	if errors.As(err, &pr) {
 		return s.powRequired(c, name, pr.Difficulty)
@@ -137,7 +137,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err := s.statusLimit(c, t); err != nil {
 		return err
 	}
-	p, err := s.d.Queue.Status(c.UserContext(), t)
+	p, err := s.d.Line.Status(c.UserContext(), t)
 	if err != nil {
 		return s.endedOr(c.UserContext(), t.Queue, err)
 	}
@@ -151,7 +151,7 @@ func (s *Server) endedOr(ctx context.Context, queueName string, err error) error
 	if !errors.Is(err, queue.ErrNoPlace) {
 		return err
 	}
-	if st, serr := s.d.Queue.Settings(ctx, queueName); serr == nil && st.Ended {
+	if st, serr := s.d.Settings.Settings(ctx, queueName); serr == nil && st.Ended {
 		return queue.ErrQueueEnded
 	}
 	return err
@@ -162,7 +162,7 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.d.Queue.Leave(c.UserContext(), t); err != nil {
+	if err := s.d.Line.Leave(c.UserContext(), t); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
@@ -187,7 +187,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), streamSetupTimeout)
 	defer cancel()
-	p, err := s.d.Queue.TicketState(ctx, t)
+	p, err := s.d.Line.TicketState(ctx, t)
 	if err = s.endedOr(ctx, name, err); errors.Is(err, queue.ErrQueueEnded) {
 		// 204 is the one answer that makes EventSource stop reconnecting for good.
 		return c.SendStatus(fiber.StatusNoContent)
@@ -198,7 +198,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 	if p.State == queue.StateWaiting {
 		// Opening a stream is a sign of life: a place whose earlier stream dropped must not
 		// be abandoned while this one is open (the hub refreshes it every grace/3).
-		if err := s.d.Queue.Touch(ctx, name, []string{t.ID}); err != nil {
+		if err := s.d.Line.Touch(ctx, name, []string{t.ID}); err != nil {
 			return err
 		}
 	}
