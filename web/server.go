@@ -24,6 +24,7 @@ import (
 	"github.com/waitroom/waitroom/soldout"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // OrderStore is what web needs of the order store (implemented by *orders.Store).
@@ -75,6 +76,8 @@ type Config struct {
 type Deps struct {
 	Queue  *queue.Queue
 	Signer *queue.Signer
+	// Trust keeps the queues' invite codes (the admin API's invites).
+	Trust *trust.Store
 	// Keys signs the admission tokens handed out and verifies signed ones.
 	Keys *admission.KeyRing
 	// BareTokens hands out bare UUID tokens instead of signed ones (WR_TOKEN_FORMAT=uuid,
