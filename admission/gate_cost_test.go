@@ -60,8 +60,8 @@ func manyTicketCookies(signer *queue.Signer, token string, n int, extra map[int]
 // at most MaxTokenChecks + 1.
 func TestGateCostBounded(t *testing.T) {
 	t.Parallel()
-	q, cnt, _ := countingStore(t)
-	keys := newRing(t, q, admission.Config{})
+	q, cnt, cli := countingStore(t)
+	keys := newRing(t, keyStore(cli), admission.Config{})
 	signer := queue.NewSigner([]byte(secret))
 	g := &admission.Gate{Tokens: q, Tickets: signer, Keys: keys}
 	ctx := context.Background()

@@ -18,10 +18,10 @@ import (
 // then keeps signing.
 func TestKeyRevocation(t *testing.T) {
 	t.Parallel()
-	q := store(t)
+	ks := store(t)
 	ctx := context.Background()
-	a := newRing(t, q, admission.Config{PublishDelay: time.Millisecond})
-	b := newRing(t, q, admission.Config{Refresh: 20 * time.Millisecond})
+	a := newRing(t, ks, admission.Config{PublishDelay: time.Millisecond})
+	b := newRing(t, ks, admission.Config{Refresh: 20 * time.Millisecond})
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = b.Run(bctx) }()
@@ -35,7 +35,7 @@ func TestKeyRevocation(t *testing.T) {
 	if _, err := a.Revoke(ctx, "no-such-kid"); !errors.Is(err, admission.ErrUnknownKey) {
 		t.Fatalf("revoke an unknown kid: %v", err)
 	}
-	stored, _, err := q.SigningKeys(ctx)
+	stored, _, err := ks.SigningKeys(ctx)
 	if err != nil || len(stored) != 1 {
 		t.Fatalf("stored keys: %v %v", stored, err)
 	}
@@ -70,7 +70,7 @@ func TestKeyRevocation(t *testing.T) {
 
 	// An instance of the release before rotating with the keys it read before the
 	// revocation writes the key back: it stays revoked here.
-	if err := q.PutSigningKeys(ctx, stored, nil); err != nil {
+	if err := ks.PutSigningKeys(ctx, stored, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Load(ctx); err != nil {
@@ -81,7 +81,7 @@ func TestKeyRevocation(t *testing.T) {
 	}
 
 	// A key waiting to sign is revoked; the signing key keeps signing with no successor.
-	c := newRing(t, q, admission.Config{PublishDelay: time.Hour})
+	c := newRing(t, ks, admission.Config{PublishDelay: time.Hour})
 	p, err := c.Rotate(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 // Package admission makes admission tokens verifiable by anyone: it signs them as compact
-// JWS (JWT, alg EdDSA, Ed25519) with keys shared by every instance through the queue
-// store, publishes the public keys (JWKS), verifies tokens, and holds the guard logic
-// shared by the Fiber guard, the net/http guard and the gateway endpoint. It does not
-// import Fiber.
+// JWS (JWT, alg EdDSA, Ed25519) with keys shared by every instance through Redis (the
+// KeyStore, trust's signing-key storage), publishes the public keys (JWKS), verifies tokens,
+// and holds the guard logic shared by the Fiber guard, the net/http guard and the gateway
+// endpoint. It does not import Fiber.
 package admission
 
 import (
@@ -25,17 +25,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // KeyStore keeps the signing keys where every instance reads them (implemented by
-// *queue.Queue: a Redis hash).
+// *trust.Store: a Redis hash).
 type KeyStore interface {
 	// SigningKeys reads the keys and the revoked key ids (with when, Unix ms).
-	SigningKeys(ctx context.Context) ([]queue.StoredKey, map[string]int64, error)
-	PutSigningKeys(ctx context.Context, keys []queue.StoredKey, drop []string) error
+	SigningKeys(ctx context.Context) ([]trust.StoredKey, map[string]int64, error)
+	PutSigningKeys(ctx context.Context, keys []trust.StoredKey, drop []string) error
 	// RevokeSigningKey deletes kid and marks it revoked at atMs, writes keys and forgets
 	// the marks of the kids in forget, in one transaction.
-	RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []queue.StoredKey, forget []string) error
+	RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []trust.StoredKey, forget []string) error
 	// LockFirstSigningKey reports whether this caller may make a deployment's first key
 	// (a lock held for ttl).
 	LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error)
@@ -218,7 +219,7 @@ func (r *KeyRing) add(ctx context.Context, now, signsFrom time.Time) (Key, error
 	}
 	kid := Thumbprint(pub)
 	sealed := r.seal.Seal(nonce, nonce, priv.Seed(), []byte(kid))
-	write := []queue.StoredKey{{Kid: kid, Public: pub, Sealed: sealed, CreatedMs: now.UnixMilli(), SignsFromMs: signsFrom.UnixMilli()}}
+	write := []trust.StoredKey{{Kid: kid, Public: pub, Sealed: sealed, CreatedMs: now.UnixMilli(), SignsFromMs: signsFrom.UnixMilli()}}
 	var drop []string
 	for _, k := range r.set.Load().keys {
 		switch {
@@ -235,8 +236,8 @@ func (r *KeyRing) add(ctx context.Context, now, signsFrom time.Time) (Key, error
 }
 
 // stored is k as the store keeps it, retiring at retired.
-func (k Key) stored(retired time.Time) queue.StoredKey {
-	s := queue.StoredKey{Kid: k.Kid, Public: k.Public, CreatedMs: k.Created.UnixMilli(),
+func (k Key) stored(retired time.Time) trust.StoredKey {
+	s := trust.StoredKey{Kid: k.Kid, Public: k.Public, CreatedMs: k.Created.UnixMilli(),
 		SignsFromMs: k.SignsFrom.UnixMilli(), Sealed: k.sealed}
 	if !retired.IsZero() {
 		s.RetiredMs = retired.UnixMilli() // zero: no successor

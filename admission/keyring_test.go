@@ -11,21 +11,24 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 )
 
 const secret = "0123456789abcdef-test-secret"
 
-func newRing(t testing.TB, q *queue.Queue, cfg admission.Config) *admission.KeyRing {
+func newRing(t testing.TB, ks admission.KeyStore, cfg admission.Config) *admission.KeyRing {
 	t.Helper()
 	if cfg.Secret == nil {
 		cfg.Secret = []byte(secret)
 	}
-	r, err := admission.NewKeyRing(q, cfg)
+	r, err := admission.NewKeyRing(ks, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +38,14 @@ func newRing(t testing.TB, q *queue.Queue, cfg admission.Config) *admission.KeyR
 	return r
 }
 
-func store(t testing.TB) *queue.Queue {
-	rs := redistest.Start(t)
-	return queue.New(rs.Client(), queue.Config{}, nil)
+// store is a signing-key store on a private Redis.
+func store(t testing.TB) *trust.Store {
+	return keyStore(redistest.Start(t).Client())
+}
+
+// keyStore is the signing-key store on rdb, with the default per-call deadline.
+func keyStore(rdb redis.UniversalClient) *trust.Store {
+	return trust.New(rstore.New(rdb, 0))
 }
 
 func claims(exp time.Time) admission.Claims {
@@ -47,9 +55,9 @@ func claims(exp time.Time) admission.Claims {
 
 func TestSignAndVerify(t *testing.T) {
 	t.Parallel()
-	q := store(t)
-	a := newRing(t, q, admission.Config{})
-	b := newRing(t, q, admission.Config{}) // a second instance: same keys from Redis
+	ks := store(t)
+	a := newRing(t, ks, admission.Config{})
+	b := newRing(t, ks, admission.Config{}) // a second instance: same keys from Redis
 	if a.Signing() == "" || a.Signing() != b.Signing() {
 		t.Fatalf("instances sign with %q and %q", a.Signing(), b.Signing())
 	}
@@ -115,8 +123,8 @@ func decode(t *testing.T, seg string, out any) {
 
 func TestVerifyRefuses(t *testing.T) {
 	t.Parallel()
-	q := store(t)
-	r := newRing(t, q, admission.Config{})
+	ks := store(t)
+	r := newRing(t, ks, admission.Config{})
 	ctx := context.Background()
 	good, _ := r.Sign(claims(time.Now().Add(time.Minute)))
 	parts := strings.Split(good, ".")
@@ -136,7 +144,7 @@ func TestVerifyRefuses(t *testing.T) {
 	expired, _ := r.Sign(claims(time.Now().Add(-time.Second)))
 	other := newRing(t, store(t), admission.Config{}) // another deployment's key
 	foreign, _ := other.Sign(claims(time.Now().Add(time.Minute)))
-	otherIss := newRing(t, q, admission.Config{Issuer: "someone-else"})
+	otherIss := newRing(t, ks, admission.Config{Issuer: "someone-else"})
 	wrongIss, _ := otherIss.Sign(claims(time.Now().Add(time.Minute)))
 	noKid := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims(time.Now().Add(time.Minute)))
 	_, priv, _ := ed25519.GenerateKey(nil)
@@ -186,10 +194,10 @@ func flip(s string) string {
 // the old key keep verifying everywhere; another instance learns the new key by itself.
 func TestRotation(t *testing.T) {
 	t.Parallel()
-	q := store(t)
+	ks := store(t)
 	ctx := context.Background()
-	a := newRing(t, q, admission.Config{PublishDelay: 300 * time.Millisecond})
-	b := newRing(t, q, admission.Config{PublishDelay: 300 * time.Millisecond})
+	a := newRing(t, ks, admission.Config{PublishDelay: 300 * time.Millisecond})
+	b := newRing(t, ks, admission.Config{PublishDelay: 300 * time.Millisecond})
 	old := a.Signing()
 	before, _ := a.Sign(claims(time.Now().Add(time.Minute)))
 	k, err := a.Rotate(ctx)
@@ -215,7 +223,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("keys after rotation: %+v", keys)
 	}
 	// A key retired longer ago than KeepAfterRetire is dropped at the next rotation.
-	c := newRing(t, q, admission.Config{PublishDelay: time.Millisecond, KeepAfterRetire: time.Millisecond})
+	c := newRing(t, ks, admission.Config{PublishDelay: time.Millisecond, KeepAfterRetire: time.Millisecond})
 	time.Sleep(5 * time.Millisecond)
 	if _, err := c.Rotate(ctx); err != nil {
 		t.Fatal(err)
@@ -235,9 +243,9 @@ func TestRotation(t *testing.T) {
 // it verifies with them but makes its own key to sign (a misconfiguration it logs).
 func TestAnotherSecretOnlyVerifies(t *testing.T) {
 	t.Parallel()
-	q := store(t)
-	a := newRing(t, q, admission.Config{})
-	b := newRing(t, q, admission.Config{Secret: []byte("another-secret-0123456789")})
+	ks := store(t)
+	a := newRing(t, ks, admission.Config{})
+	b := newRing(t, ks, admission.Config{Secret: []byte("another-secret-0123456789")})
 	tok, _ := a.Sign(claims(time.Now().Add(time.Minute)))
 	if _, err := b.Verify(context.Background(), tok); err != nil {
 		t.Fatal(err)
@@ -248,8 +256,8 @@ func TestAnotherSecretOnlyVerifies(t *testing.T) {
 }
 
 func FuzzVerify(f *testing.F) {
-	q := store(f)
-	r := newRing(f, q, admission.Config{})
+	ks := store(f)
+	r := newRing(f, ks, admission.Config{})
 	good, _ := r.Sign(claims(time.Now().Add(time.Hour)))
 	f.Add(good)
 	f.Add("e30.e30.")
@@ -299,11 +307,11 @@ func TestIssuedAtSkewAndLegacy(t *testing.T) {
 // TestFirstKeyMadeOnce: instances starting together on a new deployment sign with one key.
 func TestFirstKeyMadeOnce(t *testing.T) {
 	t.Parallel()
-	q := store(t)
+	ks := store(t)
 	rings := make([]*admission.KeyRing, 4)
 	errs := make(chan error, len(rings))
 	for i := range rings {
-		r, err := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
+		r, err := admission.NewKeyRing(ks, admission.Config{Secret: []byte(secret)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,8 +335,8 @@ func TestFirstKeyMadeOnce(t *testing.T) {
 func TestUnknownKidWithRedisDown(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // stopped below
-	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
-	r := newRing(t, q, admission.Config{})
+	ks := trust.New(rstore.New(rs.Client(), 300*time.Millisecond))
+	r := newRing(t, ks, admission.Config{})
 	other := newRing(t, store(t), admission.Config{})
 	foreign, _ := other.Sign(claims(time.Now().Add(time.Minute)))
 	rs.Stop()

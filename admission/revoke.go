@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // Errors of Revoke (and of Verify for a token signed by a revoked key).
@@ -37,7 +37,7 @@ func (r *KeyRing) Revoke(ctx context.Context, kid string) (Key, error) {
 	}
 	// The key that was to retire when this one starts signing keeps signing after it
 	// (until this one's successor, if any).
-	var write []queue.StoredKey
+	var write []trust.StoredKey
 	if k.SignsFrom.After(now) {
 		for _, o := range set.keys {
 			if o.Kid != kid && o.Retired.Equal(k.SignsFrom) {

@@ -69,7 +69,7 @@ func refusalCode(err error) string {
 func TestRevokedTokenRefused(t *testing.T) {
 	t.Parallel()
 	q, _, cli := countingStore(t)
-	keys := newRing(t, q, admission.Config{})
+	keys := newRing(t, keyStore(cli), admission.Config{})
 	signer := queue.NewSigner([]byte(secret))
 	ts, raws, jtis, tokens := admitted(t, q, signer, keys, "rv", 3)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // subscribeTicks subscribes to a queue's tick messages as the queue publishes them with
@@ -82,14 +83,15 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	if _, err := q.Snapshot(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := q.CreateInvites(ctx, name, queue.InviteSpec{Count: 2, Lane: queue.LanePriority, MaxUses: 1})
+	tr := trust.New(rstore.New(cc, q.OpTimeout()))
+	inv, err := tr.CreateInvites(ctx, name, trust.InviteSpec{Count: 2, Lane: queue.LanePriority, MaxUses: 1})
 	if err != nil || len(inv) != 2 {
 		t.Fatalf("invites: %v %v", inv, err)
 	}
-	if l, err := q.Invites(ctx, name); err != nil || len(l) != 2 {
+	if l, err := tr.Invites(ctx, name); err != nil || len(l) != 2 {
 		t.Fatalf("invite list: %v %v", l, err)
 	}
-	if err := q.RevokeInvite(ctx, name, inv[1].Code); err != nil {
+	if err := tr.RevokeInvite(ctx, name, inv[1].Code); err != nil {
 		t.Fatal(err)
 	}
 	// A chain of rate limits, several keys in one script (limit.lua).

@@ -227,6 +227,23 @@ type JoinOptions struct {
 	Invite string
 }
 
+// ValidInviteCode reports whether s has the shape of an invite code (base64url, 16–128
+// characters). A join passes anything else to join.lua as a code no stored code matches, so
+// no other input ever reaches Redis as a hash field; trust, which makes and revokes the
+// codes, checks the same shape.
+func ValidInviteCode(s string) bool {
+	if len(s) < 16 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // PowProof is a proof of work the caller verified: the challenge's id (its single-use
 // record), its difficulty and when it expires.
 type PowProof struct {
@@ -269,7 +286,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		powExp = o.Pow.Expires.UnixMilli()
 	}
 	invite := o.Invite
-	if invite != "" && !validCode(invite) {
+	if invite != "" && !ValidInviteCode(invite) {
 		invite = "!" // no code has this shape: the script refuses it (after returning a live place)
 	}
 	// A fresh token for a passthrough admission by the join itself (unused otherwise).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/draw"
+	"github.com/waitroom/waitroom/trust"
 )
 
 func timep(t time.Time) *time.Time { return &t }
@@ -697,7 +698,7 @@ func TestPrequeueInviteAndLateEnd(t *testing.T) {
 	if _, _, err := f.q.JoinWith(ctx, member, queue.JoinOptions{Invite: "no-such-code-0000"}); !errors.Is(err, queue.ErrInviteInvalid) {
 		t.Fatalf("a bad code: %v", err)
 	}
-	inv, err := f.q.CreateInvites(ctx, "inv", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass})
+	inv, err := f.invites().CreateInvites(ctx, "inv", trust.InviteSpec{Count: 1, Lane: queue.LaneBypass})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,18 @@ func laneOf(s string) Lane {
 // "b", or "" (the normal line).
 func LaneOf(letter string) Lane { return laneOf(letter) }
 
+// LaneLetter is the letter lane l is stored under (in keys, stored states, tick messages and
+// invite codes' values): "p", "b", or "" for the normal line. It is the inverse of LaneOf.
+func LaneLetter(l Lane) string {
+	switch l {
+	case LanePriority:
+		return string(laneP)
+	case LaneBypass:
+		return string(laneB)
+	}
+	return ""
+}
+
 func parseState(s string) storedState {
 	f := strings.SplitN(s, ":", 7)
 	var st storedState

@@ -27,11 +27,13 @@ import (
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/analytics"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/trust"
 	"github.com/waitroom/waitroom/web"
 )
 
@@ -139,6 +141,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
+	// Invites and signing keys: the queue's client and per-call deadline.
+	tr := trust.New(rstore.New(rdb, q.OpTimeout()))
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
@@ -177,7 +181,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	// The key ring always runs, so every instance verifies signed tokens whatever it hands
 	// out (WR_TOKEN_FORMAT only chooses that: the two-step upgrade mixes both).
-	keys, err := openKeys(ctx, cfg, q, log)
+	keys, err := openKeys(ctx, cfg, tr, log)
 	if err != nil {
 		return a, closeAll, err
 	}
@@ -214,7 +218,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Line:      q,
 		Tokens:    q,
 		Settings:  q,
-		Invites:   q,
+		Invites:   tr,
 		Logos:     q,
 		Wakes:     q,
 		Instances: q,
@@ -263,8 +267,8 @@ const soldOutSyncTimeout = 10 * time.Second
 
 // openKeys loads the token-signing keys from Redis (making the first one on a new
 // deployment). The secret that seals them is WR_SECRET.
-func openKeys(ctx context.Context, cfg config, q *queue.Queue, log zerolog.Logger) (*admission.KeyRing, error) {
-	keys, err := admission.NewKeyRing(q, admission.Config{Secret: []byte(cfg.Secret), Issuer: cfg.Issuer,
+func openKeys(ctx context.Context, cfg config, ks *trust.Store, log zerolog.Logger) (*admission.KeyRing, error) {
+	keys, err := admission.NewKeyRing(ks, admission.Config{Secret: []byte(cfg.Secret), Issuer: cfg.Issuer,
 		PublishDelay: cfg.KeyPublishDelay, Refresh: cfg.KeyRefresh, Log: log})
 	if err != nil {
 		return nil, err

@@ -18,10 +18,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
-	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // tokenClaims decodes the claims of a signed admission token without verifying it (the
@@ -62,7 +63,7 @@ func ring(t *testing.T, redisURL string) *admission.KeyRing {
 	t.Helper()
 	rdb := redistest.ClientURL(t, redisURL) // a plain or a cluster URL
 	// A generous Redis budget: this reader is no part of what is tested (see tolerantEnv).
-	k, err := admission.NewKeyRing(queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), admission.Config{Secret: []byte(baseEnv("", "", nil)["WR_SECRET"])})
+	k, err := admission.NewKeyRing(trust.New(rstore.New(rdb, 10*time.Second)), admission.Config{Secret: []byte(baseEnv("", "", nil)["WR_SECRET"])})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // TestLanePositionsMatchRedis is TestLinePositionsMatchRedis with the invite lanes: random
@@ -37,11 +39,12 @@ func linePositionsProperty(t *testing.T, name string, seed1, seed2 uint64, share
 		t.Fatal(err)
 	}
 	codes := map[queue.Lane]string{}
+	invites := trust.New(rstore.New(rdb, q.OpTimeout()))
 	for _, l := range []queue.Lane{queue.LanePriority, queue.LaneBypass} {
 		if share < 0 {
 			break // the normal line alone
 		}
-		ins, err := q.CreateInvites(ctx, name, queue.InviteSpec{Count: 1, Lane: l, MaxUses: 100000})
+		ins, err := invites.CreateInvites(ctx, name, trust.InviteSpec{Count: 1, Lane: l, MaxUses: 100000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // The interfaces below are what web needs of the waiting room's stores, one per noun. Each
@@ -56,8 +57,8 @@ type QueueSettings interface {
 
 // Invites are the queues' invite codes (the admin API's invites routes).
 type Invites interface {
-	CreateInvites(ctx context.Context, name string, spec queue.InviteSpec) ([]queue.Invite, error)
-	Invites(ctx context.Context, name string) ([]queue.Invite, error)
+	CreateInvites(ctx context.Context, name string, spec trust.InviteSpec) ([]trust.Invite, error)
+	Invites(ctx context.Context, name string) ([]trust.Invite, error)
 	RevokeInvite(ctx context.Context, name, code string) error
 }
 

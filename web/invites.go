@@ -9,6 +9,7 @@ import (
 
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/trust"
 )
 
 // Invite administration: POST / GET /admin/api/queues/{queue}/invites, DELETE
@@ -42,14 +43,14 @@ func invalidInvites(field, msg string) *Error {
 	return &Error{Status: 422, Code: "invalid_invites", Field: field, Message: msg}
 }
 
-// inviteError maps the queue's invite errors to their answers (the rest goes to the error
+// inviteError maps the invite errors to their answers (the rest goes to the error
 // handler as it is).
 func inviteError(err error) error {
 	var ie *queue.InvalidError
 	switch {
 	case errors.As(err, &ie):
 		return invalidInvites(ie.Field, ie.Message)
-	case errors.Is(err, queue.ErrInviteNotFound):
+	case errors.Is(err, trust.ErrInviteNotFound):
 		return errorf(404, "invite_not_found", "No live invite code of that name in this queue.")
 	}
 	return err
@@ -58,20 +59,20 @@ func inviteError(err error) error {
 // parseInviteBody reads a create request strictly (decodeStrict): 400 when it is not JSON
 // or gives a key twice, 422 unknown_field for a key it does not take, 422 invalid_invites
 // naming the field otherwise.
-func parseInviteBody(body []byte) (queue.InviteSpec, error) {
+func parseInviteBody(body []byte) (trust.InviteSpec, error) {
 	var b inviteBody
 	if err := decodeStrict(body, &b); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == "invalid_field" {
 			e.Code = "invalid_invites"
 		}
-		return queue.InviteSpec{}, err
+		return trust.InviteSpec{}, err
 	}
-	var spec queue.InviteSpec
+	var spec trust.InviteSpec
 	switch {
 	case b.Count == nil:
 		return spec, invalidInvites("count", "count is required.")
-	case *b.Count < 1 || *b.Count > queue.MaxInvitesPerCall:
+	case *b.Count < 1 || *b.Count > trust.MaxInvitesPerCall:
 		return spec, invalidInvites("count", "count must be between 1 and 10000.")
 	case b.Lane == nil:
 		return spec, invalidInvites("lane", "lane is required.")
@@ -80,7 +81,7 @@ func parseInviteBody(body []byte) (queue.InviteSpec, error) {
 	}
 	spec.Count, spec.Lane = int(*b.Count), queue.Lane(*b.Lane)
 	if b.MaxUses != nil {
-		if *b.MaxUses < 1 || *b.MaxUses > queue.MaxInviteUses {
+		if *b.MaxUses < 1 || *b.MaxUses > trust.MaxInviteUses {
 			return spec, invalidInvites("max_uses", "max_uses must be between 1 and 1000000.")
 		}
 		spec.MaxUses = *b.MaxUses
@@ -95,12 +96,12 @@ func parseInviteBody(body []byte) (queue.InviteSpec, error) {
 	return spec, nil
 }
 
-func toInviteJSON(name string, in queue.Invite) inviteJSON {
+func toInviteJSON(name string, in trust.Invite) inviteJSON {
 	return inviteJSON{Code: in.Code, URL: "/q/" + name + "?invite=" + url.QueryEscape(in.Code), Lane: in.Lane,
 		UsesLeft: in.UsesLeft, ExpiresAt: in.ExpiresAt.UTC().Format(stream.TimeFormat)}
 }
 
-func inviteList(name string, ins []queue.Invite) inviteListJSON {
+func inviteList(name string, ins []trust.Invite) inviteListJSON {
 	out := inviteListJSON{Invites: make([]inviteJSON, len(ins))}
 	for i, in := range ins {
 		out.Invites[i] = toInviteJSON(name, in)

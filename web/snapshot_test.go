@@ -54,7 +54,6 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 		Line:      q,
 		Tokens:    q,
 		Settings:  q,
-		Invites:   q,
 		Logos:     q,
 		Wakes:     q,
 		Instances: q,

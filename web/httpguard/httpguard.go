@@ -2,7 +2,7 @@
 // anything that takes an http.Handler) with the waiting room's admission tokens, with the
 // same semantics as the Fiber guard (web.Guard). It does not import Fiber.
 //
-//	keys, _ := admission.NewKeyRing(q, admission.Config{Secret: secret})
+//	keys, _ := admission.NewKeyRing(trust.NewFromClient(rdb, 0), admission.Config{Secret: secret})
 //	_ = keys.Load(ctx); go keys.Run(ctx)
 //	guard := httpguard.New(httpguard.Config{Tokens: q, Tickets: queue.NewSigner(secret), Keys: keys, Queues: []string{"drop"}})
 //	mux.Handle("POST /checkout", guard(checkout))

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 	"github.com/waitroom/waitroom/web/httpguard"
 )
 
@@ -30,7 +31,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	rs := redistest.Start(t)
 	q := queue.New(rs.Client(), queue.Config{}, nil)
-	keys, err := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
+	keys, err := admission.NewKeyRing(trust.NewFromClient(rs.Client(), 0), admission.Config{Secret: []byte(secret)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestGuardRedisDown(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // stopped below
 	q := queue.New(rs.Client(), queue.Config{OpTimeout: 300 * time.Millisecond}, nil)
-	keys, _ := admission.NewKeyRing(q, admission.Config{Secret: []byte(secret)})
+	keys, _ := admission.NewKeyRing(trust.NewFromClient(rs.Client(), 300*time.Millisecond), admission.Config{Secret: []byte(secret)})
 	if err := keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

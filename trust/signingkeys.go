@@ -1,4 +1,4 @@
-package queue
+package trust
 
 import (
 	"context"
@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/rstore"
 )
 
-// signingKeysKey holds the token-signing keys of the deployment: a hash of key id ->
-// StoredKey JSON. It is global (not in any queue's slot) and read by every instance every
-// few seconds; the private half is sealed by the holder of the deployment secret, so a
-// reader of Redis alone cannot sign tokens.
-const signingKeysKey = "wr:signing-keys"
+// The token-signing keys of the deployment live in one hash (rstore.SigningKeysKey) of key
+// id -> StoredKey JSON. It is global (not in any queue's slot) and read by every instance
+// every few seconds; the private half is sealed by the holder of the deployment secret, so
+// a reader of Redis alone cannot sign tokens.
 
 // StoredKey is one token-signing key as Redis keeps it. Sealed is the private key,
-// encrypted by the admission package; the queue package stores it opaquely.
+// encrypted by the admission package; this package stores it opaquely.
 type StoredKey struct {
 	Kid         string `json:"kid"`
 	Public      []byte `json:"pub"`
@@ -40,12 +41,12 @@ type revokedMark struct {
 
 // SigningKeys reads every stored signing key and the revoked key ids with when they were
 // revoked (Unix ms), in one HGETALL. A key that is also marked revoked is left out.
-func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, map[string]int64, error) {
-	ctx, cancel := q.bound(ctx)
+func (s *Store) SigningKeys(ctx context.Context) ([]StoredKey, map[string]int64, error) {
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
-	m, err := q.rdb.HGetAll(ctx, signingKeysKey).Result()
+	m, err := s.st.Client().HGetAll(ctx, rstore.SigningKeysKey).Result()
 	if err != nil {
-		return nil, nil, fail("read signing keys", err)
+		return nil, nil, rstore.Fail("read signing keys", err)
 	}
 	revoked := map[string]int64{}
 	for f, v := range m {
@@ -71,21 +72,21 @@ func (q *Queue) SigningKeys(ctx context.Context) ([]StoredKey, map[string]int64,
 // RevokeSigningKey deletes key kid, marks it revoked at atMs, writes keys (whose
 // retirement the removal changed) and deletes the marks of the kids in forget, in one
 // transaction.
-func (q *Queue) RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []StoredKey, forget []string) error {
-	ctx, cancel := q.bound(ctx)
+func (s *Store) RevokeSigningKey(ctx context.Context, kid string, atMs int64, keys []StoredKey, forget []string) error {
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
 	mark, _ := json.Marshal(revokedMark{RevokedMs: atMs})
-	pipe := q.rdb.TxPipeline()
+	pipe := s.st.Client().TxPipeline()
 	if err := queueKeyWrites(ctx, pipe, keys); err != nil {
 		return err
 	}
-	pipe.HDel(ctx, signingKeysKey, kid)
-	pipe.HSet(ctx, signingKeysKey, revokedField+kid, mark)
+	pipe.HDel(ctx, rstore.SigningKeysKey, kid)
+	pipe.HSet(ctx, rstore.SigningKeysKey, revokedField+kid, mark)
 	for _, f := range forget {
-		pipe.HDel(ctx, signingKeysKey, revokedField+f)
+		pipe.HDel(ctx, rstore.SigningKeysKey, revokedField+f)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fail("revoke signing key", err)
+		return rstore.Fail("revoke signing key", err)
 	}
 	return nil
 }
@@ -97,39 +98,38 @@ func queueKeyWrites(ctx context.Context, pipe redis.Pipeliner, keys []StoredKey)
 		if err != nil {
 			return fmt.Errorf("encode signing key: %w", err)
 		}
-		pipe.HSet(ctx, signingKeysKey, k.Kid, b)
+		pipe.HSet(ctx, rstore.SigningKeysKey, k.Kid, b)
 	}
 	return nil
 }
 
 // PutSigningKeys writes keys (new ones, or ones whose retirement changed) and deletes the
 // key ids in drop, in one transaction.
-func (q *Queue) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []string) error {
-	ctx, cancel := q.bound(ctx)
+func (s *Store) PutSigningKeys(ctx context.Context, keys []StoredKey, drop []string) error {
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
-	pipe := q.rdb.TxPipeline()
+	pipe := s.st.Client().TxPipeline()
 	if err := queueKeyWrites(ctx, pipe, keys); err != nil {
 		return err
 	}
 	if len(drop) > 0 {
-		pipe.HDel(ctx, signingKeysKey, drop...)
+		pipe.HDel(ctx, rstore.SigningKeysKey, drop...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fail("write signing keys", err)
+		return rstore.Fail("write signing keys", err)
 	}
 	return nil
 }
 
-// firstKeyLockKey is held by the instance that makes a deployment's first signing key.
-const firstKeyLockKey = "wr:signing-keys:first"
-
-// LockFirstSigningKey takes the first-key lock for ttl; false when another instance holds it.
-func (q *Queue) LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error) {
-	ctx, cancel := q.bound(ctx)
+// LockFirstSigningKey takes the first-key lock (rstore.FirstSigningKeyLock, held by the
+// instance that makes a deployment's first signing key) for ttl; false when another instance
+// holds it.
+func (s *Store) LockFirstSigningKey(ctx context.Context, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
-	ok, err := q.rdb.SetNX(ctx, firstKeyLockKey, "1", ttl).Result()
+	ok, err := s.st.Client().SetNX(ctx, rstore.FirstSigningKeyLock, "1", ttl).Result()
 	if err != nil {
-		return false, fail("lock first signing key", err)
+		return false, rstore.Fail("lock first signing key", err)
 	}
 	return ok, nil
 }

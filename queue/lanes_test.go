@@ -13,14 +13,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/trust"
 )
 
-func mkInvites(t testing.TB, f *fixture, name string, spec queue.InviteSpec) []queue.Invite {
+// invites is the trust store on the fixture's Redis, which makes the codes that put joins
+// in the lanes.
+func (f *fixture) invites() *trust.Store {
+	return trust.New(rstore.New(f.rdb, 10*time.Second))
+}
+
+func mkInvites(t testing.TB, f *fixture, name string, spec trust.InviteSpec) []trust.Invite {
 	t.Helper()
-	ins, err := f.q.CreateInvites(context.Background(), name, spec)
+	ins, err := f.invites().CreateInvites(context.Background(), name, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,96 +43,6 @@ func joinInvite(t testing.TB, f *fixture, name, code string) (queue.Ticket, queu
 		t.Fatalf("join with invite: created=%v err=%v", created, err)
 	}
 	return tk, p
-}
-
-func TestInvitesCreateListRevoke(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	f.mkQueue(t, "inv", 0, 0)
-
-	ins := mkInvites(t, f, "inv", queue.InviteSpec{Count: 3, Lane: queue.LaneBypass})
-	seen := map[string]bool{}
-	for _, in := range ins {
-		// 128 random bits, URL-safe.
-		if len(in.Code) != 22 || strings.Trim(in.Code, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" || seen[in.Code] {
-			t.Fatalf("code %q", in.Code)
-		}
-		seen[in.Code] = true
-		if in.Lane != queue.LaneBypass || in.UsesLeft != 1 || in.MaxUses != 1 {
-			t.Fatalf("defaults: %+v", in)
-		}
-		if d := time.Until(in.ExpiresAt); d < 7*24*time.Hour-time.Minute || d > 7*24*time.Hour {
-			t.Fatalf("default expiry in %v, want 7 days", d)
-		}
-	}
-	exp := time.Now().Add(48 * time.Hour).Truncate(time.Millisecond)
-	pri := mkInvites(t, f, "inv", queue.InviteSpec{Count: 2, Lane: queue.LanePriority, MaxUses: 5, ExpiresAt: exp})
-	if pri[0].UsesLeft != 5 || !pri[0].ExpiresAt.Equal(exp) {
-		t.Fatalf("priority invite %+v", pri[0])
-	}
-	list, err := f.q.Invites(ctx, "inv")
-	if err != nil || len(list) != 5 {
-		t.Fatalf("list: %d %v", len(list), err)
-	}
-	if err := f.q.RevokeInvite(ctx, "inv", ins[1].Code); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.q.RevokeInvite(ctx, "inv", ins[1].Code); !errors.Is(err, queue.ErrInviteNotFound) {
-		t.Fatalf("revoke twice: %v", err)
-	}
-	if err := f.q.RevokeInvite(ctx, "inv", "no-such-code-at-all"); !errors.Is(err, queue.ErrInviteNotFound) {
-		t.Fatalf("revoke unknown: %v", err)
-	}
-	if err := f.q.RevokeInvite(ctx, "nope", ins[0].Code); !errors.Is(err, queue.ErrQueueNotFound) {
-		t.Fatalf("revoke in an unknown queue: %v", err)
-	}
-	list, _ = f.q.Invites(ctx, "inv")
-	for _, in := range list {
-		if in.Code == ins[1].Code {
-			t.Fatal("revoked code still listed")
-		}
-	}
-	if len(list) != 4 {
-		t.Fatalf("%d listed after a revoke, want 4", len(list))
-	}
-	if _, err := f.q.Invites(ctx, "nope"); !errors.Is(err, queue.ErrQueueNotFound) {
-		t.Fatalf("list of an unknown queue: %v", err)
-	}
-	if _, err := f.q.CreateInvites(ctx, "nope", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass}); !errors.Is(err, queue.ErrQueueNotFound) {
-		t.Fatalf("create in an unknown queue: %v", err)
-	}
-
-	t.Run("values out of range name their field", func(t *testing.T) {
-		for _, c := range []struct {
-			spec  queue.InviteSpec
-			field string
-		}{
-			{queue.InviteSpec{Count: 0, Lane: queue.LaneBypass}, "count"},
-			{queue.InviteSpec{Count: 10001, Lane: queue.LaneBypass}, "count"},
-			{queue.InviteSpec{Count: 1, Lane: queue.LaneNormal}, "lane"},
-			{queue.InviteSpec{Count: 1, Lane: "vip"}, "lane"},
-			{queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: -1}, "max_uses"},
-			{queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 1_000_001}, "max_uses"},
-			{queue.InviteSpec{Count: 1, Lane: queue.LanePriority, ExpiresAt: time.Now().Add(-time.Second)}, "expires_at"},
-			{queue.InviteSpec{Count: 1, Lane: queue.LanePriority, ExpiresAt: time.Now().Add(91 * 24 * time.Hour)}, "expires_at"},
-		} {
-			_, err := f.q.CreateInvites(ctx, "inv", c.spec)
-			var ie *queue.InvalidError
-			if !errors.As(err, &ie) || ie.Field != c.field {
-				t.Errorf("%+v: %v, want an invalid %s", c.spec, err, c.field)
-			}
-		}
-	})
-
-	t.Run("10000 codes in one call", func(t *testing.T) {
-		f.mkQueue(t, "many", 0, 0)
-		ins := mkInvites(t, f, "many", queue.InviteSpec{Count: 10000, Lane: queue.LanePriority})
-		list, err := f.q.Invites(ctx, "many")
-		if err != nil || len(list) != 10000 || len(ins) != 10000 {
-			t.Fatalf("made %d, listed %d (%v)", len(ins), len(list), err)
-		}
-	})
 }
 
 func TestInviteJoin(t *testing.T) {
@@ -157,7 +75,7 @@ func TestInviteJoin(t *testing.T) {
 		}
 	}
 
-	one := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LanePriority})[0]
+	one := mkInvites(t, f, "a", trust.InviteSpec{Count: 1, Lane: queue.LanePriority})[0]
 	tk, p := joinInvite(t, f, "a", one.Code) // no proof of work needed
 	if p.Lane != queue.LanePriority || p.Seq != 1 || p.Position != 1 || p.Waiting != 1 || p.State != queue.StateWaiting {
 		t.Fatalf("priority place %+v", p)
@@ -180,7 +98,7 @@ func TestInviteJoin(t *testing.T) {
 		t.Fatalf("stored state %q", v)
 	}
 
-	multi := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass, MaxUses: 3})[0]
+	multi := mkInvites(t, f, "a", trust.InviteSpec{Count: 1, Lane: queue.LaneBypass, MaxUses: 3})[0]
 	// A normal waiter who brings a bad code keeps the place and is told the code is bad.
 	normal := joinNormal()
 	if _, _, err := f.q.JoinWith(ctx, normal, queue.JoinOptions{Invite: "no-such-code-0000000000"}); !errors.Is(err, queue.ErrInviteInvalid) {
@@ -205,17 +123,17 @@ func TestInviteJoin(t *testing.T) {
 	}
 	refused("used up after 3 uses", multi.Code)
 
-	rev := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass})[0]
-	if err := f.q.RevokeInvite(ctx, "a", rev.Code); err != nil {
+	rev := mkInvites(t, f, "a", trust.InviteSpec{Count: 1, Lane: queue.LaneBypass})[0]
+	if err := f.invites().RevokeInvite(ctx, "a", rev.Code); err != nil {
 		t.Fatal(err)
 	}
 	refused("revoked", rev.Code)
-	foreign := mkInvites(t, f, "b", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass})[0]
+	foreign := mkInvites(t, f, "b", trust.InviteSpec{Count: 1, Lane: queue.LaneBypass})[0]
 	refused("another queue's", foreign.Code)
 	refused("made up", "AAAAAAAAAAAAAAAAAAAAAA")
 	refused("malformed", "not a code: at all")
 
-	short := mkInvites(t, f, "a", queue.InviteSpec{Count: 1, Lane: queue.LaneBypass, ExpiresAt: time.Now().Add(1200 * time.Millisecond)})[0]
+	short := mkInvites(t, f, "a", trust.InviteSpec{Count: 1, Lane: queue.LaneBypass, ExpiresAt: time.Now().Add(1200 * time.Millisecond)})[0]
 	// Waits for Redis's clock to pass the expiry (nothing is timed: the check is after it).
 	testwait.For(t, 30*time.Second, "the code's expiry", func() bool {
 		now, err := f.rdb.Time(ctx).Result()
@@ -299,7 +217,7 @@ func TestBypassInvitesConcurrent(t *testing.T) {
 	const name, rate, maxActive = "vip", 200.0, 30
 	f.mkQueue(t, name, rate, maxActive)
 	normal := joinN(t, f, name, 40)
-	codes := mkInvites(t, f, name, queue.InviteSpec{Count: 100, Lane: queue.LaneBypass})
+	codes := mkInvites(t, f, name, trust.InviteSpec{Count: 100, Lane: queue.LaneBypass})
 	tickets := make([]queue.Ticket, 100)
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -324,7 +242,7 @@ func TestBypassInvitesConcurrent(t *testing.T) {
 	if n := f.rdb.ZCard(ctx, "wr:{q:vip}:waiting:b").Val(); n != 100 {
 		t.Fatalf("bypass line %d, want 100", n)
 	}
-	if list, _ := f.q.Invites(ctx, name); len(list) != 0 {
+	if list, _ := f.invites().Invites(ctx, name); len(list) != 0 {
 		t.Fatalf("%d codes left after their one use", len(list))
 	}
 
@@ -416,7 +334,7 @@ func TestPriorityShare(t *testing.T) {
 			if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{PriorityShare: &share}); err != nil {
 				t.Fatal(err)
 			}
-			code := mkInvites(t, f, name, queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2200})[0].Code
+			code := mkInvites(t, f, name, trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2200})[0].Code
 			rng := rand.New(rand.NewPCG(3, 4))
 			for range 2200 { // interleaved, as they would arrive
 				if rng.IntN(2) == 0 {
@@ -452,7 +370,7 @@ func TestLanesWorkConserving(t *testing.T) {
 	ctx := context.Background()
 	const name = "wc"
 	f.mkQueue(t, name, 2000, 0)
-	code := mkInvites(t, f, name, queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 100})[0].Code
+	code := mkInvites(t, f, name, trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 100})[0].Code
 	joinN(t, f, name, 300)
 	for range 5 {
 		joinInvite(t, f, name, code)
@@ -492,8 +410,8 @@ func TestLanePositionsExact(t *testing.T) {
 	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{PriorityShare: &share}); err != nil {
 		t.Fatal(err)
 	}
-	pc := mkInvites(t, f, name, queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 100000})[0].Code
-	bc := mkInvites(t, f, name, queue.InviteSpec{Count: 1, Lane: queue.LaneBypass, MaxUses: 100000})[0].Code
+	pc := mkInvites(t, f, name, trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 100000})[0].Code
+	bc := mkInvites(t, f, name, trust.InviteSpec{Count: 1, Lane: queue.LaneBypass, MaxUses: 100000})[0].Code
 	// Every tick admits what 10 ms at 400/s allow, 4, however long a step took (f.elapse:
 	// the tick counts its whole MaxElapsed). (Counted by the time that had passed, the ticks of a slow, busy machine admitted more
 	// and left fewer waiters to check.) With the seeded joins and leaves, every run checks
@@ -580,7 +498,7 @@ func TestTickLanesMessage(t *testing.T) {
 	if _, err := a.TickOnce(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	code := mkInvites(t, f, name, queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 3})[0].Code
+	code := mkInvites(t, f, name, trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 3})[0].Code
 	tk, _ := joinInvite(t, f, name, code)
 	joinInvite(t, f, name, code)
 	if err := f.q.Leave(ctx, tk); err != nil {
@@ -621,7 +539,7 @@ func TestLaneWaiterAbandoned(t *testing.T) {
 	f := &fixture{srv: srv, rdb: rdb, q: q, signer: queue.NewSigner([]byte("test-secret"))}
 	ctx := context.Background()
 	f.mkQueue(t, "gone", 0, 0)
-	code := mkInvites(t, f, "gone", queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2})[0].Code
+	code := mkInvites(t, f, "gone", trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2})[0].Code
 	left, p1 := joinInvite(t, f, "gone", code)
 	kept, _ := joinInvite(t, f, "gone", code)
 	start, _ := rdb.Time(ctx).Result()
@@ -660,7 +578,7 @@ func TestEmptiedLaneCostsNothing(t *testing.T) {
 	ctx := context.Background()
 	f.mkQueue(t, "plain", 5, 0)
 	f.mkQueue(t, "emptied", 5, 0)
-	code := mkInvites(t, f, "emptied", queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2})[0].Code
+	code := mkInvites(t, f, "emptied", trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 2})[0].Code
 	a1, _ := joinInvite(t, f, "emptied", code)
 	a2, _ := joinInvite(t, f, "emptied", code)
 	for _, tk := range []queue.Ticket{a1, a2} {
@@ -739,7 +657,7 @@ func BenchmarkAdmitTickCommands(b *testing.B) {
 			ctx := context.Background()
 			joinN(b, f, "tick", 20000)
 			if c.lanes {
-				code := mkInvites(b, f, "tick", queue.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 10000})[0].Code
+				code := mkInvites(b, f, "tick", trust.InviteSpec{Count: 1, Lane: queue.LanePriority, MaxUses: 10000})[0].Code
 				for range 10000 {
 					joinInvite(b, f, "tick", code)
 				}

@@ -1,9 +1,8 @@
-package queue
+package trust
 
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,18 +12,21 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/rstore"
+	"github.com/waitroom/waitroom/queue"
 )
 
 // Invites let an operator hand out codes that put their holders in a lane of their own:
-// LaneBypass (admitted before anyone else, at the next ticks, within the queue's rate and
-// max_active) or LanePriority (a line that gets priority_share of every tick's admissions).
-// A code is good for MaxUses places until it expires or is revoked, in its queue only.
+// queue.LaneBypass (admitted before anyone else, at the next ticks, within the queue's rate
+// and max_active) or queue.LanePriority (a line that gets priority_share of every tick's
+// admissions). A code is good for MaxUses places until it expires or is revoked, in its
+// queue only.
 //
-// Storage (keys.go): one HASH per queue, code -> "lane:uses_left:expires_ms:max_uses:created_ms",
-// and a ZSET code -> expires_ms that lets expired codes be dropped when codes are created
-// or listed; both keys expire with the last code. Nothing runs on a timer, so invites add
-// no Redis command to an idle queue. join.lua checks a code and spends one use in the same
-// step that makes the place.
+// Storage (internal/rstore/keys.go): one HASH per queue, code ->
+// "lane:uses_left:expires_ms:max_uses:created_ms", and a ZSET code -> expires_ms that lets
+// expired codes be dropped when codes are created or listed; both keys expire with the last
+// code. Nothing runs on a timer, so invites add no Redis command to an idle queue. join.lua
+// checks a code and spends one use in the same step that makes the place (queue's join,
+// which does not go through this package).
 
 // ErrInviteNotFound: no live invite code of that name in the queue (never made, revoked,
 // used up or expired).
@@ -44,7 +46,7 @@ const inviteCodeBytes = 16
 // Invite is one invite code.
 type Invite struct {
 	Code      string
-	Lane      Lane // LaneBypass or LanePriority
+	Lane      queue.Lane // queue.LaneBypass or queue.LanePriority
 	UsesLeft  int64
 	MaxUses   int64
 	ExpiresAt time.Time
@@ -53,18 +55,18 @@ type Invite struct {
 
 // InviteSpec says which codes CreateInvites makes.
 type InviteSpec struct {
-	Count     int       // 1…MaxInvitesPerCall
-	Lane      Lane      // LaneBypass or LanePriority
-	MaxUses   int64     // places each code makes, 1…MaxInviteUses (0 = 1)
-	ExpiresAt time.Time // in the future, at most MaxInviteTTL ahead (zero = DefaultInviteTTL from now)
+	Count     int        // 1…MaxInvitesPerCall
+	Lane      queue.Lane // queue.LaneBypass or queue.LanePriority
+	MaxUses   int64      // places each code makes, 1…MaxInviteUses (0 = 1)
+	ExpiresAt time.Time  // in the future, at most MaxInviteTTL ahead (zero = DefaultInviteTTL from now)
 }
 
-// Validate refuses a spec out of range with an *InvalidError naming the JSON field.
+// Validate refuses a spec out of range with a *queue.InvalidError naming the JSON field.
 func (s InviteSpec) Validate(now time.Time) error {
 	switch {
 	case s.Count < 1 || s.Count > MaxInvitesPerCall:
 		return invalid("count", "count must be between 1 and %d.", MaxInvitesPerCall)
-	case s.Lane != LaneBypass && s.Lane != LanePriority:
+	case s.Lane != queue.LaneBypass && s.Lane != queue.LanePriority:
 		return invalid("lane", "lane must be \"bypass\" or \"priority\".")
 	case s.MaxUses < 0 || s.MaxUses > MaxInviteUses:
 		return invalid("max_uses", "max_uses must be between 1 and %d.", MaxInviteUses)
@@ -76,9 +78,9 @@ func (s InviteSpec) Validate(now time.Time) error {
 	return nil
 }
 
-// CreateInvites makes spec.Count new codes for queue name (ErrQueueNotFound when it does
-// not exist, an *InvalidError for a spec out of range).
-func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec) ([]Invite, error) {
+// CreateInvites makes spec.Count new codes for queue name (queue.ErrQueueNotFound when it
+// does not exist, a *queue.InvalidError for a spec out of range).
+func (s *Store) CreateInvites(ctx context.Context, name string, spec InviteSpec) ([]Invite, error) {
 	now := time.Now()
 	if spec.MaxUses == 0 {
 		spec.MaxUses = 1
@@ -89,13 +91,12 @@ func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec)
 	if err := spec.Validate(now); err != nil {
 		return nil, err
 	}
-	if !ValidName(name) {
-		return nil, ErrQueueNotFound
+	if !rstore.ValidName(name) {
+		return nil, queue.ErrQueueNotFound
 	}
-	letter := laneLetter(spec.Lane)
 	exp := spec.ExpiresAt.UnixMilli()
 	args := make([]any, 3, 3+spec.Count)
-	args[0], args[1], args[2] = string(letter), spec.MaxUses, exp
+	args[0], args[1], args[2] = queue.LaneLetter(spec.Lane), spec.MaxUses, exp
 	out := make([]Invite, spec.Count)
 	for i := range out {
 		code, err := newCode()
@@ -106,15 +107,15 @@ func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec)
 		out[i] = Invite{Code: code, Lane: spec.Lane, UsesLeft: spec.MaxUses, MaxUses: spec.MaxUses,
 			ExpiresAt: time.UnixMilli(exp)}
 	}
-	ctx, cancel := q.bound(ctx)
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
 	k := rstore.KeysFor(name)
-	created, err := rstore.InvitesCreate.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}, args...).Int64()
+	created, err := rstore.InvitesCreate.Run(ctx, s.st.Client(), []string{k.Cfg(), k.Invites(), k.InviteExp()}, args...).Int64()
 	switch {
 	case err != nil:
-		return nil, fail("create invites "+name, err)
+		return nil, rstore.Fail("create invites "+name, err)
 	case created == -1:
-		return nil, ErrQueueNotFound
+		return nil, queue.ErrQueueNotFound
 	case created == -2:
 		return nil, invalid("expires_at", "expires_at must be in the future.")
 	}
@@ -126,24 +127,29 @@ func (q *Queue) CreateInvites(ctx context.Context, name string, spec InviteSpec)
 
 // Invites lists queue name's live codes (not revoked, not expired, uses left), oldest
 // first.
-func (q *Queue) Invites(ctx context.Context, name string) ([]Invite, error) {
-	if !ValidName(name) {
-		return nil, ErrQueueNotFound
+func (s *Store) Invites(ctx context.Context, name string) ([]Invite, error) {
+	if !rstore.ValidName(name) {
+		return nil, queue.ErrQueueNotFound
 	}
-	ctx, cancel := q.bound(ctx)
+	ctx, cancel := s.st.Bound(ctx)
 	defer cancel()
 	k := rstore.KeysFor(name)
-	res, err := rstore.InvitesList.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}).Slice()
+	res, err := rstore.InvitesList.Run(ctx, s.st.Client(), []string{k.Cfg(), k.Invites(), k.InviteExp()}).Slice()
 	if err != nil {
-		return nil, fail("list invites "+name, err)
+		return nil, rstore.Fail("list invites "+name, err)
 	}
-	if len(res) == 0 || toInt(res[0]) < 0 {
-		return nil, ErrQueueNotFound
+	if len(res) == 0 {
+		return nil, queue.ErrQueueNotFound
 	}
-	now := toInt(res[0])
+	now, _ := res[0].(int64) // Redis TIME in ms, or -1: no such queue
+	if now < 0 {
+		return nil, queue.ErrQueueNotFound
+	}
 	out := make([]Invite, 0, (len(res)-1)/2)
 	for i := 1; i+1 < len(res); i += 2 {
-		inv, ok := parseInvite(toString(res[i]), toString(res[i+1]))
+		code, _ := res[i].(string)
+		v, _ := res[i+1].(string)
+		inv, ok := parseInvite(code, v)
 		if ok && inv.UsesLeft > 0 && inv.ExpiresAt.UnixMilli() > now {
 			out = append(out, inv)
 		}
@@ -159,26 +165,30 @@ func (q *Queue) Invites(ctx context.Context, name string) ([]Invite, error) {
 
 // RevokeInvite deletes a code of queue name: it makes no more places (places taken with
 // it stay). ErrInviteNotFound when the queue has no live code of that name.
-func (q *Queue) RevokeInvite(ctx context.Context, name, code string) error {
-	if !ValidName(name) {
-		return ErrQueueNotFound
+func (s *Store) RevokeInvite(ctx context.Context, name, code string) error {
+	if !rstore.ValidName(name) {
+		return queue.ErrQueueNotFound
 	}
-	if !validCode(code) {
+	ctx, cancel := s.st.Bound(ctx)
+	defer cancel()
+	k := rstore.KeysFor(name)
+	if !queue.ValidInviteCode(code) {
 		// Still tell an unknown queue from an unknown code.
-		if _, err := q.Settings(ctx, name); err != nil {
-			return err
+		n, err := s.st.Client().Exists(ctx, k.Cfg()).Result()
+		switch {
+		case err != nil:
+			return rstore.Fail("read queue "+name, err)
+		case n == 0:
+			return queue.ErrQueueNotFound
 		}
 		return ErrInviteNotFound
 	}
-	ctx, cancel := q.bound(ctx)
-	defer cancel()
-	k := rstore.KeysFor(name)
-	n, err := rstore.InvitesRevoke.Run(ctx, q.rdb, []string{k.Cfg(), k.Invites(), k.InviteExp()}, code).Int64()
+	n, err := rstore.InvitesRevoke.Run(ctx, s.st.Client(), []string{k.Cfg(), k.Invites(), k.InviteExp()}, code).Int64()
 	switch {
 	case err != nil:
-		return fail("revoke invite "+name, err)
+		return rstore.Fail("revoke invite "+name, err)
 	case n == -1:
-		return ErrQueueNotFound
+		return queue.ErrQueueNotFound
 	case n == 0:
 		return ErrInviteNotFound
 	}
@@ -195,20 +205,12 @@ func parseInvite(code, v string) (Invite, bool) {
 	exp, err2 := strconv.ParseInt(f[2], 10, 64)
 	maxUses, err3 := strconv.ParseInt(f[3], 10, 64)
 	created, err4 := strconv.ParseInt(f[4], 10, 64)
-	lane := laneOf(f[0])
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || lane == LaneNormal {
+	lane := queue.LaneOf(f[0])
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || lane == queue.LaneNormal {
 		return Invite{}, false
 	}
 	return Invite{Code: code, Lane: lane, UsesLeft: uses, MaxUses: maxUses,
 		ExpiresAt: time.UnixMilli(exp), CreatedAt: time.UnixMilli(created)}, true
-}
-
-// laneLetter is the letter a lane is stored under.
-func laneLetter(l Lane) byte {
-	if l == LaneBypass {
-		return laneB
-	}
-	return laneP
 }
 
 // newCode is a random invite code: 128 bits, URL-safe (base64url, no padding).
@@ -218,19 +220,4 @@ func newCode() (string, error) {
 		return "", err
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// validCode reports whether s has the shape of a code (base64url, 16–128 characters), so
-// no other input ever reaches Redis as a hash field.
-func validCode(s string) bool {
-	if len(s) < 16 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
