@@ -27,11 +27,13 @@ import (
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/analytics"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 	"github.com/waitroom/waitroom/web"
 )
 
@@ -139,6 +141,9 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
+	// The instance registry, the wakes and the health windows: the main client, the queue's
+	// per-call deadline.
+	topo := topology.New(rstore.New(rdb, q.OpTimeout()))
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
@@ -157,7 +162,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		return a, closeAll, fmt.Errorf("migrate PostgreSQL for the history and audit log: %w", err)
 	}
 	cancelOpen()
-	history := analytics.New(histPool, q, analytics.Config{Log: log})
+	history := analytics.New(histPool, q, topo, analytics.Config{Log: log})
 	a.history = analytics.NewRecorder(history)
 	if cfg.Demo {
 		if err := seedDemo(ctx, cfg, q, store); err != nil {
@@ -188,7 +193,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	maxConns, maxStreams := budgets(cfg, log)
 	var srv *web.Server // set below, before anything runs
-	a.hub = stream.NewHub(q, stream.Config{
+	a.hub = stream.NewHub(q, topo, stream.Config{
 		MaxStreams: maxStreams, MaxConns: maxConns, Connections: func() int64 { return srv.Connections() },
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
@@ -196,7 +201,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
 	a.autoRate = queue.NewAutoRate(q, queue.AutoConfig{Log: log})
-	a.health = web.NewHealth(q, cfg.InstanceID, log)
+	a.health = web.NewHealth(topo, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
 		Observers: []queue.TickObserver{a.autoRate, a.history},
@@ -214,7 +219,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
-		Health: a.health, Analytics: history,
+		Health: a.health, Analytics: history, Topology: topo,
 	})
 	a.srv = srv
 	if err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/waitroom/waitroom/soldout"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // OrderStore is what web needs of the order store (implemented by *orders.Store).
@@ -93,6 +94,9 @@ type Deps struct {
 	Gatherer         prometheus.Gatherer
 	Registry         prometheus.Registerer
 	Log              zerolog.Logger
+	// Topology is the live instances and the wake channel, which the shared snapshot
+	// (snapshot.go) shows and follows.
+	Topology *topology.Topology
 }
 
 // Server is the waiting room's HTTP server.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The shared snapshot: the index page, GET /admin/api/stats and every /admin/api/stream of
@@ -94,7 +95,7 @@ type snapView struct {
 	adminSeq int64     // the local admin writes it has read
 	entries  []snapEntry
 	admin    bool // instances, rejected and the stats JSON were read
-	ins      []queue.Instance
+	ins      []topology.Instance
 	sse      int64
 	rej      map[string]int64
 
@@ -127,7 +128,7 @@ func (s *Server) snapStart() *snapshot {
 		go func() {
 			defer sn.wg.Done()
 			defer cancel()
-			s.d.Queue.WatchWakes(ctx, func(name string) {
+			s.d.Topology.WatchWakes(ctx, func(name string) {
 				sn.mu.Lock()
 				if sn.dirty == nil {
 					sn.dirty = map[string]bool{}
@@ -329,7 +330,7 @@ func (s *Server) readSnapshot(ctx context.Context, at time.Time, dirty map[strin
 		}
 	}
 	if admin {
-		ins, err := q.Instances(ctx)
+		ins, err := s.d.Topology.Instances(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -532,7 +533,7 @@ func (s *Server) snapshotWrites(c *fiber.Ctx) error {
 // statsOf is the admin stats object of a view (built once per view, shared by every reader).
 func (s *Server) statsOf(v *snapView) (statsJSON, []byte) {
 	v.statsOnce.Do(func() {
-		out := statsJSON{Instances: []queue.Instance{}, Queues: make([]queueStatsJSON, 0, len(v.entries)),
+		out := statsJSON{Instances: []topology.Instance{}, Queues: make([]queueStatsJSON, 0, len(v.entries)),
 			SSEConnections: v.sse, RateLimitRejected: v.rej, ServerTime: v.at.UTC().Format(stream.TimeFormat)}
 		if v.ins != nil {
 			out.Instances = v.ins
