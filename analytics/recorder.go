@@ -244,7 +244,7 @@ func (r *Recorder) rows(ctx context.Context, done []*stepAcc) ([]stepRow, error)
 	ctx, cancel := context.WithTimeout(ctx, r.st.cfg.QueryTimeout)
 	defer cancel()
 	streams := map[string]int64{}
-	ins, err := r.st.src.Instances(ctx)
+	ins, err := r.st.ins.Instances(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -10,10 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // env is a Store on a fresh database (migrated by orders.Open and Migrate) and a real Redis.
@@ -50,8 +52,9 @@ func newEnv(t *testing.T) *env {
 	if _, err := Migrate(ctx, pool); err != nil {
 		t.Fatalf("migrate analytics: %v", err)
 	}
-	q := queue.New(redistest.Start(t).Client(), queue.Config{OpTimeout: 10 * time.Second}, nil)
-	return &env{st: New(pool, q, Config{Log: zerolog.Nop(), QueryTimeout: 20 * time.Second}), orders: ost, q: q,
+	rdb := redistest.Start(t).Client()
+	q := queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil)
+	return &env{st: New(pool, q, topology.New(rstore.New(rdb, q.OpTimeout())), Config{Log: zerolog.Nop(), QueryTimeout: 20 * time.Second}), orders: ost, q: q,
 		signer: queue.NewSigner([]byte("test-secret")), adm: queue.NewAdmitter(q, queue.AdmitConfig{Owner: "t"}), dsn: dsn}
 }
 

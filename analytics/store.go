@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // ErrUnavailable: PostgreSQL did not answer (down, or no connection free in time).
@@ -40,8 +41,13 @@ var ErrUnavailable = errors.New("analytics: database unavailable")
 // Source is what the recorder and the report read of the queues (*queue.Queue).
 type Source interface {
 	Stats(ctx context.Context, name string) (queue.QueueStats, error)
-	Instances(ctx context.Context) ([]queue.Instance, error)
 	Draw(ctx context.Context, name string) (queue.DrawInfo, error)
+}
+
+// Instances lists the live instances (*topology.Topology): the recorder sums their open
+// streams per queue.
+type Instances interface {
+	Instances(ctx context.Context) ([]topology.Instance, error)
 }
 
 // Config tunes the history. Zero fields take the documented defaults.
@@ -58,19 +64,21 @@ type Config struct {
 type Store struct {
 	pool *pgxpool.Pool
 	src  Source
+	ins  Instances
 	cfg  Config
 	now  func() time.Time
 }
 
-// New returns a Store on pool (migrated by Migrate) reading queues from src.
-func New(pool *pgxpool.Pool, src Source, cfg Config) *Store {
+// New returns a Store on pool (migrated by Migrate) reading queues from src and the live
+// instances from ins.
+func New(pool *pgxpool.Pool, src Source, ins Instances, cfg Config) *Store {
 	if cfg.Step <= 0 {
 		cfg.Step = 10 * time.Second
 	}
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
-	return &Store{pool: pool, src: src, cfg: cfg, now: time.Now}
+	return &Store{pool: pool, src: src, ins: ins, cfg: cfg, now: time.Now}
 }
 
 // OpenPool opens a small pgx pool of its own for the history (and audit) on url, so that

@@ -257,7 +257,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 
 // updateView recomputes the spread from the live instances and the queue names.
 func (a *Admitter) updateView(ctx context.Context, names []string) {
-	ids, err := a.q.Alive(ctx, a.cfg.AliveTTL)
+	ids, err := a.q.topo.Alive(ctx, a.cfg.AliveTTL)
 	if err != nil {
 		return // keep the last view
 	}
@@ -304,7 +304,7 @@ func (a *Admitter) listenWakes(ctx context.Context) {
 		default:
 		}
 	}
-	a.q.WatchWakes(ctx, func(name string) {
+	a.q.topo.WatchWakes(ctx, func(name string) {
 		if !a.poke(name) {
 			refresh()
 		}

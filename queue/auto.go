@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/waitroom/waitroom/internal/rstore"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // AutoConfig tunes the auto rate controller. Zero fields take the documented defaults,
@@ -94,7 +95,7 @@ func (c AutoConfig) withDefaults() AutoConfig {
 
 // AutoRate is the auto rate controller: a TickObserver of the admission loops that, for
 // each queue this instance leads with rate_mode "auto", once per Period merges the
-// backend's health windows of every instance (health.go) and moves the queue's rate by
+// backend's health windows of every instance (topology) and moves the queue's rate by
 // AIMD — a multiplicative cut when the p95 latency is over auto_target_p95_ms or more than
 // 1 % of requests fail (deeper when the p95 is far over: by target/p95, at most half), an
 // additive step up (max(1, auto_max/100) users/s) while the backend is healthy and the
@@ -255,7 +256,7 @@ func (c *AutoRate) Step(ctx context.Context, name string, now time.Time) (AutoDe
 		if err != nil {
 			return err
 		}
-		w, stale := mergeHealth(hm, now.Add(-c.cfg.Window))
+		w, stale := topology.MergeHealth(hm, now.Add(-c.cfg.Window))
 		in := autoInput{rate: set.RatePerSecond, min: set.AutoMin, max: set.AutoMax, target: set.AutoTargetP95,
 			w: w, seen: seen, waiting: waiting, admittedPerSec: float64(admitted) / elapsed.Seconds(),
 			sinceCut: -1, cutFrom: s.cutFrom, cutP95: s.cutP95, atPlateau: -1}
@@ -323,7 +324,7 @@ const fixedLook = 5 * time.Second
 type autoInput struct {
 	rate, min, max float64
 	target         time.Duration
-	w              HealthWindow
+	w              topology.HealthWindow
 	seen           bool    // a tick was observed (this instance leads the queue)
 	waiting        int64   // users waiting after the last tick
 	admittedPerSec float64 // users admitted per second since the last step

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // autoQueue makes queue name in auto mode: rate 20/s between 2 and 100, p95 target 500 ms.
@@ -23,11 +24,11 @@ func (f *fixture) autoQueue(t *testing.T, name string, rate float64) {
 // of them failing, ending at end.
 func (f *fixture) backend(t *testing.T, name string, end time.Time, n int, lat time.Duration, fails int) {
 	t.Helper()
-	w := queue.HealthWindow{End: end}
+	w := topology.HealthWindow{End: end}
 	for i := range n {
 		w.Observe(lat, i < fails)
 	}
-	if err := f.q.ReportHealth(context.Background(), name, "i1", w); err != nil {
+	if err := f.topo.ReportHealth(context.Background(), name, "i1", w); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -421,7 +421,9 @@ func (b *redisBackend) releaseLease(ctx context.Context) {
 	_ = rstore.Lease.Run(ctx, b.a.q.rdb, []string{k.Lease(), k.Fence(), k.Clock()}, b.owner, 0, string(leaseRelease)).Err()
 }
 
-func (b *redisBackend) publishWake(ctx context.Context) error { return b.a.q.publishWake(ctx, b.name) }
+func (b *redisBackend) publishWake(ctx context.Context) error {
+	return b.a.q.topo.PublishWake(ctx, b.name)
+}
 
 func (b *redisBackend) settingsRate(ctx context.Context) (float64, error) {
 	s, err := b.a.q.Settings(ctx, b.name)

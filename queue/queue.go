@@ -19,6 +19,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue/draw"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // ValidName reports whether s is a valid queue name (1–64 of A–Z a–z 0–9 _ -).
@@ -79,11 +80,21 @@ type Queue struct {
 	cfg Config
 	m   *metrics
 	ack *ackState // shared by the copies WithClient makes
+	// topo is the deployment's topology on the same client: the admission loops read the
+	// live instances and the wakes from it, joins and settings changes send wakes through it.
+	topo *topology.Topology
 }
 
 // New returns a Queue on rdb; its metrics are registered on reg (nil: not registered).
 func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queue {
-	return &Queue{rdb: rdb, cfg: cfg.withDefaults(), m: newMetrics(reg), ack: &ackState{}}
+	cfg = cfg.withDefaults()
+	return &Queue{rdb: rdb, cfg: cfg, m: newMetrics(reg), ack: &ackState{}, topo: newTopology(rdb, cfg)}
+}
+
+// newTopology is the topology a Queue on rdb reads and writes through: same client, same
+// per-call deadline.
+func newTopology(rdb redis.UniversalClient, cfg Config) *topology.Topology {
+	return topology.New(rstore.New(rdb, cfg.OpTimeout))
 }
 
 // WithClient returns a Queue on another client sharing this one's settings and metrics
@@ -92,6 +103,7 @@ func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queu
 func (q *Queue) WithClient(rdb redis.UniversalClient) *Queue {
 	c := *q
 	c.rdb = rdb
+	c.topo = newTopology(rdb, q.cfg)
 	return &c
 }
 
@@ -337,7 +349,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	if a.Woke {
 		// This join ended the queue's rest: the admission loops wake (a lost message costs
 		// one rest check at most; the join itself already cleared the flag).
-		_ = q.publishWake(ctx, t.Queue)
+		_ = q.topo.PublishWake(ctx, t.Queue)
 	}
 	if created && behind {
 		if p.Token == "" {

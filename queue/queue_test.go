@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -27,6 +29,7 @@ type fixture struct {
 	rdb    redis.UniversalClient
 	q      *queue.Queue
 	signer *queue.Signer
+	topo   *topology.Topology // on rdb: the instances, wakes and health windows the tests write and follow
 }
 
 func newFixture(t testing.TB, opts ...redistest.Option) *fixture {
@@ -35,7 +38,8 @@ func newFixture(t testing.TB, opts ...redistest.Option) *fixture {
 	rdb := srv.Client()
 	// Calls may take 10 s (the default, 1 s, fails them on a machine busy with the tests
 	// beside them); a test about the bound makes its own Queue.
-	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), signer: queue.NewSigner([]byte("test-secret"))}
+	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), signer: queue.NewSigner([]byte("test-secret")),
+		topo: topology.New(rstore.New(rdb, 10*time.Second))}
 }
 
 func (f *fixture) mkQueue(t testing.TB, name string, rate float64, maxActive int64) {

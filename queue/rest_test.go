@@ -9,6 +9,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // TestIdleQueueRests: a queue with nobody waiting and no live token stops ticking (no lease,
@@ -95,7 +96,7 @@ func TestLeadershipSpreadsOverInstances(t *testing.T) {
 	ids := []string{"node-a", "node-b", "node-c", "node-d"}
 	report := func(ids []string) {
 		for _, id := range ids {
-			if err := f.q.ReportInstance(ctx, queue.Instance{ID: id, StartedAt: time.Now(), LastSeen: time.Now()}, time.Minute); err != nil {
+			if err := f.topo.ReportInstance(ctx, topology.Instance{ID: id, StartedAt: time.Now(), LastSeen: time.Now()}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -138,7 +139,7 @@ func TestLeadershipSpreadsOverInstances(t *testing.T) {
 	// One instance stops (its leases are released) and drops out of the live set.
 	insts[3].cancel()
 	<-insts[3].done
-	if err := f.q.RemoveInstance(ctx, ids[3]); err != nil {
+	if err := f.topo.RemoveInstance(ctx, ids[3]); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, time.Minute, "the three others to lead all 40 queues as the spread says", func() bool { return settled(insts[:3]) })

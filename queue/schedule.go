@@ -313,7 +313,7 @@ func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool, versi
 	if changed == 2 {
 		// Every instance's shared snapshot (the index, the admin stats) re-reads the queue at
 		// its next refresh instead of finding the flag at its next probe (up to 30 s).
-		_ = q.publishWake(ctx, name)
+		_ = q.topo.PublishWake(ctx, name)
 	}
 	return nil
 }

@@ -320,7 +320,7 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	}
 	// A new queue's loops start at once on every instance, and a resting queue's leader
 	// looks at the new settings (a schedule to keep, an end to reach).
-	_ = q.Wake(ctx, name)
+	_ = q.topo.Wake(ctx, name)
 	return cur, created, nil
 }
 

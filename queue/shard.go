@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -133,31 +132,6 @@ func (h *topologyHook) check(ctx context.Context, err error) {
 	h.cc.ReloadState(context.WithoutCancel(ctx))
 }
 
-// wakeChannel carries the names of queues whose rest ended (a join into an idle queue, a
-// settings change): every instance's admitter listens. It is a plain channel — wakes are
-// rare (one per idle-to-busy change), so a Redis Cluster copying them to every node costs
-// nothing worth a channel per slot.
-const wakeChannel = "wr:wake"
-
-// Wake tells every instance's admission loop of queue name to look at it now (its rest ended
-// or its settings changed). It also ends the rest in Redis, so a lost message costs at most
-// one rest check (RestCheck), never the queue.
-func (q *Queue) Wake(ctx context.Context, name string) error {
-	ctx, cancel := q.bound(ctx)
-	defer cancel()
-	if err := q.rdb.HDel(ctx, rstore.KeysFor(name).Clock(), "idle").Err(); err != nil {
-		return fail("wake "+name, err)
-	}
-	return q.publishWake(ctx, name)
-}
-
-func (q *Queue) publishWake(ctx context.Context, name string) error {
-	if err := q.rdb.Publish(ctx, wakeChannel, name).Err(); err != nil {
-		return fail("wake "+name, err)
-	}
-	return nil
-}
-
 // publishTick sends a tick message that admit.lua returned (publishReturn) the way the
 // configuration says.
 func (q *Queue) publishTick(ctx context.Context, name, msg string) error {
@@ -270,21 +244,4 @@ type nodeKey struct {
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-// The live instances, for spreading leadership (spread.go): every instance's stream hub
-// reports itself (ReportInstance) with a score of its local clock in this sorted set.
-const aliveKey = "wr:alive"
-
-// Alive lists the ids of instances that reported within the last ttl, sorted.
-func (q *Queue) Alive(ctx context.Context, ttl time.Duration) ([]string, error) {
-	ctx, cancel := q.bound(ctx)
-	defer cancel()
-	from := strconv.FormatInt(time.Now().Add(-ttl).UnixMilli(), 10)
-	ids, err := q.rdb.ZRangeByScore(ctx, aliveKey, &redis.ZRangeBy{Min: from, Max: "+inf"}).Result()
-	if err != nil {
-		return nil, fail("alive instances", err)
-	}
-	sortStrings(ids)
-	return ids, nil
 }

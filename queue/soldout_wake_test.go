@@ -43,7 +43,7 @@ func TestSoldOutChangePublishesAWake(t *testing.T) {
 	f.rdb.AddHook(pubs)
 	woke := make(chan string, 16)
 	subscribed := make(chan struct{}, 1)
-	go f.q.WatchWakes(ctx, func(n string) { woke <- n }, func() {
+	go f.topo.WatchWakes(ctx, func(n string) { woke <- n }, func() {
 		select {
 		case subscribed <- struct{}{}:
 		default:

@@ -17,10 +17,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
-	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // TestAutoRateFindsTheKnee: the auto rate controller (rate_mode "auto") end to end, against
@@ -127,7 +128,7 @@ func autoRateEndToEnd(t *testing.T) {
 // k6/aimd.sh (or with WR_AIMD_KNEE=1), not in the test command.
 //
 // The backend's latency is the order handler's as the guard measures it (the health
-// windows in Redis, read here with queue.Health); the buyers' own latency is printed too.
+// windows in Redis, read here with topology.Health); the buyers' own latency is printed too.
 // WR_AIMD_CSV=<file> writes the rate-vs-time series (k6/aimd.sh runs it longer with
 // WR_AIMD_AUTO_SECONDS and WR_AIMD_AFTER_SECONDS and draws screenshots/aimd-rate.png).
 func measureKnee(t *testing.T) {
@@ -146,7 +147,7 @@ func measureKnee(t *testing.T) {
 	in := startInProcess(t, "auto", baseEnv(rs.URL(), db, map[string]string{
 		"WR_PG_MAX_CONNS": strconv.Itoa(aimdPool), "WR_LOG_LEVEL": "info"}))
 	svc := slowBackend(t, db, serviceMs)
-	q := queue.New(redistest.ClientURL(t, rs.URL()), queue.Config{}, nil)
+	topo := topology.New(rstore.New(redistest.ClientURL(t, rs.URL()), time.Second))
 	mustAdmin(t, in, "PUT", "/admin/api/queues/aimd", map[string]any{"rate_per_second": 12, "places_per_ip": 0})
 	mustAdmin(t, in, "PUT", "/admin/api/products/p", map[string]any{"name": "P", "price": 100, "stock": 10_000_000, "queue": "aimd"})
 
@@ -169,7 +170,7 @@ func measureKnee(t *testing.T) {
 		time.Sleep(time.Second) // the open-loop step runs for its time: nothing to wait for
 		from := time.Now()
 		time.Sleep(2 * time.Second)
-		w, err := q.Health(context.Background(), "aimd", from)
+		w, err := topo.Health(context.Background(), "aimd", from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func measureKnee(t *testing.T) {
 	// The last step's backlog drains at a low rate before the auto mode starts.
 	mustAdmin(t, in, "PUT", "/admin/api/queues/aimd", map[string]any{"rate_per_second": 6})
 	testwait.For(t, 20*time.Second, "the backlog drained", func() bool {
-		w, err := q.Health(context.Background(), "aimd", time.Now().Add(-time.Second))
+		w, err := topo.Health(context.Background(), "aimd", time.Now().Add(-time.Second))
 		return err == nil && w.Count > 0 && w.Quantile(0.95) < 2*time.Duration(serviceMs)*time.Millisecond
 	})
 
@@ -200,7 +201,7 @@ func measureKnee(t *testing.T) {
 	mustAdmin(t, in, "PUT", "/admin/api/queues/aimd", map[string]any{"rate_mode": "auto", "rate_per_second": 14,
 		"auto_min": 4, "auto_max": 60, "auto_target_p95_ms": targetMs})
 	start := time.Now()
-	rec := newAimdRecorder(t, in, q, b, start)
+	rec := newAimdRecorder(t, in, topo, b, start)
 	go rec.run()
 	halveAt := start.Add(autoFor)
 	time.Sleep(time.Until(halveAt))
@@ -227,7 +228,7 @@ func measureKnee(t *testing.T) {
 	b.stop()
 
 	rates := make([]float64, 0, len(settled))
-	var sw queue.HealthWindow
+	var sw topology.HealthWindow
 	for _, r := range settled {
 		rates = append(rates, r.rate)
 		sw.Merge(r.w)
@@ -471,7 +472,7 @@ func (b *aimdBuyers) admittedOrders() int {
 type aimdRecorder struct {
 	t     *testing.T
 	in    *instance
-	q     *queue.Queue
+	topo  *topology.Topology
 	b     *aimdBuyers
 	start time.Time
 	done  chan struct{}
@@ -485,12 +486,12 @@ type aimdSample struct {
 	at     time.Time
 	rate   float64
 	reason string
-	w      queue.HealthWindow // the backend's windows new since the sample before
-	client time.Duration      // the buyers' p95 of orders finished since the sample before
+	w      topology.HealthWindow // the backend's windows new since the sample before
+	client time.Duration         // the buyers' p95 of orders finished since the sample before
 }
 
-func newAimdRecorder(t *testing.T, in *instance, q *queue.Queue, b *aimdBuyers, start time.Time) *aimdRecorder {
-	return &aimdRecorder{t: t, in: in, q: q, b: b, start: start, done: make(chan struct{}), ended: make(chan struct{})}
+func newAimdRecorder(t *testing.T, in *instance, topo *topology.Topology, b *aimdBuyers, start time.Time) *aimdRecorder {
+	return &aimdRecorder{t: t, in: in, topo: topo, b: b, start: start, done: make(chan struct{}), ended: make(chan struct{})}
 }
 
 func (r *aimdRecorder) run() {
@@ -520,7 +521,7 @@ func (r *aimdRecorder) run() {
 					s.rate, s.reason = qs.RatePerSecond, qs.RateReason
 				}
 			}
-			if w, err := r.q.Health(context.Background(), "aimd", lastEnd); err == nil && w.Count > 0 {
+			if w, err := r.topo.Health(context.Background(), "aimd", lastEnd); err == nil && w.Count > 0 {
 				s.w, lastEnd = w, w.End
 			}
 			r.mu.Lock()

@@ -21,10 +21,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // costRoute is one row of the cost table (docs/API.md, "Cost per request"): the most Redis
@@ -843,7 +845,7 @@ func makeQueues(t *testing.T, rs *redistest.Server, n int) {
 			t.Fatalf("make queues: %v", err)
 		}
 	}
-	if err := q.Wake(ctx, name(n-1)); err != nil { // the instances read the list again
+	if err := topology.New(rstore.New(rdb, q.OpTimeout())).Wake(ctx, name(n-1)); err != nil { // the instances read the list again
 		t.Fatal(err)
 	}
 	if got, err := q.Names(ctx); err != nil || len(got) < n {

@@ -33,6 +33,7 @@ import (
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 	"github.com/waitroom/waitroom/trust"
 	"github.com/waitroom/waitroom/web"
 )
@@ -143,6 +144,9 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
 	// Invites and signing keys: the queue's client and per-call deadline.
 	tr := trust.New(rstore.New(rdb, q.OpTimeout()))
+	// The instance registry, the wakes and the health windows: the main client, the queue's
+	// per-call deadline.
+	topo := topology.New(rstore.New(rdb, q.OpTimeout()))
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
@@ -161,7 +165,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		return a, closeAll, fmt.Errorf("migrate PostgreSQL for the history and audit log: %w", err)
 	}
 	cancelOpen()
-	history := analytics.New(histPool, q, analytics.Config{Log: log})
+	history := analytics.New(histPool, q, topo, analytics.Config{Log: log})
 	a.history = analytics.NewRecorder(history)
 	if cfg.Demo {
 		if err := seedDemo(ctx, cfg, q, store); err != nil {
@@ -192,7 +196,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	maxConns, maxStreams := budgets(cfg, log)
 	var srv *web.Server // set below, before anything runs
-	a.hub = stream.NewHub(q, stream.Config{
+	a.hub = stream.NewHub(q, topo, stream.Config{
 		MaxStreams: maxStreams, MaxConns: maxConns, Connections: func() int64 { return srv.Connections() },
 		Instance: cfg.InstanceID, UpdateInterval: cfg.UpdateInterval, Heartbeat: cfg.Heartbeat,
 		UpdateFront: int64(cfg.UpdateFront), BackEvery: int64(cfg.BackEvery),
@@ -200,7 +204,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
 	a.autoRate = queue.NewAutoRate(q, queue.AutoConfig{Log: log})
-	a.health = web.NewHealth(q, cfg.InstanceID, log)
+	a.health = web.NewHealth(topo, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
 		Observers: []queue.TickObserver{a.autoRate, a.history},
@@ -220,8 +224,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Settings:  q,
 		Invites:   tr,
 		Logos:     q,
-		Wakes:     q,
-		Instances: q,
+		Wakes:     topo,
+		Instances: topo,
 		SoldOut:   q,
 
 		Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",

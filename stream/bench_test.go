@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The floor under every pushed event on this machine: one write(2) of a position frame to a
@@ -120,7 +122,7 @@ func BenchmarkSoldOutFanout(b *testing.B) {
 	const n = 19000
 	// A pipe write waits for its reader to be scheduled (a socket's would not: the kernel
 	// buffers it), so among 19,000 readers the default write timeout would drop streams.
-	h := NewHub(stubSource{}, Config{Heartbeat: time.Hour, MaxPerIP: n, WriteTimeout: time.Minute}, nil)
+	h := NewHub(stubSource{}, stubRegistry{}, Config{Heartbeat: time.Hour, MaxPerIP: n, WriteTimeout: time.Minute}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var writers sync.WaitGroup
 	for _, s := range h.shards {
@@ -239,7 +241,7 @@ func BenchmarkDrawPlacement(b *testing.B) {
 	done := make(chan struct{}, 1)
 	for b.Loop() {
 		b.StopTimer()
-		h := NewHub(q, Config{Heartbeat: time.Hour, MaxPerIP: n}, nil)
+		h := NewHub(q, topology.New(rstore.New(rdb, q.OpTimeout())), Config{Heartbeat: time.Hour, MaxPerIP: n}, nil)
 		hctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, s := range h.shards {

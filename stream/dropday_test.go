@@ -15,10 +15,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // Drop day on the stream, against a real Redis and the real admission leader (TickOnce):
@@ -525,7 +527,8 @@ func (s *countingSource) Seqs(ctx context.Context, q string, ids []string) ([]in
 func TestPrequeueCostsNoPresenceWork(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	q := queue.New(rs.Client(), queue.Config{Grace: -1}, nil)
+	rdb := rs.Client()
+	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
 	ctx := context.Background()
 	zero := 0.0
 	starts := time.Now().Add(2500 * time.Millisecond) // past the first flush of closed streams (2 s)
@@ -534,7 +537,7 @@ func TestPrequeueCostsNoPresenceWork(t *testing.T) {
 	}
 	src := &countingSource{Queue: q, touched: map[string]int{}}
 	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), done: make(chan error, 1),
-		hub: stream.NewHub(src, stream.Config{UpdateInterval: 50 * time.Millisecond, PresenceEvery: 50 * time.Millisecond,
+		hub: stream.NewHub(src, topology.New(rstore.New(rdb, q.OpTimeout())), stream.Config{UpdateInterval: 50 * time.Millisecond, PresenceEvery: 50 * time.Millisecond,
 			Heartbeat: 50 * time.Millisecond}, nil)}
 	go func() { f.done <- f.hub.Run(context.Background()) }()
 	t.Cleanup(func() { _ = f.hub.Close(context.Background()); <-f.done })

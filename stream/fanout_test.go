@@ -10,7 +10,7 @@ import (
 func TestFanoutFrontEveryRoundBackSpread(t *testing.T) {
 	t.Parallel()
 	const front, every = 12, 3
-	h := NewHub(nil, Config{UpdateFront: front, BackEvery: every, Shards: 1}, nil)
+	h := NewHub(nil, nil, Config{UpdateFront: front, BackEvery: every, Shards: 1}, nil)
 	qh := &qhub{name: "q", conns: map[*conn]struct{}{}, byTicket: map[string][]*conn{}}
 	qh.line = line{synced: true, head: 0, tail: 100, waiting: 100, rate: 10, arate: 10}
 	var conns []*conn

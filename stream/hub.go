@@ -48,6 +48,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // Source is what the hub needs from the queue store (implemented by *queue.Queue).
@@ -58,7 +59,12 @@ type Source interface {
 	Touch(ctx context.Context, queue string, ids []string) error
 	TicketState(ctx context.Context, t queue.Ticket) (queue.Place, error)
 	Seqs(ctx context.Context, queue string, ids []string) ([]int64, error)
-	ReportInstance(ctx context.Context, in queue.Instance, ttl time.Duration) error
+}
+
+// Registry is where the hub reports this instance and its streams, and drops it at
+// shutdown (implemented by *topology.Topology).
+type Registry interface {
+	ReportInstance(ctx context.Context, in topology.Instance, ttl time.Duration) error
 	RemoveInstance(ctx context.Context, id string) error
 }
 
@@ -129,6 +135,7 @@ var (
 // Hub holds this instance's streams.
 type Hub struct {
 	src       Source
+	registry  Registry
 	cfg       Config
 	log       zerolog.Logger
 	m         *metrics
@@ -186,10 +193,11 @@ const (
 	checkers   = 8    // goroutines asking Redis about passed tickets
 )
 
-// NewHub returns a hub; call Run to start it.
-func NewHub(src Source, cfg Config, reg prometheus.Registerer) *Hub {
+// NewHub returns a hub reading the queues from src and reporting itself to registry; call
+// Run to start it.
+func NewHub(src Source, registry Registry, cfg Config, reg prometheus.Registerer) *Hub {
 	cfg = cfg.withDefaults()
-	h := &Hub{src: src, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
+	h := &Hub{src: src, registry: registry, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
 		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue),
 		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue)}

@@ -14,10 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 type hubFixture struct {
@@ -36,12 +38,13 @@ func newHubWith(t *testing.T, cfg stream.Config, reg prometheus.Registerer) *hub
 	t.Helper()
 	rs := redistest.Start(t)
 	// Calls may take 10 s: the default 1 s fails them on a machine busy with other tests.
-	q := queue.New(rs.Client(), queue.Config{Grace: -1, OpTimeout: 10 * time.Second}, nil)
+	rdb := rs.Client()
+	q := queue.New(rdb, queue.Config{Grace: -1, OpTimeout: 10 * time.Second}, nil)
 	zero := 0.0
 	if _, _, err := q.Put(context.Background(), "h", queue.SettingsPatch{RatePerSecond: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), hub: stream.NewHub(q, cfg, reg), done: make(chan error, 1)}
+	f := &hubFixture{q: q, signer: queue.NewSigner([]byte("k")), hub: stream.NewHub(q, topology.New(rstore.New(rdb, q.OpTimeout())), cfg, reg), done: make(chan error, 1)}
 	go func() { f.done <- f.hub.Run(context.Background()) }()
 	t.Cleanup(func() { _ = f.hub.Close(context.Background()); <-f.done })
 	return f

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // Timings of the presence and report loops.
@@ -88,7 +88,7 @@ func (h *Hub) reportLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-			_ = h.src.RemoveInstance(dctx, h.cfg.Instance)
+			_ = h.registry.RemoveInstance(dctx, h.cfg.Instance)
 			cancel()
 			return
 		case <-t.C:
@@ -99,7 +99,7 @@ func (h *Hub) reportLoop(ctx context.Context) {
 func (h *Hub) report(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
-	in := queue.Instance{ID: h.cfg.Instance, SSEConnections: h.Count(), MaxStreams: h.cfg.MaxStreams,
+	in := topology.Instance{ID: h.cfg.Instance, SSEConnections: h.Count(), MaxStreams: h.cfg.MaxStreams,
 		MaxConnections: h.cfg.MaxConns, StartedAt: h.startedAt.UTC(), LastSeen: time.Now().UTC()}
 	if h.cfg.Connections != nil {
 		in.Connections = h.cfg.Connections()
@@ -116,7 +116,7 @@ func (h *Hub) report(ctx context.Context) {
 			in.Queues[qh.name] = int64(n)
 		}
 	}
-	if err := h.src.ReportInstance(ctx, in, h.cfg.CountTTL); err != nil && ctx.Err() == nil {
+	if err := h.registry.ReportInstance(ctx, in, h.cfg.CountTTL); err != nil && ctx.Err() == nil {
 		h.log.Debug().Err(err).Msg("stream: report instance")
 	}
 }

@@ -10,10 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // A buyer whose token was lost and who is admitted again is told the new token on the
@@ -33,7 +35,7 @@ func TestStreamDeliversAReplacementToken(t *testing.T) {
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: &rate, Paused: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	hub := stream.NewHub(q, stream.Config{}, nil)
+	hub := stream.NewHub(q, topology.New(rstore.New(rdb, q.OpTimeout())), stream.Config{}, nil)
 	done := make(chan error, 1)
 	go func() { done <- hub.Run(ctx) }()
 	t.Cleanup(func() { _ = hub.Close(context.Background()); <-done })

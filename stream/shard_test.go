@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The writers' timing — heartbeat spacing, the write timeout that drops a slow client, the
@@ -42,8 +43,14 @@ func (stubSource) TicketState(context.Context, queue.Ticket) (queue.Place, error
 func (stubSource) Seqs(_ context.Context, _ string, ids []string) ([]int64, error) {
 	return make([]int64, len(ids)), nil
 }
-func (stubSource) ReportInstance(context.Context, queue.Instance, time.Duration) error { return nil }
-func (stubSource) RemoveInstance(context.Context, string) error                        { return nil }
+
+// stubRegistry takes the hub's instance reports and keeps nothing.
+type stubRegistry struct{}
+
+func (stubRegistry) ReportInstance(context.Context, topology.Instance, time.Duration) error {
+	return nil
+}
+func (stubRegistry) RemoveInstance(context.Context, string) error { return nil }
 
 // pipeClient is the far end of one stream: the lines it read and when, by the bubble's
 // clock (a line is read at the instant it is written: the pipe has no buffer).
@@ -180,7 +187,7 @@ func TestHeartbeatOncePerHeartbeatSpreadOverSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const hb, beats = 15 * time.Second, 5
 		step := hb / hbSlots
-		h := NewHub(stubSource{}, Config{Heartbeat: hb, Shards: 2}, nil)
+		h := NewHub(stubSource{}, stubRegistry{}, Config{Heartbeat: hb, Shards: 2}, nil)
 		start := time.Now()
 		stop := runWriters(t, h)
 		var cs []*pipeClient
@@ -221,7 +228,7 @@ func TestSlowClientHoldsItsWriterOneWriteTimeout(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const hb, wt = time.Second, 250 * time.Millisecond
-		h := NewHub(stubSource{}, Config{Heartbeat: hb, WriteTimeout: wt, Shards: 1}, nil)
+		h := NewHub(stubSource{}, stubRegistry{}, Config{Heartbeat: hb, WriteTimeout: wt, Shards: 1}, nil)
 		start := time.Now()
 		stop := runWriters(t, h)
 		slow := attachPipe(t, h, 0, false, "") // first in the writer's queue, never read
@@ -267,7 +274,7 @@ func TestShutdownRetryJitteredAndBounded(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		cfg := Config{Retry: 2 * time.Second, ShutdownRetry: 5 * time.Second, Shards: 2}
-		h := NewHub(stubSource{}, cfg, nil)
+		h := NewHub(stubSource{}, stubRegistry{}, cfg, nil)
 		stop := runWriters(t, h)
 		var cs []*pipeClient
 		for i := range 20 {

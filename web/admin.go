@@ -12,6 +12,7 @@ import (
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The admin auth middleware (adminAuth) and its roles are in roles.go.
@@ -83,11 +84,11 @@ func timeJSON(t *time.Time) *string {
 }
 
 type statsJSON struct {
-	Instances         []queue.Instance `json:"instances"`
-	SSEConnections    int64            `json:"sse_connections_total"`
-	Queues            []queueStatsJSON `json:"queues"`
-	RateLimitRejected map[string]int64 `json:"ratelimit_rejected"`
-	ServerTime        string           `json:"server_time"`
+	Instances         []topology.Instance `json:"instances"`
+	SSEConnections    int64               `json:"sse_connections_total"`
+	Queues            []queueStatsJSON    `json:"queues"`
+	RateLimitRejected map[string]int64    `json:"ratelimit_rejected"`
+	ServerTime        string              `json:"server_time"`
 }
 
 func (s *Server) stats(c *fiber.Ctx) error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 	"github.com/waitroom/waitroom/trust"
 )
 
@@ -77,5 +78,5 @@ type Wakes interface {
 
 // Instances lists the deployment's live instances (the admin stats).
 type Instances interface {
-	Instances(ctx context.Context) ([]queue.Instance, error)
+	Instances(ctx context.Context) ([]topology.Instance, error)
 }

@@ -8,13 +8,13 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // HealthStore is where the collector writes each second's window (implemented by
-// *queue.Queue).
+// *topology.Topology).
 type HealthStore interface {
-	ReportHealth(ctx context.Context, name, instance string, w queue.HealthWindow) error
+	ReportHealth(ctx context.Context, name, instance string, w topology.HealthWindow) error
 }
 
 // Health measures the handlers that Guard protects, per queue (the queue that admitted the
@@ -37,11 +37,11 @@ type Health struct {
 // last look.
 type queueHealth struct {
 	failures atomic.Int64
-	buckets  [queue.HealthBuckets]atomic.Int64
+	buckets  [topology.HealthBuckets]atomic.Int64
 
 	// Run's own.
 	sentFailures int64
-	sent         [queue.HealthBuckets]int64
+	sent         [topology.HealthBuckets]int64
 	lastActive   time.Time
 }
 
@@ -76,7 +76,7 @@ func (h *Health) Observe(name string, d time.Duration, failed bool) {
 }
 
 func (qh *queueHealth) add(d time.Duration, failed bool) {
-	qh.buckets[queue.HealthBucket(d)].Add(1)
+	qh.buckets[topology.HealthBucket(d)].Add(1)
 	if failed {
 		qh.failures.Add(1)
 	}
@@ -101,12 +101,12 @@ func (h *Health) Run(ctx context.Context) error {
 func (h *Health) Flush(ctx context.Context, now time.Time) {
 	type out struct {
 		name string
-		w    queue.HealthWindow
+		w    topology.HealthWindow
 	}
 	var outs []out
 	h.mu.Lock()
 	for name, qh := range h.queues {
-		w := queue.HealthWindow{End: now}
+		w := topology.HealthWindow{End: now}
 		for i := range qh.buckets {
 			n := qh.buckets[i].Load()
 			w.Buckets[i] = n - qh.sent[i]

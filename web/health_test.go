@@ -7,8 +7,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The collector writes one window per second for each queue that had guarded requests in
@@ -17,8 +18,8 @@ func TestHealthCollector(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	q := queue.New(rdb, queue.Config{}, nil)
-	h := NewHealth(q, "i1", zerolog.Nop())
+	topo := topology.New(rstore.New(rdb, time.Second))
+	h := NewHealth(topo, "i1", zerolog.Nop())
 	ctx := context.Background()
 	for i := range 20 {
 		h.Observe("busy", time.Duration(10+i)*time.Millisecond, i < 2)
@@ -26,7 +27,7 @@ func TestHealthCollector(t *testing.T) {
 	h.Observe("", time.Second, true) // no queue: not counted
 	now := time.Now()
 	h.Flush(ctx, now)
-	w, err := q.Health(ctx, "busy", now.Add(-2*time.Second))
+	w, err := topo.Health(ctx, "busy", now.Add(-2*time.Second))
 	if err != nil || w.Count != 20 || w.Failures != 2 {
 		t.Fatalf("first second: %d requests %d failures (%v), want 20 and 2", w.Count, w.Failures, err)
 	}
@@ -35,11 +36,11 @@ func TestHealthCollector(t *testing.T) {
 		h.Observe("busy", 300*time.Millisecond, false)
 	}
 	h.Flush(ctx, now.Add(time.Second))
-	w, _ = q.Health(ctx, "busy", now.Add(-2*time.Second))
+	w, _ = topo.Health(ctx, "busy", now.Add(-2*time.Second))
 	if w.Count != 25 || w.Failures != 2 {
 		t.Fatalf("two seconds merged: %d requests %d failures, want 25 and 2", w.Count, w.Failures)
 	}
-	w, _ = q.Health(ctx, "busy", now.Add(500*time.Millisecond))
+	w, _ = topo.Health(ctx, "busy", now.Add(500*time.Millisecond))
 	if w.Count != 5 || w.Quantile(0.5) < 270*time.Millisecond {
 		t.Fatalf("second window alone: %d requests p50 %v, want 5 at 300 ms", w.Count, w.Quantile(0.5))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/stream"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // The shared snapshot: the index page, GET /admin/api/stats and every /admin/api/stream of
@@ -94,7 +95,7 @@ type snapView struct {
 	adminSeq int64     // the local admin writes it has read
 	entries  []snapEntry
 	admin    bool // instances, rejected and the stats JSON were read
-	ins      []queue.Instance
+	ins      []topology.Instance
 	sse      int64
 	rej      map[string]int64
 
@@ -531,7 +532,7 @@ func (s *Server) snapshotWrites(c *fiber.Ctx) error {
 // statsOf is the admin stats object of a view (built once per view, shared by every reader).
 func (s *Server) statsOf(v *snapView) (statsJSON, []byte) {
 	v.statsOnce.Do(func() {
-		out := statsJSON{Instances: []queue.Instance{}, Queues: make([]queueStatsJSON, 0, len(v.entries)),
+		out := statsJSON{Instances: []topology.Instance{}, Queues: make([]queueStatsJSON, 0, len(v.entries)),
 			SSEConnections: v.sse, RateLimitRejected: v.rej, ServerTime: v.at.UTC().Format(stream.TimeFormat)}
 		if v.ins != nil {
 			out.Instances = v.ins

@@ -18,9 +18,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // snapServer is a Server on a private Redis with n resting queues q000… (as an admission
@@ -28,6 +30,7 @@ import (
 type snapServer struct {
 	s     *Server
 	q     *queue.Queue
+	topo  *topology.Topology
 	rdb   redis.UniversalClient
 	count *redistest.CommandCounter
 	url   string
@@ -40,6 +43,7 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	q := queue.New(rdb, queue.Config{}, nil)
+	topo := topology.New(rstore.New(rdb, q.OpTimeout()))
 	rate := 1.0
 	for i := range n {
 		name := fmt.Sprintf("q%03d", i)
@@ -55,8 +59,8 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 		Tokens:    q,
 		Settings:  q,
 		Logos:     q,
-		Wakes:     q,
-		Instances: q,
+		Wakes:     topo,
+		Instances: topo,
 		SoldOut:   q,
 		Log:       zerolog.Nop(),
 	})
@@ -73,7 +77,7 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 		defer cancel()
 		_ = s.Shutdown(sctx)
 	})
-	return &snapServer{s: s, q: q, rdb: rdb, count: count, url: "http://" + ln.Addr().String()}
+	return &snapServer{s: s, q: q, topo: topo, rdb: rdb, count: count, url: "http://" + ln.Addr().String()}
 }
 
 // rest marks queue name resting, as its admission loop's last tick does.
@@ -261,7 +265,7 @@ func TestSnapshotOneBrokenQueue(t *testing.T) {
 	if err := ss.rdb.Set(ctx, "wr:{q:q000}:clock", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ss.q.Wake(ctx, "q000"); err == nil {
+	if err := ss.topo.Wake(ctx, "q000"); err == nil {
 		t.Fatal("a wake of a queue whose clock is a string: no error") // HDEL on a string fails
 	}
 	if err := ss.rdb.Publish(ctx, "wr:wake", "q000").Err(); err != nil {

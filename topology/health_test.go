@@ -1,37 +1,37 @@
-package queue_test
+package topology_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/topology"
 )
 
 func TestHealthBuckets(t *testing.T) {
 	t.Parallel()
-	for i := 1; i < queue.HealthBuckets-1; i++ {
-		if queue.HealthBound(i) <= queue.HealthBound(i-1) {
-			t.Fatalf("bound %d (%v) not above bound %d (%v)", i, queue.HealthBound(i), i-1, queue.HealthBound(i-1))
+	for i := 1; i < topology.HealthBuckets-1; i++ {
+		if topology.HealthBound(i) <= topology.HealthBound(i-1) {
+			t.Fatalf("bound %d (%v) not above bound %d (%v)", i, topology.HealthBound(i), i-1, topology.HealthBound(i-1))
 		}
 	}
 	for d := 100 * time.Microsecond; d < 20*time.Second; d = d*21/20 + time.Microsecond {
-		i := queue.HealthBucket(d)
-		if i < queue.HealthBuckets-1 && d > queue.HealthBound(i) {
-			t.Fatalf("%v in bucket %d whose bound is %v", d, i, queue.HealthBound(i))
+		i := topology.HealthBucket(d)
+		if i < topology.HealthBuckets-1 && d > topology.HealthBound(i) {
+			t.Fatalf("%v in bucket %d whose bound is %v", d, i, topology.HealthBound(i))
 		}
-		if i > 0 && d <= queue.HealthBound(i-1) {
-			t.Fatalf("%v in bucket %d, but bucket %d (bound %v) holds it", d, i, i-1, queue.HealthBound(i-1))
+		if i > 0 && d <= topology.HealthBound(i-1) {
+			t.Fatalf("%v in bucket %d, but bucket %d (bound %v) holds it", d, i, i-1, topology.HealthBound(i-1))
 		}
 	}
-	if i := queue.HealthBucket(time.Hour); i != queue.HealthBuckets-1 {
+	if i := topology.HealthBucket(time.Hour); i != topology.HealthBuckets-1 {
 		t.Fatalf("an hour went to bucket %d, not the last", i)
 	}
 }
 
 func TestHealthQuantile(t *testing.T) {
 	t.Parallel()
-	var w queue.HealthWindow
+	var w topology.HealthWindow
 	if w.Quantile(0.95) != 0 || w.FailureRatio() != 0 {
 		t.Fatal("an empty window has a latency or failures")
 	}
@@ -60,8 +60,8 @@ func TestHealthWindowsMerge(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second)
-	win := func(end time.Time, n int, lat time.Duration, fails int) queue.HealthWindow {
-		w := queue.HealthWindow{End: end}
+	win := func(end time.Time, n int, lat time.Duration, fails int) topology.HealthWindow {
+		w := topology.HealthWindow{End: end}
 		for i := range n {
 			w.Observe(lat, i < fails)
 		}
@@ -69,21 +69,21 @@ func TestHealthWindowsMerge(t *testing.T) {
 	}
 	for _, r := range []struct {
 		inst string
-		w    queue.HealthWindow
+		w    topology.HealthWindow
 	}{
 		{"a", win(now, 10, 20*time.Millisecond, 1)},
 		{"a", win(now.Add(-time.Second), 10, 20*time.Millisecond, 0)},
 		{"b", win(now, 30, 200*time.Millisecond, 2)},
 		{"c", win(now.Add(-5*time.Second), 500, 5*time.Second, 500)}, // an instance that stopped 5 s ago
 	} {
-		if err := f.q.ReportHealth(ctx, "h", r.inst, r.w); err != nil {
+		if err := f.topo.ReportHealth(ctx, "h", r.inst, r.w); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := f.rdb.HSet(ctx, "wr:{q:h}:health", "d/0", "9:garbage").Err(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := f.q.Health(ctx, "h", now.Add(-2*time.Second))
+	w, err := f.topo.Health(ctx, "h", now.Add(-2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestHealthWindowsMerge(t *testing.T) {
 	if ttl := f.rdb.PTTL(ctx, "wr:{q:h}:health").Val(); ttl <= 0 || ttl > 10*time.Second {
 		t.Fatalf("health hash TTL %v, want (0, 10 s]", ttl)
 	}
-	if w, err := f.q.Health(ctx, "nobody", now.Add(-2*time.Second)); err != nil || w.Count != 0 {
+	if w, err := f.topo.Health(ctx, "nobody", now.Add(-2*time.Second)); err != nil || w.Count != 0 {
 		t.Fatalf("a queue without windows: %+v %v", w, err)
 	}
 }

@@ -1,4 +1,4 @@
-package queue
+package topology
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 // Backend health windows: every instance measures the handlers its guards protect (web's
 // health collector: latency and outcome of each guarded request, per queue) and, once per
 // second and only for a queue that had guarded requests in that second, writes the
-// second's window here. The auto rate controller (auto.go) merges the fresh windows of all
-// instances. An idle queue writes nothing and costs nothing.
+// second's window here. The auto rate controller (queue.AutoRate) merges the fresh windows
+// of all instances. An idle queue writes nothing and costs nothing.
 //
 // Storage: HASH wr:{q:<name>}:health (the queue's slot), field "<instance>/<second % 2>"
 // (so each instance's last two seconds are kept), value
@@ -182,34 +182,36 @@ func healthField(instance string, end time.Time) string {
 }
 
 // ReportHealth stores one instance's window of queue name (one pipeline: HSET, PEXPIRE).
-func (q *Queue) ReportHealth(ctx context.Context, name, instance string, w HealthWindow) error {
-	ctx, cancel := q.bound(ctx)
+func (t *Topology) ReportHealth(ctx context.Context, name, instance string, w HealthWindow) error {
+	ctx, cancel := t.st.Bound(ctx)
 	defer cancel()
 	k := rstore.KeysFor(name).Health()
-	pipe := q.rdb.Pipeline()
+	pipe := t.st.Client().Pipeline()
 	pipe.HSet(ctx, k, healthField(instance, w.End), w.encode())
 	pipe.PExpire(ctx, k, healthTTL)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fail("report health "+name, err)
+		return rstore.Fail("report health "+name, err)
 	}
 	return nil
 }
 
 // Health merges the windows of queue name that end after since, from every instance.
-func (q *Queue) Health(ctx context.Context, name string, since time.Time) (HealthWindow, error) {
-	ctx, cancel := q.bound(ctx)
+func (t *Topology) Health(ctx context.Context, name string, since time.Time) (HealthWindow, error) {
+	ctx, cancel := t.st.Bound(ctx)
 	defer cancel()
-	m, err := q.rdb.HGetAll(ctx, rstore.KeysFor(name).Health()).Result()
+	m, err := t.st.Client().HGetAll(ctx, rstore.KeysFor(name).Health()).Result()
 	if err != nil {
-		return HealthWindow{}, fail("read health "+name, err)
+		return HealthWindow{}, rstore.Fail("read health "+name, err)
 	}
-	w, _ := mergeHealth(m, since)
+	w, _ := MergeHealth(m, since)
 	return w, nil
 }
 
-// mergeHealth merges the windows in m that end after since and names the fields too old
-// to matter again (an instance that stopped writing), for the reader to drop.
-func mergeHealth(m map[string]string, since time.Time) (HealthWindow, []string) {
+// MergeHealth merges the windows of a health hash as HGETALL returns it (m) that end after
+// since, and names the fields too old to matter again (an instance that stopped writing),
+// for the reader to drop. It is for a reader that reads the hash itself, inside a
+// transaction of its own (the auto rate controller); Health is the plain read.
+func MergeHealth(m map[string]string, since time.Time) (HealthWindow, []string) {
 	var w HealthWindow
 	var stale []string
 	for f, v := range m {
