@@ -41,7 +41,7 @@ type Settings struct {
 	// AutoRedirect: at admission the waiting page goes to the order page (or the redirect
 	// flow's return_to) by itself.
 	AutoRedirect bool `json:"auto_redirect"`
-	// Branding of the waiting and order pages (logo.go): plain text and a checked colour
+	// Branding of the waiting and order pages (brand.go): plain text and a checked colour
 	// and link, so nothing a queue's admin types can run in a buyer's page. "" = none.
 	BrandName    string `json:"brand_name"`
 	BrandColor   string `json:"brand_color"` // #rrggbb, lower case

@@ -27,6 +27,8 @@ import (
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/analytics"
+	"github.com/waitroom/waitroom/branding"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -139,6 +141,8 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
+	// The nouns beside the queue share its client and per-call deadline.
+	rst := rstore.New(rdb, q.OpTimeout())
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
@@ -211,7 +215,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		UnboundQueue: cfg.UnboundQueue, Messages: messages,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
 	}, web.Deps{
-		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
+		Queue: q, Signer: queue.NewSigner([]byte(cfg.Secret)), Branding: branding.New(rst), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
 		Health: a.health, Analytics: history,

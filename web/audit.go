@@ -160,7 +160,7 @@ func (s *Server) auditSnapshot(ctx context.Context, c *fiber.Ctx, t auditTarget)
 		if !queue.ValidName(name) {
 			return nil
 		}
-		etag, err := s.d.Queue.LogoETag(ctx, name)
+		etag, err := s.d.Branding.LogoETag(ctx, name)
 		if err != nil {
 			return nil
 		}

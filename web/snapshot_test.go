@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/branding"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -50,7 +52,7 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 	}
 	count := &redistest.CommandCounter{}
 	rdb.AddHook(count)
-	s, err := New(cfg, Deps{Queue: q, Log: zerolog.Nop()})
+	s, err := New(cfg, Deps{Queue: q, Branding: branding.New(rstore.New(rdb, q.OpTimeout())), Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
