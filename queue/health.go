@@ -14,8 +14,8 @@ import (
 // Backend health windows: every instance measures the handlers its guards protect (web's
 // health collector: latency and outcome of each guarded request, per queue) and, once per
 // second and only for a queue that had guarded requests in that second, writes the
-// second's window here. The auto rate controller (auto.go) merges the fresh windows of all
-// instances. An idle queue writes nothing and costs nothing.
+// second's window here. The auto rate controller (package autorate) merges the fresh
+// windows of all instances. An idle queue writes nothing and costs nothing.
 //
 // Storage: HASH wr:{q:<name>}:health (the queue's slot), field "<instance>/<second % 2>"
 // (so each instance's last two seconds are kept), value
@@ -203,13 +203,15 @@ func (q *Queue) Health(ctx context.Context, name string, since time.Time) (Healt
 	if err != nil {
 		return HealthWindow{}, fail("read health "+name, err)
 	}
-	w, _ := mergeHealth(m, since)
+	w, _ := MergeHealth(m, since)
 	return w, nil
 }
 
-// mergeHealth merges the windows in m that end after since and names the fields too old
-// to matter again (an instance that stopped writing), for the reader to drop.
-func mergeHealth(m map[string]string, since time.Time) (HealthWindow, []string) {
+// MergeHealth merges the windows in m (the health hash, as HGETALL returns it) that end
+// after since and names the fields too old to matter again (an instance that stopped
+// writing), for the reader to drop: the auto rate controller drops them in its own
+// transaction.
+func MergeHealth(m map[string]string, since time.Time) (HealthWindow, []string) {
 	var w HealthWindow
 	var stale []string
 	for f, v := range m {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/analytics"
+	"github.com/waitroom/waitroom/autorate"
 	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
@@ -85,9 +86,9 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 // app is one wired instance: what serve starts and stops.
 type app struct {
 	admitter *queue.Admitter
-	autoRate *queue.AutoRate     // the auto rate controller, fed by the admitter's ticks
-	history  *analytics.Recorder // records the led queues' history, fed by the admitter's ticks
-	health   *web.Health         // the guarded handlers' latency and failures, per queue
+	autoRate *autorate.Controller // the auto rate controller, fed by the admitter's ticks
+	history  *analytics.Recorder  // records the led queues' history, fed by the admitter's ticks
+	health   *web.Health          // the guarded handlers' latency and failures, per queue
 	hub      *stream.Hub
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
@@ -199,7 +200,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
-	a.autoRate = queue.NewAutoRate(q, queue.AutoConfig{Log: log})
+	a.autoRate = autorate.New(rst, autorate.Config{Log: log})
 	a.health = web.NewHealth(q, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
