@@ -141,7 +141,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 		if len(cfg) == 0 {
 			continue
 		}
-		o := Overview{QueueStats: QueueStats{Settings: parseSettings(n, cfg), Waiting: r.w.Val(), ActiveTokens: r.a.Val(),
+		o := Overview{QueueStats: QueueStats{Settings: ParseSettings(n, cfg), Waiting: r.w.Val(), ActiveTokens: r.a.Val(),
 			Leader: r.l.Val(), Prequeue: r.pq.Val()}, LogoETag: r.logo.Val(), Sum: settingsSum(cfg)}
 		if v := r.c.Val(); len(v) == 10 {
 			o.AdmittedTotal = toInt(v[0])

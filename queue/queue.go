@@ -583,7 +583,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 	if len(cfg.Val()) == 0 {
 		return QueueStats{}, ErrQueueNotFound
 	}
-	s := QueueStats{Settings: parseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
+	s := QueueStats{Settings: ParseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
 		Prequeue: pq.Val()}
 	s.SoldOutPeriods = parseSoldLog(sl.Val())
 	v := c.Val()

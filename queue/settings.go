@@ -41,14 +41,14 @@ type Settings struct {
 	// AutoRedirect: at admission the waiting page goes to the order page (or the redirect
 	// flow's return_to) by itself.
 	AutoRedirect bool `json:"auto_redirect"`
-	// Branding of the waiting and order pages (logo.go): plain text and a checked colour
+	// Branding of the waiting and order pages (brand.go): plain text and a checked colour
 	// and link, so nothing a queue's admin types can run in a buyer's page. "" = none.
 	BrandName    string `json:"brand_name"`
 	BrandColor   string `json:"brand_color"` // #rrggbb, lower case
 	BrandMessage string `json:"brand_message"`
 	SupportURL   string `json:"support_url"` // https://… or a same-origin path "/…"
 	// RateMode is how the rate is set: RateFixed (the operator's number) or RateAuto (the
-	// controller in auto.go moves it between AutoMin and AutoMax, keeping the protected
+	// controller, package autorate, moves it between AutoMin and AutoMax, keeping the protected
 	// backend's p95 latency under AutoTargetP95; RatePerSecond is then its current rate).
 	RateMode      RateMode      `json:"rate_mode"`
 	AutoMin       float64       `json:"auto_min"`
@@ -408,18 +408,26 @@ func (q *Queue) Settings(ctx context.Context, name string) (Settings, error) {
 	if len(m) == 0 {
 		return Settings{}, ErrQueueNotFound
 	}
-	return parseSettings(name, m), nil
+	return ParseSettings(name, m), nil
 }
 
-// parseSettings reads a queue's cfg hash: every setting of the table, then the state the
-// scripts keep beside them.
-func parseSettings(name string, m map[string]string) Settings {
+// ParseSettings reads a queue's cfg hash (as HGETALL returns it): every setting of the
+// table, then the state the scripts keep beside them. It is exported for the auto rate
+// controller, which reads the hash inside a transaction of its own.
+func ParseSettings(name string, m map[string]string) Settings {
 	s := Settings{Name: name, RateReason: m["rate_reason"], SoldOut: m["sold_out"] == "1", Ended: m["ended"] == "1",
 		DrawPhase: DrawPhase(m["draw"])}
 	for _, row := range settingsTable {
 		row.load(m, &s)
 	}
 	return s
+}
+
+// RateFields are the cfg hash's fields and values (HSET arguments) for a rate and the
+// sentence saying why it is what it is: the auto rate controller writes them inside a
+// transaction of its own, and the admission tick reads them at its next step.
+func RateFields(rate float64, reason string) []any {
+	return []any{"rate", strconv.FormatFloat(rate, 'f', -1, 64), "rate_reason", reason}
 }
 
 // Names lists every queue, sorted.

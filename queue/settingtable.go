@@ -12,7 +12,7 @@ import (
 // The table of a queue's settings: one row per setting holds everything the code reads
 // about it — its Go field, its field in the queue's Redis hash, its admin API key and unit,
 // its range and default, and how the dashboard edits it. Reading a queue's hash
-// (parseSettings), writing a patch (Put), applying one (SettingsPatch.Apply), the range
+// (ParseSettings), writing a patch (Put), applying one (SettingsPatch.Apply), the range
 // checks (Settings.Validate), the admin API's bodies and answers (web) and the dashboard's
 // settings form all read the rows; adding a setting is a field of Settings and of
 // SettingsPatch, a row here and the code that acts on it.

@@ -58,12 +58,12 @@ func TestSettingsStoreAndLoad(t *testing.T) {
 	for _, row := range settingsTable {
 		m[row.Hash] = row.stored(&in)
 	}
-	if got := parseSettings("q", m); !reflect.DeepEqual(got, in) {
+	if got := ParseSettings("q", m); !reflect.DeepEqual(got, in) {
 		t.Fatalf("read back\n%+v\nwant\n%+v", got, in)
 	}
 
 	// An empty hash field by field: the queue made before the setting existed.
-	old := parseSettings("q", map[string]string{"rate": "5"})
+	old := ParseSettings("q", map[string]string{"rate": "5"})
 	def := DefaultSettings("q")
 	for _, row := range settingsTable {
 		got := row.Value(old)

@@ -226,7 +226,7 @@ if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: the journey suite"
   start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
 fi
-# The packages that talk to Redis (queue, stream, the end-to-end server tests) once more
+# The packages that talk to Redis (queue, stream, branding, autorate, the end-to-end server tests) once more
 # against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
 # a whole cluster (3 masters + 3 replicas on loopback) from its test binary's
 # pool (grown on demand, clusters started one at a time), emptied first, and checks every command the tests' clients send
@@ -234,13 +234,13 @@ fi
 # keep a private server (redistest.Single()). Left out of this pass: the browser tests
 # (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
 # commands) and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
-# Redis side runs in queue's TestAutoRate* here). The server's tests
+# Redis side runs in autorate's TestAutoRate* here). The server's tests
 # run here without the race detector: the single pass runs the same server code under it, and
 # the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
 # reloads, WAIT) runs under it in this pass's queue and stream tests.
 if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race), two passes side by side"
-  start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/...
+  start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/... ./branding/... ./autorate/...
   start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
   [ "$at_once" = 1 ] || wait_pass cluster-queue-stream
 fi

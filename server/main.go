@@ -27,6 +27,8 @@ import (
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/analytics"
+	"github.com/waitroom/waitroom/autorate"
+	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
@@ -86,9 +88,9 @@ func newLogger(cfg config, stdout io.Writer) zerolog.Logger {
 // app is one wired instance: what serve starts and stops.
 type app struct {
 	admitter *queue.Admitter
-	autoRate *queue.AutoRate     // the auto rate controller, fed by the admitter's ticks
-	history  *analytics.Recorder // records the led queues' history, fed by the admitter's ticks
-	health   *web.Health         // the guarded handlers' latency and failures, per queue
+	autoRate *autorate.Controller // the auto rate controller, fed by the admitter's ticks
+	history  *analytics.Recorder  // records the led queues' history, fed by the admitter's ticks
+	health   *web.Health          // the guarded handlers' latency and failures, per queue
 	hub      *stream.Hub
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
@@ -142,11 +144,12 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
-	// Invites and signing keys: the queue's client and per-call deadline.
-	tr := trust.New(rstore.New(rdb, q.OpTimeout()))
-	// The instance registry, the wakes and the health windows: the main client, the queue's
-	// per-call deadline.
-	topo := topology.New(rstore.New(rdb, q.OpTimeout()))
+	// The nouns beside the queue share its client and per-call deadline.
+	rst := rstore.New(rdb, q.OpTimeout())
+	// Invites and signing keys.
+	tr := trust.New(rst)
+	// The instance registry, the wakes and the health windows.
+	topo := topology.New(rst)
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
@@ -203,7 +206,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		WriteTimeout: cfg.StreamWrite, MaxPerIP: cfg.StreamsPerIP, PresenceEvery: cfg.Grace / 3, Log: log,
 		HandOut: web.HandOut(handOutKeys, log),
 	}, reg)
-	a.autoRate = queue.NewAutoRate(q, queue.AutoConfig{Log: log})
+	a.autoRate = autorate.New(rst, autorate.Config{Log: log})
 	a.health = web.NewHealth(topo, cfg.InstanceID, log)
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
@@ -223,7 +226,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Tokens:    q,
 		Settings:  q,
 		Invites:   tr,
-		Logos:     q,
+		Logos:     branding.New(rst),
 		Wakes:     topo,
 		Instances: topo,
 		SoldOut:   q,

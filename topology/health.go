@@ -14,8 +14,8 @@ import (
 // Backend health windows: every instance measures the handlers its guards protect (web's
 // health collector: latency and outcome of each guarded request, per queue) and, once per
 // second and only for a queue that had guarded requests in that second, writes the
-// second's window here. The auto rate controller (queue.AutoRate) merges the fresh windows
-// of all instances. An idle queue writes nothing and costs nothing.
+// second's window here. The auto rate controller (package autorate) merges the fresh
+// windows of all instances. An idle queue writes nothing and costs nothing.
 //
 // Storage: HASH wr:{q:<name>}:health (the queue's slot), field "<instance>/<second % 2>"
 // (so each instance's last two seconds are kept), value
@@ -207,10 +207,10 @@ func (t *Topology) Health(ctx context.Context, name string, since time.Time) (He
 	return w, nil
 }
 
-// MergeHealth merges the windows of a health hash as HGETALL returns it (m) that end after
-// since, and names the fields too old to matter again (an instance that stopped writing),
-// for the reader to drop. It is for a reader that reads the hash itself, inside a
-// transaction of its own (the auto rate controller); Health is the plain read.
+// MergeHealth merges the windows in m (the health hash, as HGETALL returns it) that end
+// after since and names the fields too old to matter again (an instance that stopped
+// writing), for the reader to drop: the auto rate controller drops them in its own
+// transaction.
 func MergeHealth(m map[string]string, since time.Time) (HealthWindow, []string) {
 	var w HealthWindow
 	var stale []string

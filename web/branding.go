@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/static"
 )
@@ -52,12 +53,12 @@ func checkBrandColor(c *string) error {
 		return nil
 	}
 	bg := pageBackground()
-	onWhite, onPage := queue.ContrastRatio(*c, "#ffffff"), queue.ContrastRatio(*c, bg)
+	onWhite, onPage := branding.ContrastRatio(*c, "#ffffff"), branding.ContrastRatio(*c, bg)
 	if onWhite == 0 {
 		return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
 			Message: "brand_color must be a colour like #1a5fb4 (# and six hex digits)."}
 	}
-	if onWhite < queue.MinContrast || onPage < queue.MinContrast {
+	if onWhite < branding.MinContrast || onPage < branding.MinContrast {
 		return &Error{Status: 422, Code: "invalid_settings", Field: "brand_color",
 			Message: "brand_color " + *c + " is too light: white text on it is " + ratio(onWhite) + ":1 and it on the page (" + bg + ") is " +
 				ratio(onPage) + ":1; both must be at least 4.5:1. Pick a darker colour."}
@@ -89,7 +90,7 @@ func pageBackground() string {
 }
 
 // putLogo stores the request body as the queue's logo: Content-Type image/png, image/jpeg or
-// image/webp (else 415), bytes of that type (else 422 field logo), at most queue.MaxLogoBytes
+// image/webp (else 415), bytes of that type (else 422 field logo), at most branding.MaxLogoBytes
 // (100 KiB, 102,400 bytes: the contract's 100 KB); one byte more is 413 body_too_large.
 func (s *Server) putLogo(c *fiber.Ctx) error {
 	name := c.Params("queue")
@@ -98,12 +99,12 @@ func (s *Server) putLogo(c *fiber.Ctx) error {
 	}
 	mt, _, _ := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	switch mt {
-	case queue.LogoPNG, queue.LogoJPEG, queue.LogoWebP:
+	case branding.LogoPNG, branding.LogoJPEG, branding.LogoWebP:
 	default:
 		return errorf(415, "unsupported_media_type", "The logo must be sent as image/png, image/jpeg or image/webp.")
 	}
 	body := c.Body()
-	if len(body) > queue.MaxLogoBytes {
+	if len(body) > branding.MaxLogoBytes {
 		return errLogoTooLarge()
 	}
 	l, err := s.d.Logos.PutLogo(c.UserContext(), name, mt, append([]byte(nil), body...))
@@ -137,7 +138,7 @@ func (s *Server) deleteLogo(c *fiber.Ctx) error {
 // pages name it with ?v=<etag> anyway.
 func (s *Server) logo(c *fiber.Ctx) error {
 	l, err := s.d.Logos.Logo(c.UserContext(), c.Params("queue"))
-	if errors.Is(err, queue.ErrLogoNotFound) {
+	if errors.Is(err, branding.ErrLogoNotFound) {
 		return errorf(404, "logo_not_found", "This queue has no logo.")
 	}
 	if err != nil {
@@ -174,7 +175,7 @@ func (s *Server) brandCSS(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, "text/css; charset=utf-8")
 	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
-	if queue.ContrastRatio(st.BrandColor, "#ffffff") == 0 {
+	if branding.ContrastRatio(st.BrandColor, "#ffffff") == 0 {
 		return c.SendString("/* no brand colour */\n")
 	}
 	col := st.BrandColor

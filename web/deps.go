@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/topology"
 	"github.com/waitroom/waitroom/trust"
@@ -65,8 +66,8 @@ type Invites interface {
 
 // Logos are the queues' logos (branding.go); LogoETag names a logo's URL without reading it.
 type Logos interface {
-	PutLogo(ctx context.Context, name, typ string, data []byte) (queue.Logo, error)
-	Logo(ctx context.Context, name string) (queue.Logo, error)
+	PutLogo(ctx context.Context, name, typ string, data []byte) (branding.Logo, error)
+	Logo(ctx context.Context, name string) (branding.Logo, error)
 	LogoETag(ctx context.Context, name string) (string, error)
 	DeleteLogo(ctx context.Context, name string) (bool, error)
 }

@@ -52,7 +52,7 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		e := mapError(err)
 		if e.Code == "body_too_large" && isLogoUpload(c) {
-			// Past queue.MaxLogoBytes Fiber refuses the body before putLogo runs; the answer
+			// Past branding.MaxLogoBytes Fiber refuses the body before putLogo runs; the answer
 			// names the logo's limit, as putLogo's own does.
 			e = errLogoTooLarge()
 		}

@@ -22,7 +22,7 @@ type HealthStore interface {
 // database pool busy, a timeout, a handler error). The guard's own refusals are not
 // counted: they say nothing about the backend. Counting is a few atomic adds; once per
 // second Run writes the second's window of each queue that had guarded requests to the
-// store, where the auto rate controller (queue.AutoRate) merges every instance's windows.
+// store, where the auto rate controller (autorate.Controller) merges every instance's windows.
 // A queue without guarded requests costs nothing.
 type Health struct {
 	store    HealthStore

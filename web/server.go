@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/admission"
+	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/soldout"
@@ -181,8 +182,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s.app = fiber.New(fiber.Config{
 		AppName:                 "waitroom",
 		DisableStartupMessage:   true,
-		BodyLimit:               queue.MaxLogoBytes, // the logo upload; every other route: maxBody (bodyLimit)
-		ReadBufferSize:          8 << 10,            // request line + headers; beyond → 431
+		BodyLimit:               branding.MaxLogoBytes, // the logo upload; every other route: maxBody (bodyLimit)
+		ReadBufferSize:          8 << 10,               // request line + headers; beyond → 431
 		ReadTimeout:             cfg.ReadTimeout,
 		WriteTimeout:            cfg.WriteTimeout,
 		IdleTimeout:             cfg.IdleTimeout,
@@ -337,7 +338,7 @@ func (s *Server) scheme(c *fiber.Ctx) string {
 }
 
 // maxBody is the request body limit of every route but the logo upload (which may take
-// queue.MaxLogoBytes, the server's own limit): 64 KiB.
+// branding.MaxLogoBytes, the server's own limit): 64 KiB.
 const maxBody = 64 << 10
 
 // bodyLimit answers 413 body_too_large for a body over maxBody, except on the logo upload.
@@ -349,12 +350,12 @@ func bodyLimit(c *fiber.Ctx) error {
 }
 
 // isLogoUpload tells whether the request is the logo upload (PUT /admin/api/queues/{q}/logo),
-// the one route whose body may reach queue.MaxLogoBytes.
+// the one route whose body may reach branding.MaxLogoBytes.
 func isLogoUpload(c *fiber.Ctx) bool {
 	return c.Method() == fiber.MethodPut && strings.HasPrefix(c.Path(), "/admin/api/queues/") && strings.HasSuffix(c.Path(), "/logo")
 }
 
-// errLogoTooLarge is the answer to a logo over queue.MaxLogoBytes (100 KiB), whichever check
+// errLogoTooLarge is the answer to a logo over branding.MaxLogoBytes (100 KiB), whichever check
 // sees it first: Fiber's body limit or putLogo.
 func errLogoTooLarge() *Error {
 	return errorf(413, "body_too_large", "The logo is larger than 100 KiB (102,400 bytes).")

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/queue"
@@ -58,7 +59,7 @@ func startSnapServer(t *testing.T, n int, cfg Config) *snapServer {
 		Line:      q,
 		Tokens:    q,
 		Settings:  q,
-		Logos:     q,
+		Logos:     branding.New(rstore.New(rdb, q.OpTimeout())),
 		Wakes:     topo,
 		Instances: topo,
 		SoldOut:   q,

@@ -583,7 +583,7 @@ func check(m *manifests, settings map[string]setting) []string {
 	return p
 }
 
-// The server's body limits (web: maxBody; queue.MaxLogoBytes for the logo upload).
+// The server's body limits (web: maxBody; branding.MaxLogoBytes for the logo upload).
 const (
 	maxBody = 64 << 10
 	maxLogo = 100 << 10

@@ -1,4 +1,4 @@
-package queue_test
+package autorate_test
 
 import (
 	"context"
@@ -6,9 +6,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/autorate"
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/topology"
 )
+
+func f64(v float64) *float64 { return &v }
+func i64(v int64) *int64     { return &v }
+func dur(v time.Duration) *time.Duration {
+	return &v
+}
+
+type fixture struct {
+	q    *queue.Queue
+	st   *rstore.Store
+	topo *topology.Topology
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	// Calls may take 10 s (the default, 1 s, fails them on a machine busy with the tests
+	// beside them).
+	st := rstore.New(rdb, 10*time.Second)
+	return &fixture{q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), st: st, topo: topology.New(st)}
+}
+
+func (f *fixture) mkQueue(t testing.TB, name string, rate float64, maxActive int64) {
+	t.Helper()
+	if _, _, err := f.q.Put(context.Background(), name, queue.SettingsPatch{RatePerSecond: f64(rate), MaxActive: i64(maxActive)}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // autoQueue makes queue name in auto mode: rate 20/s between 2 and 100, p95 target 500 ms.
 func (f *fixture) autoQueue(t *testing.T, name string, rate float64) {
@@ -74,7 +105,7 @@ func TestAutoRateRules(t *testing.T) {
 				name = name[:64]
 			}
 			f.autoQueue(t, name, c.rate)
-			ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+			ctrl := autorate.New(f.st, autorate.Config{})
 			now := time.Now()
 			if c.n > 0 {
 				f.backend(t, name, now.Add(-300*time.Millisecond), c.n, c.lat, c.fails)
@@ -107,7 +138,7 @@ func TestAutoRateCoolDowns(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "cool", 40)
-	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	ctrl := autorate.New(f.st, autorate.Config{})
 	t0 := time.Now()
 	step := func(at time.Duration, lat time.Duration, kind string, rate float64) {
 		t.Helper()
@@ -143,7 +174,7 @@ func TestAutoRatePlateau(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "plat", 20)
-	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	ctrl := autorate.New(f.st, autorate.Config{})
 	t0 := time.Now()
 	last := t0
 	step := func(at time.Duration, lat time.Duration, kind string, rate float64, reason string) {
@@ -180,7 +211,7 @@ func TestAutoRateCutsAgainWhenWorse(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.autoQueue(t, "worse", 40)
-	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	ctrl := autorate.New(f.st, autorate.Config{})
 	t0 := time.Now()
 	for i, c := range []struct {
 		lat   time.Duration
@@ -214,7 +245,7 @@ func TestAutoRateModes(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.mkQueue(t, "fixed", 20, 0)
-	ctrl := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	ctrl := autorate.New(f.st, autorate.Config{})
 	now := time.Now()
 	f.backend(t, "fixed", now, 50, 2*time.Second, 10)
 	ctrl.ObserveTick("fixed", now, queue.TickResult{Admitted: 20, Waiting: 100, Rate: 20})
@@ -264,7 +295,7 @@ func TestAutoRateModes(t *testing.T) {
 	if d, err := ctrl.Step(ctx, "lead", now); err != nil || d.Rate != 10 {
 		t.Fatalf("first leader: %+v %v", d, err)
 	}
-	next := queue.NewAutoRate(f.q, queue.AutoConfig{})
+	next := autorate.New(f.st, autorate.Config{})
 	f.backend(t, "lead", now.Add(3*time.Second), 50, 100*time.Millisecond, 0)
 	next.ObserveTick("lead", now.Add(3*time.Second), queue.TickResult{Admitted: 10, Waiting: 100, Rate: 10})
 	if d, err := next.Step(ctx, "lead", now.Add(3*time.Second)); err != nil || d.Kind != "raise" || d.Rate != 11 {
