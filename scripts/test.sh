@@ -239,8 +239,8 @@ fi
 # the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
 # reloads, WAIT) runs under it in this pass's queue and stream tests.
 if [[ " $passes " == *" cluster "* ]]; then
-  echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue and stream with -race), two passes side by side"
-  start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/... ./branding/... ./autorate/...
+  echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue, stream and the nouns beside the queue with -race), two passes side by side"
+  start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/... ./trust/... ./topology/... ./branding/... ./autorate/...
   start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
   [ "$at_once" = 1 ] || wait_pass cluster-queue-stream
 fi
