@@ -10,7 +10,7 @@ import (
 )
 
 // TestOpenAPIFollowsTheSettingsTable: docs/openapi.yaml describes every queue setting of the
-// table (queue/settingtable.go) in the PUT body and in the QueueSettings answer, with the
+// table (queue/settingtable.go) in the PUT body and in the QueueSettings and QueueStats answers, with the
 // row's type and choices, and the body with the row's bounds — the one hand-written place a new setting is named, held
 // to the row.
 func TestOpenAPIFollowsTheSettingsTable(t *testing.T) {
@@ -25,11 +25,12 @@ func TestOpenAPIFollowsTheSettingsTable(t *testing.T) {
 	}
 	body := put.Put.RequestBody.Value.Content.Get("application/json").Schema.Value
 	answer := doc.Components.Schemas["QueueSettings"].Value
+	stats := doc.Components.Schemas["QueueStats"].Value
 	for _, s := range []struct {
 		name   string
 		schema *openapi3.Schema
 		bounds bool // the body states the refused ranges; an answer need not repeat them
-	}{{"the PUT body", body, true}, {"QueueSettings", answer, false}} {
+	}{{"the PUT body", body, true}, {"QueueSettings", answer, false}, {"QueueStats", stats, false}} {
 		for _, row := range queue.SettingsTable() {
 			ref := s.schema.Properties[row.JSON]
 			if ref == nil || ref.Value == nil {
