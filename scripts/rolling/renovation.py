@@ -141,5 +141,52 @@ for restocker, seller in ((OLD, NEW), (NEW, OLD)):
           all(until(b, "roll", lambda q: q.get("sold_out") is True).get("sold_out") is True for b in (OLD, NEW)), st)
 st, p = req(NEW, "GET", "/api/products/rollp")
 check("orders + stock add up (3 + 1 + 1 units)", sold + p.get("stock", -1) == 5, (sold, p.get("stock")))
+# 3. The nouns that left package queue (trust, branding, topology) read and write the same
+# keys: invites made by one release are listed, spent and revoked through the other, a logo
+# put through one is served by the other with the same ETag, each instance's admin stats
+# list both instances.
+import base64
+for maker, user in ((OLD, NEW), (NEW, OLD)):
+    admin(maker, "PUT", "/admin/api/queues/inv", {"rate_per_second": 0, "places_per_ip": 0})
+    st, b = admin(maker, "POST", "/admin/api/queues/inv/invites", {"count": 2, "lane": "priority"})
+    codes = [i["code"] for i in b.get("invites", [])] if st == 201 else []
+    check(f"invites made by {NAMES[maker]}", st == 201 and len(codes) == 2, st)
+    st, b = admin(user, "GET", "/admin/api/queues/inv/invites")
+    listed = sorted(i["code"] for i in b.get("invites", [])) if st == 200 else []
+    check(f"listed by {NAMES[user]}", set(codes) <= set(listed), (st, listed))
+    st, b = req(user, "POST", "/api/queues/inv/join", {"invite": codes[0]} if codes else {},
+                headers={"X-Forwarded-For": "203.0.113.9" if maker == OLD else "203.0.113.10"})
+    check(f"an invite of {NAMES[maker]} spent at a join through {NAMES[user]}: the priority lane",
+          st in (200, 201) and b.get("lane") == "priority", (st, b.get("lane"), b.get("error")))
+    st, _ = admin(user, "DELETE", "/admin/api/queues/inv/invites/" + (codes[1] if codes else "x"))
+    check(f"revoked through {NAMES[user]}", st == 204, st)
+    st, b = admin(maker, "GET", "/admin/api/queues/inv/invites")
+    left = [i["code"] for i in b.get("invites", [])] if st == 200 else None
+    check(f"{NAMES[maker]} sees the revocation", left is not None and codes[1:] and codes[1] not in left, left)
+    admin(maker, "POST", "/admin/api/queues/inv/invites", {"count": 0})  # a refusal, not a change
+
+png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+for putter, getter in ((OLD, NEW), (NEW, OLD)):
+    r = urllib.request.Request(putter + "/admin/api/queues/inv/logo", data=png, method="PUT",
+                               headers={"Authorization": "Bearer " + ADM, "Content-Type": "image/png"})
+    try:
+        with urllib.request.urlopen(r, timeout=10) as resp:
+            put_st = resp.status
+    except urllib.error.HTTPError as e:
+        put_st = e.code
+    st, b = req(getter, "GET", "/q/inv/logo")
+    st2, b2 = req(putter, "GET", "/q/inv/logo")
+    check(f"a logo put through {NAMES[putter]} is served by {NAMES[getter]} as put", put_st in (200, 201) and st == 200 and b == png and b2 == png, (put_st, st, st2))
+
+for base in (OLD, NEW):
+    ids = []
+    for _ in range(30):
+        st, b = admin(base, "GET", "/admin/api/stats")
+        ids = sorted(i.get("id") for i in (b.get("instances") or [])) if st == 200 else []
+        if ids == ["new", "old"]:
+            break
+        time.sleep(0.5)
+    check(f"{NAMES[base]}'s admin stats list both instances", ids == ["new", "old"], ids)
+
 print("ALL OK" if not fails else "FAILED: " + "; ".join(fails))
 sys.exit(1 if fails else 0)
