@@ -75,13 +75,17 @@ type config struct {
 	PubSub           string
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
+	// texts is each setting's text as read, in the order of settings: what the start log
+	// and `waitroom config` show (masked).
+	texts []settingText
 	// redisTap, when set, is given each Redis client (the request path's and the admission
 	// loops') before its first command: the cost test counts the commands of requests with it
 	// (server/cost_test.go). Never set from the environment.
 	redisTap func(redis.UniversalClient)
 }
 
-// setting is one documented environment variable (the README table lists the same).
+// setting is one environment variable: -h, `waitroom config`, the start log and
+// docs/CONFIGURATION.md are made from these rows.
 type setting struct {
 	name, def, help string
 	value
@@ -197,7 +201,7 @@ var settings = []setting{
 	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL }, accepts{Kind: "text", Rule: "a redis:// URL"})},
 	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL }, accepts{Kind: "text", Rule: "a postgres:// URL"})},
 	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir }, accepts{Kind: "text", Rule: "a directory"})},
-	{"WR_MESSAGES_DIR", "", "directory of extra/override page messages read at start: <lang>.json (en, ko, ja or a new code such as fr) with {\"key\": \"text\"}; a new language falls back to English per missing key (logged), unknown keys are logged and ignored", strSetting(func(c *config) *string { return &c.MessagesDir }, accepts{Kind: "text", Rule: "a directory"})},
+	{"WR_MESSAGES_DIR", "", "directory of page messages read at start, to add or override text without a rebuild: files <lang>.json (en.json, ko.json, ja.json, or a new code such as fr.json), each one JSON object {\"key\": \"text\"} with the keys of the built-in English table (static/messages.go); a built-in language takes the keys given; a new language is added to the switcher and shows English for each key it lacks (logged); unknown keys are logged and ignored; a file that is not such an object stops the start", strSetting(func(c *config) *string { return &c.MessagesDir }, accepts{Kind: "text", Rule: "a directory"})},
 	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir }, accepts{Kind: "text", Rule: "a directory"})},
 	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", custom(accepts{Kind: "secret", Rule: "at least 16 bytes"}, func(c *config, v string) error {
 		if len(v) < 16 {
@@ -220,7 +224,7 @@ var settings = []setting{
 		c.AdminViewerToken = v
 		return nil
 	})},
-	{"WR_ADMIN_TOKENS", "", "named admin tokens, comma-separated name:role:token (name 1-32 of A-Z a-z 0-9 _ -, the audit log's actor; role operator or viewer; token at least 16 characters)", custom(accepts{Kind: "list", Rule: "comma-separated name:role:token"}, func(c *config, v string) (err error) {
+	{"WR_ADMIN_TOKENS", "", "named admin tokens, comma-separated name:role:token (name 1-32 of A-Z a-z 0-9 _ -, the audit log's actor; role operator or viewer; token at least 16 characters); a bad entry stops the start naming its position, never the token", custom(accepts{Kind: "list", Rule: "comma-separated name:role:token"}, func(c *config, v string) (err error) {
 		c.AdminTokens, err = web.ParseAdminTokens(v)
 		return err
 	})},
@@ -267,17 +271,17 @@ var settings = []setting{
 		return nil
 	})},
 	{"WR_MAX_CONNS", "0", "most open client connections, streams included; past it a new connection is closed at accept (0 = the open-file limit minus a reserve for the Redis and PostgreSQL pools and files: 19,807 at 20,000)", intSetting(func(c *config) *int { return &c.MaxConns }, 0, 10_000_000)},
-	{"WR_MAX_STREAMS", "0", "most open streams; past it streams get a jittered retry, joins 503, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
-	{"WR_ADMIN_STREAMS_PER_TOKEN", "4", "most open /admin/api/stream connections of one admin token on an instance; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsTok }, 1, 10_000)},
-	{"WR_ADMIN_STREAMS_PER_INSTANCE", "64", "most open /admin/api/stream connections on an instance, every token together; past it 429 too_many_streams", intSetting(func(c *config) *int { return &c.AdminStreamsInst }, 1, 100_000)},
-	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (during a rolling deploy from plain to sharded)", custom(accepts{Choices: []string{"auto", "plain", "sharded", "both"}}, func(c *config, v string) error {
+	{"WR_MAX_STREAMS", "0", "most open streams; past it a stream gets a jittered retry: and ends, joins answer 503 instance_full, /readyz 503 full (0 = WR_MAX_CONNS minus room for joins and health checks: 19,295 at 20,000)", intSetting(func(c *config) *int { return &c.MaxStreams }, 0, 10_000_000)},
+	{"WR_ADMIN_STREAMS_PER_TOKEN", "4", "most open /admin/api/stream connections of one admin token on an instance; past it 429 too_many_streams (X-RateLimit-Scope: admin_token, Retry-After)", intSetting(func(c *config) *int { return &c.AdminStreamsTok }, 1, 10_000)},
+	{"WR_ADMIN_STREAMS_PER_INSTANCE", "64", "most open /admin/api/stream connections on an instance, every token together; past it 429 too_many_streams (X-RateLimit-Scope: instance)", intSetting(func(c *config) *int { return &c.AdminStreamsInst }, 1, 100_000)},
+	{"WR_PUBSUB", "auto", "how tick messages travel: auto (sharded SPUBLISH/SSUBSCRIBE on a Redis Cluster, plain otherwise), plain, sharded, or both (publish and listen both ways: the rolling deploy from plain to sharded)", custom(accepts{Choices: []string{"auto", "plain", "sharded", "both"}}, func(c *config, v string) error {
 		if !queue.ValidPubSub(v) {
 			return fmt.Errorf("must be auto, plain, sharded or both")
 		}
 		c.PubSub = v
 		return nil
 	})},
-	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", custom(accepts{Kind: "integer", Min: "0", Max: "5", Choices: []string{"auto"}}, func(c *config, v string) error {
+	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick and before a status or stream hands out a token; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", custom(accepts{Kind: "integer", Min: "0", Max: "5", Choices: []string{"auto"}}, func(c *config, v string) error {
 		if v == "auto" {
 			c.ReplicaAcks = -1
 			return nil
@@ -338,6 +342,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if v == "" {
 			v, set = s.def, false
 		}
+		c.texts = append(c.texts, settingText{name: s.name, text: v, set: set})
 		if v == "" {
 			continue
 		}
@@ -380,20 +385,48 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// logFields renders the configuration for the start-up log with secrets masked.
+// settingText is a setting's text as read: the environment's, else the default.
+type settingText struct {
+	name, text string
+	set        bool // from the environment
+}
+
+// logFields renders every setting for the start-up log, secrets masked, under the
+// variables' own names, and names those set in the environment.
 func (c config) logFields(e *zerolog.Event) *zerolog.Event {
-	mask := func(s string) string {
-		if s == "" {
-			return ""
+	d := zerolog.Dict()
+	var set []string
+	for _, t := range c.texts {
+		d.Str(t.name, shown(t.name, t.text))
+		if t.set {
+			set = append(set, t.name)
 		}
+	}
+	return e.Dict("settings", d).Strs("set", set)
+}
+
+// shown is a setting's text as the start log and `waitroom config` show it: a secret as
+// ***, the named admin tokens as name:role:***, and any other value without the password
+// of a URL in it.
+func shown(name, v string) string {
+	switch {
+	case v == "":
+		return ""
+	case name == "WR_ADMIN_TOKENS":
+		entries := strings.Split(v, ",")
+		for i, e := range entries {
+			// name:role:token; the token may hold colons, the name and role do not.
+			if parts := strings.SplitN(e, ":", 3); len(parts) == 3 {
+				entries[i] = parts[0] + ":" + parts[1] + ":***"
+			} else {
+				entries[i] = "***"
+			}
+		}
+		return strings.Join(entries, ",")
+	case secretSettings[name]:
 		return "***"
 	}
-	return e.Str("addr", c.Addr).Str("redis_url", maskURL(c.RedisURL)).Str("database_url", maskURL(c.DatabaseURL)).
-		Str("secret", mask(c.Secret)).Str("admin_token", mask(c.AdminToken)).Str("admin_viewer_token", mask(c.AdminViewerToken)).
-		Strs("admin_tokens", adminTokenNames(c.AdminTokens)).
-		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
-		Dur("update_interval", c.UpdateInterval).Int("update_front", c.UpdateFront).Int("update_back_every", c.BackEvery).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
-		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
+	return maskURL(v)
 }
 
 // secretSettings are the settings whose value an error never shows.
@@ -415,15 +448,6 @@ func maskURL(s string) string {
 		user = user[:i] + ":***"
 	}
 	return s[:scheme+3] + user + s[at:]
-}
-
-// adminTokenNames shows the named admin tokens in the start log as name:role:*** .
-func adminTokenNames(ts []web.AdminToken) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.Name + ":" + t.Role + ":***"
-	}
-	return out
 }
 
 // webAdminTokens are the admin tokens besides WR_ADMIN_TOKEN, as web takes them.

@@ -41,25 +41,24 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "verify-draw" {
-		os.Exit(verifyDrawMain(os.Args[2:], os.Stdout, os.Stderr))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Getenv, os.Stdout)
+	code := cli(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr) // cli.go
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "waitroom:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+// run runs the server until ctx ends; strays are the environment's WR_ names that are no
+// setting, warned about in the log.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer, strays ...strayVariable) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg, stdout)
 	cfg.logFields(log.Info()).Msg("starting")
+	for _, v := range strays {
+		log.Warn().Str("variable", v.name).Str("did_you_mean", v.closest).Msg(v.String())
+	}
 	if cfg.SecretGenerated {
 		log.Warn().Msg("WR_SECRET is not set: using a random one; tickets die with this process and several instances must share one WR_SECRET")
 	}

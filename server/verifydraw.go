@@ -46,7 +46,7 @@ type publishedDraw struct {
 	Algorithm        string `json:"algorithm"`
 }
 
-// verifyDrawMain runs "server verify-draw" with args (the flags after the subcommand) and
+// verifyDrawMain runs "waitroom verify-draw" with args (the flags after the subcommand) and
 // returns the exit code.
 func verifyDrawMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verify-draw", flag.ContinueOnError)
@@ -58,8 +58,8 @@ func verifyDrawMain(args []string, stdout, stderr io.Writer) int {
 	ticketID := fs.String("ticket-id", "", "also print the drawn place of this ticket id (the middle part of your ticket; a whole ticket <queue>.<id>.<signature> works too, only the id is used and nothing is sent)")
 	drawID := fs.String("draw-id", "", "also print the drawn place of this draw id")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: server verify-draw -room URL -queue NAME [-ticket-id ID | -draw-id ID]
-       server verify-draw -draw FILE.json -order FILE.txt [-ticket-id ID | -draw-id ID]
+		fmt.Fprint(stderr, `usage: waitroom verify-draw -room URL -queue NAME [-ticket-id ID | -draw-id ID]
+       waitroom verify-draw -draw FILE.json -order FILE.txt [-ticket-id ID | -draw-id ID]
 
 Recomputes a queue's published draw (`+draw.Algorithm+`, docs/DRAW.md) from its seed and
 participant list. Exit status: 0 the draw verifies, 1 it does not (or the participant is not
