@@ -60,7 +60,7 @@ fi
 export WR_TEST_NGINX
 "$WR_TEST_NGINX" -v
 
-# axe-core for the accessibility test (server/TestBrowserA11y*): the npm package at a pinned
+# axe-core for the accessibility test (server/TestJourneyA11yStates): the npm package at a pinned
 # version, unpacked into a cache directory (npm install when npm is there, else the same
 # tarball from the npm registry, checked against its published sha1). The test fails without it.
 axe_version=4.10.2
