@@ -39,7 +39,7 @@ const (
 	MaxGateCommands = MaxTokenChecks + 2
 )
 
-// Ticket cookies (API.md, Hardening): one per queue, and the single wr_ticket, still read
+// Ticket cookies (API.md, "Tickets"): one per queue, and the single wr_ticket, still read
 // for the queue its ticket belongs to (docs/UPGRADING.md, mixed versions).
 const (
 	TicketCookiePrefix = "wr_ticket_"

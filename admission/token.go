@@ -13,7 +13,7 @@ import (
 	"github.com/waitroom/waitroom/queue"
 )
 
-// Claims are the claims of an admission token (API.md, "Trust at the edges").
+// Claims are the claims of an admission token (API.md, "The admission token").
 type Claims struct {
 	Issuer   string `json:"iss"`
 	Subject  string `json:"sub"` // the ticket id

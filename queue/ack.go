@@ -15,10 +15,10 @@ import (
 // ErrUnconfirmed: a token is about to be handed out, but a replica of its queue's master is
 // attached and has not acknowledged it within AckTimeout (a slow or paused replica). A
 // failover now could lose it, so it is not handed out yet; the caller answers 503 with
-// Retry-After and the client asks again (README "Failover").
+// Retry-After and the client asks again (docs/OPERATIONS.md "Failover").
 var ErrUnconfirmed = errors.New("admission not yet held by a replica")
 
-// The acknowledgement rule (README "Failover"): with ReplicaAcks > 0 nobody is told of an
+// The acknowledgement rule (docs/OPERATIONS.md "Failover"): with ReplicaAcks > 0 nobody is told of an
 // admission before a replica holds it. A tick whose WAIT falls short while a replica is
 // attached is held (admit.go: its message is kept and no further tick runs until a replica
 // acknowledges); a token read that falls short answers ErrUnconfirmed. Only when the master

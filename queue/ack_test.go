@@ -20,7 +20,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// The acknowledgement rule (README "Failover") against a real master and replica: while an
+// The acknowledgement rule (docs/OPERATIONS.md "Failover") against a real master and replica: while an
 // attached replica has not acknowledged a tick, the tick's message is held (not published)
 // and no further tick runs; no token is handed out (ErrUnconfirmed); once the replica
 // acknowledges, the held message goes out first and the tokens are read again.

@@ -41,7 +41,7 @@ type Config struct {
 	// PubSubSharded or PubSubBoth.
 	PubSub string
 	// ReplicaAcks is how many replicas must hold an admission before a browser is told of it
-	// (0 = do not wait: a single Redis; see README "Failover"). AckTimeout bounds each WAIT
+	// (0 = do not wait: a single Redis; see docs/OPERATIONS.md "Failover"). AckTimeout bounds each WAIT
 	// (default 250 ms). While a replica is attached but has not acknowledged, admission
 	// holds its tick and token reads answer ErrUnconfirmed; with no replica attached at
 	// all, admissions go out unconfirmed (counted). See ack.go.
@@ -315,7 +315,7 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	}
 	if want > 0 && !q.lagging(t.Queue) {
 		// The place (or a passthrough admission) is on a replica before the answer: a
-		// failover of the master cannot take back what the page was told (README "Failover").
+		// failover of the master cannot take back what the page was told (docs/OPERATIONS.md "Failover").
 		var acks int64
 		text, acks, err = q.evalWait(ctx, want, rstore.Join, keys, args...)
 		// A refusal answers too: its WAIT is judged as a place's is.

@@ -34,7 +34,7 @@ const (
 // Pre-queue (scheduled queues): "q:<n>" — code q, n the member's join number in the
 // pre-queue; the draw replaces it with "w:<seq>". An instance without schedules reads no
 // known state from it (it is not waiting there), which is why a scheduled queue needs every
-// instance on a release that knows schedules (README, upgrade).
+// instance on a release that knows schedules (docs/UPGRADING.md).
 //
 // Lanes (invites): a waiter of the priority or bypass line is "w:<seq>:::<lane>" — code w,
 // seq its number in that lane's own sequence, token and exp empty, and the lane letter

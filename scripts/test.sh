@@ -60,7 +60,7 @@ fi
 export WR_TEST_NGINX
 "$WR_TEST_NGINX" -v
 
-# axe-core for the accessibility test (server/TestBrowserA11y*): the npm package at a pinned
+# axe-core for the accessibility test (server/TestJourneyA11yStates): the npm package at a pinned
 # version, unpacked into a cache directory (npm install when npm is there, else the same
 # tarball from the npm registry, checked against its published sha1). The test fails without it.
 axe_version=4.10.2
@@ -105,7 +105,7 @@ echo "test.sh: Kubernetes manifests"
 # binary's pool, a database per test in each binary's PostgreSQL), so passes may overlap.
 # Inside a package, tests run in parallel (-parallel 8; serial tests say why in a comment),
 # and the packages of a pass run four at a time (-p 4). Builds are shared through the Go
-# build cache. The order (measured on 2 cores, README "Time"):
+# build cache. The order (measured on 2 cores, docs/TESTING.md "How long it takes"):
 #   - the fuzz runs start first under the idle scheduling policy (SCHED_IDLE: they run only on
 #     a core nothing else wants, and give it up the moment a test's process wakes; plain
 #     nice 19 kept them on the core for a time slice and slowed the tests' round trips) and so
@@ -118,7 +118,7 @@ echo "test.sh: Kubernetes manifests"
 #   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
 #     and failing over: a core and a half idle when it ran alone).
 # WR_TEST_AT_ONCE=1 starts every pass at once (faster with cores to spare; on 2 cores it
-# overloads the machine: measured 652 s and red, see README).
+# overloads the machine: measured 652 s and red, see docs/TESTING.md).
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'trap - INT TERM; kill 0' INT TERM
@@ -161,7 +161,7 @@ start_pass() { # name command...: run; wait for it unless WR_TEST_AT_ONCE=1
 # seed corpus (the f.Add inputs and testdata/fuzz) with a fuzz cache of its own: a corpus
 # kept in the Go build cache grew with every run, and replaying it first (the "baseline
 # coverage") had come to take longer than the 10,000 executions — a test command whose cost
-# grew by itself. A longer run: WR_FUZZ_EXECS (README).
+# grew by itself. A longer run: WR_FUZZ_EXECS (docs/TESTING.md).
 fuzz_all() {
   local d t bin idle
   for d in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
@@ -254,7 +254,7 @@ if [ "$fuzz" != "0" ]; then
       start_pass fuzz-again fuzz_deferred
     fi
   else
-    echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see README)"
+    echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see docs/TESTING.md)"
     start_pass fuzz fuzz_all
   fi
 fi

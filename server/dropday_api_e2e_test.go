@@ -15,7 +15,7 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// The drop-day API (docs/API.md, "Second wave: drop day"): schedule settings and their
+// The drop-day API (docs/API.md, "Queues and joining" and "The schedule and the method"): schedule settings and their
 // refusals, the pre-queue's answers, the public draw, queueing methods, sold out and the
 // end of a sale. Every request and answer is also checked against docs/openapi.yaml.
 

@@ -1,7 +1,7 @@
 package static
 
 // messagesAck28 holds the dashboard's strings for an admission held until a Redis replica
-// acknowledges it (README "Failover"), each as {English, Korean, Japanese}. builtinTables
+// acknowledges it (docs/OPERATIONS.md "Failover"), each as {English, Korean, Japanese}. builtinTables
 // merges it into the three tables; the parity test checks it like the others.
 var messagesAck28 = map[string][3]string{
 	"admin_admission_held": {"Admission held", "입장 보류", "入場保留"},

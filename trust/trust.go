@@ -26,7 +26,7 @@ func New(st *rstore.Store) *Store { return &Store{st: st} }
 
 // NewFromClient returns a Store on rdb whose calls take at most opTimeout each (default
 // 1 s). It is New for programs outside this module, which cannot import internal/rstore: an
-// app that guards its own routes reads the deployment's signing keys through it (README
+// app that guards its own routes reads the deployment's signing keys through it (docs/INTEGRATION.md,
 // "Protecting your own API with the admission token").
 func NewFromClient(rdb redis.UniversalClient, opTimeout time.Duration) *Store {
 	return New(rstore.New(rdb, opTimeout))

@@ -15,7 +15,7 @@ import (
 	"github.com/waitroom/waitroom/queue"
 )
 
-// Cross-origin use (API.md, Integration). A queue's allowed_origins may use its buyer API
+// Cross-origin use (API.md, "Cross-origin requests"). A queue's allowed_origins may use its buyer API
 // from their pages: join, challenge, status, stream, leave, the draw, and the orders and
 // products of the shop. Those routes answer an allowed origin with exact CORS headers
 // (credentials allowed) and a preflight for the methods and headers they take; every other

@@ -12,7 +12,7 @@ import (
 	"github.com/waitroom/waitroom/stream"
 )
 
-// The draw of a scheduled queue is public (API.md, Drop day): anyone may check that the
+// The draw of a scheduled queue is public (API.md, "The draw"): anyone may check that the
 // order of the pre-queue was fixed by the seed committed to before the start and the list
 // frozen at the start. Both routes need no ticket and no admin token.
 

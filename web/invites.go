@@ -13,7 +13,7 @@ import (
 )
 
 // Invite administration: POST / GET /admin/api/queues/{queue}/invites, DELETE
-// /admin/api/queues/{queue}/invites/{code} (API.md "Trust at the edges"; openapi.yaml
+// /admin/api/queues/{queue}/invites/{code} (API.md "Invites"; openapi.yaml
 // schemas Invite, InviteList).
 
 type inviteBody struct {

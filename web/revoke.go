@@ -2,7 +2,7 @@ package web
 
 // Revocation (operator role, audited): DELETE /admin/api/keys/{kid} removes a signing key,
 // POST /admin/api/queues/{queue}/revoke refuses one admission token from now on (API.md,
-// "Bounded costs and trust"; openapi.yaml). Each records its own audit entry (key.revoke,
+// "Keys" and "Token revocation"; openapi.yaml). Each records its own audit entry (key.revoke,
 // token.revoke) when it has changed something (revoking a revoked token again does not); the entries hold public key material and a
 // token's first auditCodePrefix characters only, never a token or a ticket.
 

@@ -7,7 +7,7 @@ import (
 	"github.com/waitroom/waitroom/orders"
 )
 
-// Sold out (API.md, Drop day): a queue is sold out when at least one product names it and
+// Sold out (API.md, "Sold out"): a queue is sold out when at least one product names it and
 // every product that does has stock 0. The flag's one writer is package soldout: the
 // handlers that change stock hand it the judgements their transactions made (an order that
 // took the last of a product, an admin product change), a new queue is judged at once, and

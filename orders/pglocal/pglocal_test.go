@@ -197,7 +197,7 @@ func TestFindBinDir(t *testing.T) {
 	t.Parallel()
 	dir, err := pglocal.FindBinDir(os.Getenv("PG_BINDIR"))
 	if err != nil {
-		t.Fatalf("no PostgreSQL binaries on this machine (the README's test setup installs them): %v", err)
+		t.Fatalf("no PostgreSQL binaries on this machine (the test command installs them: docs/TESTING.md): %v", err)
 	}
 	major, err := pglocal.MajorVersion(context.Background(), dir)
 	if err != nil || major == "" {
