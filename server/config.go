@@ -281,7 +281,7 @@ var settings = []setting{
 		c.PubSub = v
 		return nil
 	})},
-	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick and before a status or stream hands out a token; README \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", custom(accepts{Kind: "integer", Min: "0", Max: "5", Choices: []string{"auto"}}, func(c *config, v string) error {
+	{"WR_REDIS_REPLICA_ACKS", "auto", "replicas that must hold an admission before anyone is told of it (WAIT after each tick and before a status or stream hands out a token; docs/OPERATIONS.md \"Failover\"); auto = 1 on a Redis Cluster or Sentinel, 0 on a single Redis", custom(accepts{Kind: "integer", Min: "0", Max: "5", Choices: []string{"auto"}}, func(c *config, v string) error {
 		if v == "auto" {
 			c.ReplicaAcks = -1
 			return nil
