@@ -37,6 +37,7 @@ type config struct {
 	Demo             bool
 	DemoRate         float64
 	DemoStock        int
+	DemoCrowd        int
 	Tick             time.Duration
 	TickJitter       time.Duration
 	DrawBatch        int
@@ -247,6 +248,7 @@ var settings = []setting{
 	{"WR_DEMO", "true", "create queue demo and product demo at start if missing", boolSetting(func(c *config) *bool { return &c.Demo })},
 	{"WR_DEMO_RATE", "5", "admission rate of the demo queue (users/s)", floatSetting(func(c *config) *float64 { return &c.DemoRate }, 0, 100000)},
 	{"WR_DEMO_STOCK", "100", "stock of the demo product", intSetting(func(c *config) *int { return &c.DemoStock }, 0, 1_000_000_000)},
+	{"WR_DEMO_CROWD", "200", "with WR_DEMO: queue demo-crowd (and its product) with a simulated crowd of about this many waiting, admitted at 3/s, so a visitor sees a line move (0 = no such queue)", intSetting(func(c *config) *int { return &c.DemoCrowd }, 0, 1000)},
 	{"WR_TICK", "100ms", "admission tick (fixed delay)", durSetting(func(c *config) *time.Duration { return &c.Tick }, 10*time.Millisecond)},
 	{"WR_TICK_JITTER", "0s", "random extra delay per tick, 0..value", durSetting(func(c *config) *time.Duration { return &c.TickJitter }, 0)},
 	{"WR_DRAW_BATCH", "5000", "pre-queue members placed per Redis script call of a draw (smaller: shorter Redis pauses, a longer draw)", intSetting(func(c *config) *int { return &c.DrawBatch }, 1, 7000)},

@@ -95,7 +95,7 @@ func baseEnv(redisURL, dbURL string, extra map[string]string) map[string]string 
 	env := map[string]string{
 		"WR_ADDR": "127.0.0.1:0", "REDIS_URL": redisURL, "DATABASE_URL": dbURL,
 		"WR_SECRET": "0123456789abcdef-test-secret", "WR_ADMIN_TOKEN": adminToken,
-		"WR_LOG_LEVEL": "debug", "WR_DEMO": "false", "WR_STREAMS_PER_IP": "10000",
+		"WR_LOG_LEVEL": "debug", "WR_DEMO": "false", "WR_DEMO_CROWD": "0", "WR_STREAMS_PER_IP": "10000",
 		"WR_JOIN_RATE_PER_IP": "0", "WR_ORDER_RATE_PER_TICKET": "0", "WR_ORDER_RATE_GLOBAL": "0",
 		"WR_STATUS_RATE_PER_TICKET": "0", // tests poll status to wait for admission
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/waitroom/waitroom/analytics"
 	"github.com/waitroom/waitroom/autorate"
 	"github.com/waitroom/waitroom/branding"
+	"github.com/waitroom/waitroom/crowd"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
@@ -170,9 +171,11 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	history := analytics.New(histPool, q, topo, analytics.Config{Log: log})
 	a.history = analytics.NewRecorder(history)
 	if cfg.Demo {
-		if err := seedDemo(ctx, cfg, q, store); err != nil {
+		stopCrowd, err := seedDemo(ctx, cfg, q, store, log)
+		if err != nil {
 			return a, closeAll, fmt.Errorf("demo data: %w", err)
 		}
+		closers = append(closers, stopCrowd) // stopped before the backends close
 	}
 	auditLog, closeAudit, err := openAudit(ctx, dbURL, log)
 	if err != nil {
@@ -444,18 +447,45 @@ func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, 
 	}, nil
 }
 
-func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Store) error {
-	s := queue.DefaultSettings("demo")
+// seedDemo makes the demo's queues and products if they are missing: queue demo, an empty
+// line, and with WR_DEMO_CROWD > 0 queue demo-crowd, where a simulated crowd waits (package
+// crowd) so a visitor sees a line move. The crowd runs on every instance until ctx ends or
+// the returned func is called (it waits for the crowd to stop); the crowds of several
+// instances on one Redis keep one crowd between them.
+func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Store, log zerolog.Logger) (stop func(), err error) {
+	s := queue.DefaultSettings(web.DemoQueue)
 	s.RatePerSecond = cfg.DemoRate
 	if err := q.Ensure(ctx, s); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := store.EnsureProduct(ctx, orders.Product{ID: "demo", Name: "Limited sneaker drop", Price: 129000,
-		Stock: cfg.DemoStock, Queue: "demo"}); err != nil {
-		return err
+		Stock: cfg.DemoStock, Queue: web.DemoQueue}); err != nil {
+		return nil, err
 	}
-	return nil
+	if cfg.DemoCrowd == 0 {
+		return func() {}, nil
+	}
+	s = queue.DefaultSettings(web.CrowdQueue)
+	s.RatePerSecond = demoCrowdRate
+	if err := q.Ensure(ctx, s); err != nil {
+		return nil, err
+	}
+	// Its own product, so the crowd line's visitors reach an order page of their own and
+	// the demo product's stock is not shared between the two lines.
+	if _, err := store.EnsureProduct(ctx, orders.Product{ID: "demo-crowd", Name: "Limited sneaker drop (crowd demo)", Price: 129000,
+		Stock: cfg.DemoStock, Queue: web.CrowdQueue}); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c := crowd.New(q, crowd.Config{Queue: web.CrowdQueue, Size: cfg.DemoCrowd, Log: log})
+	go func() { defer close(done); _ = c.Run(cctx) }()
+	return func() { cancel(); <-done }, nil
 }
+
+// demoCrowdRate is the admission rate queue demo-crowd is made with (users/s): the default
+// crowd of 200 goes through in about a minute, quick enough to watch to the turn.
+const demoCrowdRate = 3
 
 // generatedAdminToken makes a random admin token for a run without WR_ADMIN_TOKEN and
 // writes it to a 0600 file, so the token itself never appears in a log.

@@ -1,7 +1,8 @@
 package static
 
 // messagesWaiting holds the UI strings of the waiting page and the index: the end of a sale,
-// the per-address stream cap, leaving the line, each as {English, Korean, Japanese}.
+// the per-address stream cap, leaving the line, the demo's lines, each as {English, Korean,
+// Japanese}.
 // builtinTables merges it into the three tables; the parity test checks it like the others.
 var messagesWaiting = map[string][3]string{
 	// The index: every listed queue's state, and what a buyer can do there.
@@ -41,4 +42,26 @@ var messagesWaiting = map[string][3]string{
 		"今の順番を手放すことになり、元には戻せません。あとでもう一度並ぶと、新しい順番になります。",
 	},
 	"leave_confirm_stay": {"Stay in line", "계속 기다리기", "並び続ける"},
+
+	// The zero-config demo's two lines: the index says what each is, the waiting page too,
+	// with a link to the other.
+	"index_demo_empty": {"Demo: an empty line — you go straight in.", "데모: 빈 줄 — 바로 입장합니다.", "デモ：空いている列 — すぐに入場できます。"},
+	"index_demo_crowd": {
+		"Demo: a line with a simulated crowd ahead of you — watch your place count down.",
+		"데모: 앞에 가상의 대기 인원이 있는 줄 — 순번이 줄어드는 것을 볼 수 있습니다.",
+		"デモ：前にシミュレーションの行列がある列 — 順番が進んでいく様子を見られます。",
+	},
+	"demo_label": {"Demo", "데모", "デモ"},
+	"demo_empty_note": {
+		"This is a demo with an empty line: nobody waits ahead of you, so you go straight in.",
+		"빈 줄의 데모입니다. 앞에 기다리는 사람이 없어 바로 입장합니다.",
+		"空いている列のデモです。前に誰も並んでいないので、すぐに入場できます。",
+	},
+	"demo_crowd_note": {
+		"This is a demo: the people ahead of you are a simulated crowd, let in a few every second, so you can watch your place count down to your turn.",
+		"데모입니다. 앞에 있는 사람들은 가상의 대기 인원으로, 매초 몇 명씩 입장하므로 차례가 올 때까지 순번이 줄어드는 것을 볼 수 있습니다.",
+		"これはデモです。前に並んでいるのはシミュレーションの行列で、毎秒数人ずつ入場するので、順番が来るまで番号が減っていく様子を見られます。",
+	},
+	"demo_switch_empty": {"Switch to the empty line", "빈 줄로 바꾸기", "空いている列に切り替える"},
+	"demo_switch_crowd": {"Switch to the line with a simulated crowd", "가상의 대기 인원이 있는 줄로 바꾸기", "シミュレーションの行列がある列に切り替える"},
 }

@@ -32,6 +32,9 @@ type QueueInfo struct {
 	// StartsAt is a scheduled queue's start, EndsAt a queue's end (RFC 3339 UTC; "" = none).
 	StartsAt string
 	EndsAt   string
+	// Note is a sentence under the name in the page's language: what a demo queue's line is
+	// ("" for every other queue).
+	Note string
 }
 
 // DataState is the entry's data-state: State, or (State empty) closed, paused or open.
@@ -81,7 +84,18 @@ type QueuePage struct {
 	// and joins nothing.
 	EndsAt string
 	Ended  bool
+	// Demo is DemoEmpty or DemoCrowd on the waiting page of one of the zero-config demo's
+	// queues ("" on every other): the page says what the line is. DemoSwitch is the other
+	// demo queue's waiting page ("" when it does not exist).
+	Demo       string
+	DemoSwitch string
 }
+
+// The zero-config demo's lines (QueuePage.Demo).
+const (
+	DemoEmpty = "empty" // nobody waits: a visitor goes straight in
+	DemoCrowd = "crowd" // a simulated crowd waits ahead of the visitor
+)
 
 // Brand is a queue's branding as its pages show it; every field may be empty (none). The
 // texts are plain text (the templates escape them); Color was checked to be #rrggbb and

@@ -87,7 +87,9 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 		}
 		count++
 		if count > first && count <= first+indexPerPage {
-			listed = append(listed, indexInfo(e.name, e.ov, state))
+			info := indexInfo(e.name, e.ov, state)
+			info.Note = demoNote(e.name, t)
+			listed = append(listed, info)
 		}
 	}
 	pages := max(1, (count+indexPerPage-1)/indexPerPage)

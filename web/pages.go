@@ -113,6 +113,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
 		data.Brand = s.pageBrand(c.UserContext(), st)
 		data.EndsAt, data.Ended = pageEnd(st)
+		s.demoPage(c.UserContext(), name, &data)
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {
 		var ok bool

@@ -123,6 +123,8 @@ func TestImportRules(t *testing.T) {
 		never(t, all, noun, "web", "stream", "orders", "analytics", "server")
 	}
 	never(t, all, "topology", "queue")
+	// The demo's simulated crowd uses the line as any visitor does, through queue alone.
+	never(t, all, "crowd", "internal/rstore", "web", "stream", "orders", "analytics", "server")
 	never(t, all, "orders", "queue", "web", "stream", "server")
 	never(t, all, "stream", "web", "orders", "server")
 }
