@@ -75,6 +75,7 @@ type config struct {
 	PubSub           string
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
+	AccessLog        bool
 	// redisTap, when set, is given each Redis client (the request path's and the admission
 	// loops') before its first command: the cost test counts the commands of requests with it
 	// (server/cost_test.go). Never set from the environment.
@@ -327,6 +328,7 @@ var settings = []setting{
 	{"WR_READ_TIMEOUT", "10s", "a whole request (headers and body) must arrive within this: slowloris guard", durSetting(func(c *config) *time.Duration { return &c.ReadTimeout }, 100*time.Millisecond)},
 	{"WR_WRITE_TIMEOUT", "15s", "deadline for writing one response (streams move theirs per write)", durSetting(func(c *config) *time.Duration { return &c.WriteTimeout }, 100*time.Millisecond)},
 	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},
+	{"WR_ACCESS_LOG", "true", "one log line per request at info level (a stream's when it ends, with its duration); false: at debug. Never a ticket, token or query string", boolSetting(func(c *config) *bool { return &c.AccessLog })},
 }
 
 // loadConfig reads every setting; the first bad value is returned as one line naming

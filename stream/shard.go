@@ -293,6 +293,7 @@ func (s *shard) write(c *conn, b []byte) bool {
 		return false
 	}
 	s.h.m.bytes.Add(float64(len(b)))
+	c.written.Add(int64(len(b)))
 	return true
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,39 +58,6 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// requestLog gives every request an id (X-Request-ID, kept when the client sent a sane
-// one), logs it as one JSON line and counts it. The query string is never logged: it may
-// hold a ticket.
-func (s *Server) requestLog(c *fiber.Ctx) error {
-	id := c.Get("X-Request-ID")
-	if len(id) == 0 || len(id) > 64 || !printable(id) {
-		id = newID()
-	}
-	c.Locals(requestIDKey, id)
-	c.Set("X-Request-ID", id)
-	start := time.Now()
-	err := c.Next()
-	if err != nil {
-		if herr := s.app.ErrorHandler(c, err); herr != nil {
-			_ = c.SendStatus(fiber.StatusInternalServerError)
-		}
-	}
-	status := c.Response().StatusCode()
-	route := c.Route().Path
-	if c.Context().Hijacked() {
-		status = 200
-	}
-	s.m.requests.WithLabelValues(route, itoa(status)).Inc()
-	s.m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	ev := s.log.Debug()
-	if shed, _ := c.Locals(localShed).(bool); status >= 500 && !shed {
-		ev = s.log.Warn()
-	}
-	ev.Str("request_id", id).Str("method", c.Method()).Str("path", c.Path()).Int("status", status).
-		Dur("latency", time.Since(start)).Str("ip", clientIP(c)).Msg("request")
-	return nil
 }
 
 func printable(s string) bool {

@@ -70,6 +70,9 @@ type Config struct {
 	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
 	// nil: the built-in ones (static.Builtin).
 	Messages *static.Catalog
+	// AccessLog writes each request's access-log line at info level (WR_ACCESS_LOG);
+	// false: at debug (accesslog.go).
+	AccessLog bool
 }
 
 // Deps are the parts the server is wired to.
