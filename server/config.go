@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/telemetry"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/web"
 )
@@ -76,6 +77,7 @@ type config struct {
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
 	AccessLog        bool
+	PprofAddr        string
 	// redisTap, when set, is given each Redis client (the request path's and the admission
 	// loops') before its first command: the cost test counts the commands of requests with it
 	// (server/cost_test.go). Never set from the environment.
@@ -329,6 +331,13 @@ var settings = []setting{
 	{"WR_WRITE_TIMEOUT", "15s", "deadline for writing one response (streams move theirs per write)", durSetting(func(c *config) *time.Duration { return &c.WriteTimeout }, 100*time.Millisecond)},
 	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},
 	{"WR_ACCESS_LOG", "true", "one log line per request at info level (a stream's when it ends, with its duration); false: at debug. Never a ticket, token or query string", boolSetting(func(c *config) *bool { return &c.AccessLog })},
+	{"WR_PPROF_ADDR", "", "serve the Go profiler (/debug/pprof/) on this loopback host:port, apart from the public port; empty = off. It has no authentication: reach it from the host or through a tunnel", custom(accepts{Kind: "address", Rule: "a loopback host:port, e.g. 127.0.0.1:6060"}, func(c *config, v string) error {
+		if err := telemetry.CheckLoopback(v); err != nil {
+			return err
+		}
+		c.PprofAddr = v
+		return nil
+	})},
 }
 
 // loadConfig reads every setting; the first bad value is returned as one line naming
@@ -395,7 +404,8 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 		Strs("admin_tokens", adminTokenNames(c.AdminTokens)).
 		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
 		Dur("update_interval", c.UpdateInterval).Int("update_front", c.UpdateFront).Int("update_back_every", c.BackEvery).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
-		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen)
+		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen).
+		Bool("access_log", c.AccessLog).Str("pprof_addr", c.PprofAddr)
 }
 
 // secretSettings are the settings whose value an error never shows.

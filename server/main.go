@@ -30,6 +30,7 @@ import (
 	"github.com/waitroom/waitroom/autorate"
 	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/internal/rstore"
+	"github.com/waitroom/waitroom/internal/telemetry"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -95,6 +96,7 @@ type app struct {
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
 	srv      *web.Server
+	profiler *telemetry.Profiler // the Go profiler on its loopback address (nil: WR_PPROF_ADDR is empty)
 }
 
 // build opens the backends and wires the parts; the returned func closes the backends.
@@ -111,6 +113,12 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}()
 	setRedisLog(log)
+	if cfg.PprofAddr != "" {
+		if a.profiler, err = telemetry.NewProfiler(cfg.PprofAddr); err != nil {
+			return a, closeAll, fmt.Errorf("listen on WR_PPROF_ADDR=%s: %w", cfg.PprofAddr, err)
+		}
+		closers = append(closers, a.profiler.Close)
+	}
 	messages, err := loadMessages(cfg.MessagesDir, log)
 	if err != nil {
 		return a, closeAll, err
@@ -321,6 +329,18 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()
+	profDone := make(chan struct{})
+	if a.profiler != nil {
+		go func() {
+			defer close(profDone)
+			if err := a.profiler.Serve(); err != nil {
+				log.Error().Err(err).Msg("pprof server stopped")
+			}
+		}()
+		log.Info().Str("addr", a.profiler.Addr().String()).Msg("pprof listening")
+	} else {
+		close(profDone)
+	}
 	log.Info().Str("addr", ln.Addr().String()).Msg("listening")
 
 	var serveErr error
@@ -340,6 +360,10 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 	if err := a.srv.Shutdown(deadline); err != nil {
 		log.Warn().Err(err).Msg("http shutdown")
 	}
+	if a.profiler != nil {
+		_ = a.profiler.Shutdown(deadline)
+	}
+	<-profDone
 	log.Info().Msg("stopped")
 	return serveErr
 }
