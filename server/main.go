@@ -60,7 +60,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	log := newLogger(cfg, stdout)
-	cfg.logFields(log.Info()).Msg("starting")
+	bi := telemetry.ReadBuild()
+	cfg.logFields(log.Info()).Str("version", bi.Version).Str("revision", bi.Revision).Str("go_version", bi.GoVersion).Msg("starting")
 	if cfg.SecretGenerated {
 		log.Warn().Msg("WR_SECRET is not set: using a random one; tickets die with this process and several instances must share one WR_SECRET")
 	}
@@ -136,6 +137,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	telemetry.RegisterBuildInfo(reg, telemetry.ReadBuild())
 	acks := cfg.ReplicaAcks
 	if acks < 0 {
 		acks = 0

@@ -179,7 +179,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	qh.mu.Unlock()
 	if h.isClosed() {
 		// Closed after the check above: shutdownConns may have taken its list already.
-		h.drop(c, "shutdown")
+		h.drop(c, endShutdown)
 		return ErrClosed
 	}
 
@@ -278,7 +278,7 @@ func (h *Hub) shutdownConns() {
 				n, _ := c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
 				c.written.Add(int64(n))
 			}
-			h.drop(c, "shutdown")
+			h.drop(c, endShutdown)
 		}
 	}
 }

@@ -38,11 +38,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		connsBudget:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections_budget", Help: "Most open client connections (WR_MAX_CONNS; 0 = none)."}),
 		streamsBudget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sse_streams_budget", Help: "Most open streams (WR_MAX_STREAMS; 0 = none)."}),
 	}
+	// Every series with a known label value exists from the start, at 0: a series that
+	// appears at its first event hides that event from rate() and increase(), and an alert
+	// on it has nothing to compare with.
+	for _, r := range rejectedSeries {
+		m.rejected.WithLabelValues(r.scope, r.path)
+	}
+	for _, r := range []string{"full", "ip_cap"} {
+		m.streamErr.WithLabelValues(r)
+	}
+	for _, r := range acceptReasons {
+		m.acceptErrors.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr, m.acceptErrors, m.connsShed,
 			m.connsBudget, m.streamsBudget)
 	}
 	return m
+}
+
+// rejectedSeries are the scope and path pairs of ratelimit_rejected_total: the limits of
+// limits.go and the per-address caps of join and stream.
+var rejectedSeries = []struct{ scope, path string }{
+	{"ip", "/api/queues/join"}, {"global", "/api/queues/join"},
+	{"user", "/api/orders"}, {"ip", "/api/orders"}, {"global", "/api/orders"},
+	{"user", "/api/queues/status"},
+	{"ip", "/api/queues/stream"},
 }
 
 const requestIDKey = "request_id"
