@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -78,6 +79,8 @@ type config struct {
 	AckTimeout       time.Duration
 	AccessLog        bool
 	PprofAddr        string
+	OTLPEndpoint     string // OTEL_EXPORTER_OTLP_ENDPOINT
+	OTLPTraces       string // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 	// redisTap, when set, is given each Redis client (the request path's and the admission
 	// loops') before its first command: the cost test counts the commands of requests with it
 	// (server/cost_test.go). Never set from the environment.
@@ -338,6 +341,23 @@ var settings = []setting{
 		c.PprofAddr = v
 		return nil
 	})},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "", "OpenTelemetry collector (OTLP/HTTP) base URL, e.g. http://127.0.0.1:4318: traces of requests, Redis, PostgreSQL and admission ticks are sent to <url>/v1/traces; empty = tracing off. The SDK's other OTEL_* variables apply (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS, …)", custom(accepts{Kind: "text", Rule: "an http:// or https:// URL"}, func(c *config, v string) (err error) {
+		c.OTLPEndpoint, err = otlpURL(v)
+		return err
+	})},
+	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "", "the collector's full OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces), used as it is; wins over OTEL_EXPORTER_OTLP_ENDPOINT", custom(accepts{Kind: "text", Rule: "an http:// or https:// URL"}, func(c *config, v string) (err error) {
+		c.OTLPTraces, err = otlpURL(v)
+		return err
+	})},
+}
+
+// otlpURL checks an OTLP/HTTP endpoint: an http or https URL with a host.
+func otlpURL(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("must be an http:// or https:// URL")
+	}
+	return v, nil
 }
 
 // loadConfig reads every setting; the first bad value is returned as one line naming
@@ -405,7 +425,7 @@ func (c config) logFields(e *zerolog.Event) *zerolog.Event {
 		Bool("demo", c.Demo).Dur("tick", c.Tick).Dur("lease_ttl", c.LeaseTTL).Dur("grace", c.Grace).
 		Dur("update_interval", c.UpdateInterval).Int("update_front", c.UpdateFront).Int("update_back_every", c.BackEvery).Dur("heartbeat", c.Heartbeat).Int("streams_per_ip", c.StreamsPerIP).
 		Int("pg_max_conns", c.PGMaxConns).Dur("pg_acquire_timeout", c.PGAcquire).Bool("fail_open", c.FailOpen).
-		Bool("access_log", c.AccessLog).Str("pprof_addr", c.PprofAddr)
+		Bool("access_log", c.AccessLog).Str("pprof_addr", c.PprofAddr).Str("otlp_endpoint", maskURL(c.OTLPEndpoint)).Str("otlp_traces_endpoint", maskURL(c.OTLPTraces))
 }
 
 // secretSettings are the settings whose value an error never shows.

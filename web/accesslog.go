@@ -58,11 +58,12 @@ func (s *Server) requestLog(c *fiber.Ctx) error {
 // *fiber.Ctx so that a stream can write the line after the context has gone back to the pool.
 type accessEntry struct {
 	id, method, path, ip string
+	trace                string // the request's trace id when it is traced
 	start                time.Time
 }
 
 func newAccessEntry(c *fiber.Ctx, id string, start time.Time) accessEntry {
-	return accessEntry{id: id, method: c.Method(), path: logPath(c), ip: clientIP(c), start: start}
+	return accessEntry{id: id, method: c.Method(), path: logPath(c), ip: clientIP(c), trace: traceID(c.UserContext()), start: start}
 }
 
 // access starts a request's line at its level; the caller adds fields and writes it.
@@ -74,8 +75,12 @@ func (s *Server) access(e accessEntry, status int, bytes int64, shed bool) *zero
 	case s.cfg.AccessLog:
 		ev = s.log.Info()
 	}
-	return ev.Str("request_id", e.id).Str("method", e.method).Str("path", e.path).Int("status", status).
+	ev = ev.Str("request_id", e.id).Str("method", e.method).Str("path", e.path).Int("status", status).
 		Int64("bytes", bytes).Float64("duration_ms", float64(time.Since(e.start).Microseconds())/1000).Str("ip", e.ip)
+	if e.trace != "" {
+		ev = ev.Str("trace_id", e.trace)
+	}
+	return ev
 }
 
 // deferAccess hands the request's access-log line to a stream that outlives the handler

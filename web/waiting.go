@@ -105,6 +105,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	traceJoin(c.UserContext(), name, p)
 	s.setTicketCookie(c, name, raw)
 	status := fiber.StatusOK
 	if created {
