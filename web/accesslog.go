@@ -50,7 +50,7 @@ func (s *Server) requestLog(c *fiber.Ctx) error {
 		return nil
 	}
 	shed, _ := c.Locals(localShed).(bool)
-	s.access(newAccessEntry(c, id, start), status, responseBytes(c), shed).Msg("request")
+	s.access(newAccessEntry(c, id, start), status, responseBytes(c, status), shed).Msg("request")
 	return nil
 }
 
@@ -104,11 +104,16 @@ func (s *Server) deferAccess(c *fiber.Ctx) func(status int, bytes int64, end str
 // localStart is when requestLog began the request (the start of a stream's duration).
 const localStart = "wr_start"
 
-// responseBytes is the size of the answer's body: the body held in memory, or a streamed
-// body's Content-Length (0 when unknown). Reading Body() of a streamed answer would drain
-// its stream, so it is not called for one.
-func responseBytes(c *fiber.Ctx) int64 {
+// responseBytes is the size of the answer's body: none for an answer that has none on the
+// wire (HEAD, 1xx, 204, 304 — fasthttp drops the body a handler may have set, such as
+// SendStatus's status text), else the body held in memory, or a streamed body's
+// Content-Length (0 when unknown). Reading Body() of a streamed answer would drain its
+// stream, so it is not called for one.
+func responseBytes(c *fiber.Ctx, status int) int64 {
 	r := c.Response()
+	if c.Method() == fiber.MethodHead || status < 200 || status == fiber.StatusNoContent || status == fiber.StatusNotModified {
+		return 0
+	}
 	if r.IsBodyStream() {
 		return int64(max(r.Header.ContentLength(), 0))
 	}
