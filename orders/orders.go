@@ -39,6 +39,8 @@ type Config struct {
 	AcquireTimeout time.Duration
 	// QueryTimeout bounds the statements of one call (one PlaceOrder attempt); default 2s.
 	QueryTimeout time.Duration
+	// Tracer, when set, sees every statement (the tracing's PostgreSQL spans); nil: none.
+	Tracer pgx.QueryTracer
 }
 
 const defaultMaxConns = 20
@@ -82,6 +84,9 @@ func Open(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Store, e
 	}
 	if pcfg.ConnConfig.ConnectTimeout == 0 {
 		pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

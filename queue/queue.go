@@ -47,6 +47,11 @@ type Config struct {
 	// all, admissions go out unconfirmed (counted). See ack.go.
 	ReplicaAcks int
 	AckTimeout  time.Duration
+	// Claimed, when set, is told of each claim that takes a token (ClaimToken answering
+	// TokenLive), with the tick that admitted it (0 when the ticket's state records none),
+	// on the claiming request's context: the tracing links the request to that tick. It
+	// must not block.
+	Claimed func(ctx context.Context, queue string, tick int64)
 }
 
 func (c Config) withDefaults() Config {

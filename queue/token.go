@@ -88,5 +88,8 @@ func (q *Queue) tokenOp(ctx context.Context, op string, t Ticket, token, reqKey 
 			exp = time.UnixMilli(ms)
 		}
 	}
+	if len(res) > 2 && q.cfg.Claimed != nil {
+		q.cfg.Claimed(ctx, t.Queue, toInt(res[2]))
+	}
 	return v, exp, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/telemetry"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/web"
 )
@@ -76,6 +78,10 @@ type config struct {
 	PubSub           string
 	ReplicaAcks      int // -1: auto
 	AckTimeout       time.Duration
+	AccessLog        bool
+	PprofAddr        string
+	OTLPEndpoint     string // OTEL_EXPORTER_OTLP_ENDPOINT
+	OTLPTraces       string // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 	// texts is each setting's text as read, in the order of settings: what the start log
 	// and `waitroom config` show (masked).
 	texts []settingText
@@ -333,6 +339,31 @@ var settings = []setting{
 	{"WR_READ_TIMEOUT", "10s", "a whole request (headers and body) must arrive within this: slowloris guard", durSetting(func(c *config) *time.Duration { return &c.ReadTimeout }, 100*time.Millisecond)},
 	{"WR_WRITE_TIMEOUT", "15s", "deadline for writing one response (streams move theirs per write)", durSetting(func(c *config) *time.Duration { return &c.WriteTimeout }, 100*time.Millisecond)},
 	{"WR_SHUTDOWN_TIMEOUT", "10s", "deadline for a graceful shutdown", durSetting(func(c *config) *time.Duration { return &c.ShutdownTimeout }, 100*time.Millisecond)},
+	{"WR_ACCESS_LOG", "true", "one log line per request at info level (a stream's when it ends, with its duration); false: at debug. Never a ticket, token or query string", boolSetting(func(c *config) *bool { return &c.AccessLog })},
+	{"WR_PPROF_ADDR", "", "serve the Go profiler (/debug/pprof/) on this loopback host:port, apart from the public port; empty = off. It has no authentication: reach it from the host or through a tunnel", custom(accepts{Kind: "address", Rule: "a loopback host:port, e.g. 127.0.0.1:6060"}, func(c *config, v string) error {
+		if err := telemetry.CheckLoopback(v); err != nil {
+			return err
+		}
+		c.PprofAddr = v
+		return nil
+	})},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "", "OpenTelemetry collector (OTLP/HTTP) base URL, e.g. http://127.0.0.1:4318: traces of requests, Redis, PostgreSQL and admission ticks are sent to <url>/v1/traces; empty = tracing off. The SDK's other OTEL_* variables apply (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS, …)", custom(accepts{Kind: "text", Rule: "an http:// or https:// URL"}, func(c *config, v string) (err error) {
+		c.OTLPEndpoint, err = otlpURL(v)
+		return err
+	})},
+	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "", "the collector's full OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces), used as it is; wins over OTEL_EXPORTER_OTLP_ENDPOINT", custom(accepts{Kind: "text", Rule: "an http:// or https:// URL"}, func(c *config, v string) (err error) {
+		c.OTLPTraces, err = otlpURL(v)
+		return err
+	})},
+}
+
+// otlpURL checks an OTLP/HTTP endpoint: an http or https URL with a host.
+func otlpURL(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("must be an http:// or https:// URL")
+	}
+	return v, nil
 }
 
 // loadConfig reads every setting; the first bad value is returned as one line naming

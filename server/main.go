@@ -19,10 +19,14 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/exaring/otelpgx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/waitroom/waitroom/admission"
@@ -31,6 +35,7 @@ import (
 	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/crowd"
 	"github.com/waitroom/waitroom/internal/rstore"
+	"github.com/waitroom/waitroom/internal/telemetry"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -56,7 +61,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, stra
 		return err
 	}
 	log := newLogger(cfg, stdout)
-	cfg.logFields(log.Info()).Msg("starting")
+	bi := telemetry.ReadBuild()
+	cfg.logFields(log.Info()).Str("version", bi.Version).Str("revision", bi.Revision).Str("go_version", bi.GoVersion).Msg("starting")
 	for _, v := range strays {
 		log.Warn().Str("variable", v.name).Str("did_you_mean", v.closest).Msg(v.String())
 	}
@@ -95,6 +101,7 @@ type app struct {
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
 	srv      *web.Server
+	profiler *telemetry.Profiler // the Go profiler on its loopback address (nil: WR_PPROF_ADDR is empty)
 }
 
 // build opens the backends and wires the parts; the returned func closes the backends.
@@ -111,11 +118,33 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}()
 	setRedisLog(log)
+	tracing, err := telemetry.NewTracing(ctx, telemetry.TraceConfig{Endpoint: cfg.OTLPEndpoint, TracesEndpoint: cfg.OTLPTraces,
+		Instance: cfg.InstanceID, Build: telemetry.ReadBuild(), LinkKey: []byte(cfg.Secret)})
+	if err != nil {
+		return a, closeAll, err
+	}
+	// First in, so closed last: the spans of everything that closes before are exported.
+	closers = append(closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn().Err(err).Msg("tracing: spans not exported at shutdown")
+		}
+	})
+	if tracing.Enabled() {
+		log.Info().Msg("tracing on: spans exported over OTLP/HTTP")
+	}
+	if cfg.PprofAddr != "" {
+		if a.profiler, err = telemetry.NewProfiler(cfg.PprofAddr); err != nil {
+			return a, closeAll, fmt.Errorf("listen on WR_PPROF_ADDR=%s: %w", cfg.PprofAddr, err)
+		}
+		closers = append(closers, a.profiler.Close)
+	}
 	messages, err := loadMessages(cfg.MessagesDir, log)
 	if err != nil {
 		return a, closeAll, err
 	}
-	rdb, admitRDB, closeRedis, err := openRedis(cfg, log)
+	rdb, admitRDB, closeRedis, err := openRedis(cfg, log, tracing)
 	if err != nil {
 		return a, closeAll, err
 	}
@@ -128,6 +157,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	telemetry.RegisterBuildInfo(reg, telemetry.ReadBuild())
 	acks := cfg.ReplicaAcks
 	if acks < 0 {
 		acks = 0
@@ -142,8 +172,12 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 			}
 		}
 	}
-	q := queue.New(rdb, queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
-		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}, reg)
+	qcfg := queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
+		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}
+	if tracing.Enabled() {
+		qcfg.Claimed = tracing.LinkTick // an order's span links to the tick that admitted its token
+	}
+	q := queue.New(rdb, qcfg, reg)
 	// The nouns beside the queue share its client and per-call deadline.
 	rst := rstore.New(rdb, q.OpTimeout())
 	// Invites and signing keys.
@@ -153,7 +187,12 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	// One bound for connecting and for both packages' migrations.
 	octx, cancelOpen := context.WithTimeout(ctx, pgOpenTimeout)
 	defer cancelOpen()
-	store, err := orders.Open(octx, orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}, reg)
+	ocfg := orders.Config{URL: dbURL, MaxConns: int32(cfg.PGMaxConns), AcquireTimeout: cfg.PGAcquire}
+	if tracing.Enabled() {
+		// Statements with their $n placeholders, never their parameters (otelpgx's default).
+		ocfg.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.Children()), otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
+	}
+	store, err := orders.Open(octx, ocfg, reg)
 	if err != nil {
 		return a, closeAll, fmt.Errorf("open PostgreSQL: %w", err)
 	}
@@ -210,19 +249,28 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}, reg)
 	a.autoRate = autorate.New(rst, autorate.Config{Log: log})
 	a.health = web.NewHealth(topo, cfg.InstanceID, log)
+	observers := []queue.TickObserver{a.autoRate, a.history}
+	if tracing.Enabled() {
+		observers = append(observers, tracing.TickObserver())
+	}
 	a.admitter = queue.NewAdmitter(q.WithClient(admitRDB), queue.AdmitConfig{
 		Owner: cfg.InstanceID, Tick: cfg.Tick, Jitter: cfg.TickJitter, LeaseTTL: cfg.LeaseTTL, DrawBatch: cfg.DrawBatch, Log: log,
-		Observers: []queue.TickObserver{a.autoRate, a.history},
+		Observers: observers,
 	})
 	lim := queue.DefaultLimits()
 	lim.OrderPerTicket, lim.OrderGlobal, lim.JoinPerIP, lim.StatusPerTicket = cfg.OrderPerTicket, cfg.OrderGlobal, cfg.JoinPerIP, cfg.StatusPerTicket
 	a.limits = q.LiveLimits(lim)
+	var tracer trace.Tracer // nil: requests are not traced
+	if tracing.Enabled() {
+		tracer = tracing.Tracer()
+	}
 	srv, err = web.New(web.Config{
 		MaxConns: maxConns, MaxStreams: maxStreams,
 		AdminStreamsPerToken: cfg.AdminStreamsTok, AdminStreamsPerInstance: cfg.AdminStreamsInst,
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue, Messages: messages,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
+		AccessLog: cfg.AccessLog,
 	}, web.Deps{
 		Line:      q,
 		Tokens:    q,
@@ -236,7 +284,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
-		Health: a.health, Analytics: history,
+		Health: a.health, Analytics: history, Tracer: tracer,
 	})
 	a.srv = srv
 	if err == nil {
@@ -267,6 +315,9 @@ func openAudit(ctx context.Context, dbURL string, log zerolog.Logger) (*analytic
 		pool.Close()
 	}, nil
 }
+
+// traceFlushTimeout bounds exporting the spans still buffered at shutdown.
+const traceFlushTimeout = 5 * time.Second
 
 // auditCloseTimeout bounds writing the audit entries still waiting at shutdown.
 const auditCloseTimeout = 5 * time.Second
@@ -322,6 +373,18 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()
+	profDone := make(chan struct{})
+	if a.profiler != nil {
+		go func() {
+			defer close(profDone)
+			if err := a.profiler.Serve(); err != nil {
+				log.Error().Err(err).Msg("pprof server stopped")
+			}
+		}()
+		log.Info().Str("addr", a.profiler.Addr().String()).Msg("pprof listening")
+	} else {
+		close(profDone)
+	}
 	log.Info().Str("addr", ln.Addr().String()).Msg("listening")
 
 	var serveErr error
@@ -341,6 +404,10 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 	if err := a.srv.Shutdown(deadline); err != nil {
 		log.Warn().Err(err).Msg("http shutdown")
 	}
+	if a.profiler != nil {
+		_ = a.profiler.Shutdown(deadline)
+	}
+	<-profDone
 	log.Info().Msg("stopped")
 	return serveErr
 }
@@ -360,7 +427,7 @@ const admitPoolSize = 4
 // openRedis connects to REDIS_URL — a Sentinel URL (master_name=…), a Cluster URL (addr=…
 // seeds) or a plain redis:// URL — or starts an in-process Redis (miniredis) for a
 // zero-config single-instance run. It returns the main client and the admission loops'.
-func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalClient, closeAll func(), err error) {
+func openRedis(cfg config, log zerolog.Logger, tracing *telemetry.Tracing) (rdb, admitRDB redis.UniversalClient, closeAll func(), err error) {
 	var newClient func(pool int) redis.UniversalClient
 	stop := func() {}
 	if cfg.RedisURL == "" {
@@ -380,6 +447,16 @@ func openRedis(cfg config, log zerolog.Logger) (rdb, admitRDB redis.UniversalCli
 	if cfg.redisTap != nil {
 		cfg.redisTap(rdb)
 		cfg.redisTap(admitRDB)
+	}
+	if tracing.Enabled() {
+		// Commands as spans under the request that made them; their arguments (tickets,
+		// tokens) are never recorded, nor the calling line (a runtime.Caller per command).
+		for _, c := range []redis.UniversalClient{rdb, admitRDB} {
+			if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tracing.Children()),
+				redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+				return nil, nil, nil, fmt.Errorf("trace Redis: %w", err)
+			}
+		}
 	}
 	queue.WatchTopology(rdb)
 	queue.WatchTopology(admitRDB)

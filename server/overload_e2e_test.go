@@ -207,7 +207,7 @@ func TestStreamBudgetSheds(t *testing.T) {
 		t.Fatal("no position on the stream that took the freed slot")
 	}
 	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
-	for _, want := range []string{`sse_refused_total{reason="full"}`, "stream_swept_total 1", "sse_streams_budget 2", "sse_connections 2"} {
+	for _, want := range []string{`sse_refused_total{reason="full"} 1`, "stream_swept_total 1", "sse_streams_budget 2", "sse_connections 2"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grep(m, "sse_"))
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/queue"
@@ -39,6 +40,11 @@ type conn struct {
 	checkedAt time.Time
 	token     string // the admission token id last delivered ("" when none): another one is a re-admission (replace.go)
 
+	// onEnd is the attacher's callback for the stream's end (Waiter.Ended; nil: none);
+	// written counts the bytes sent, for it.
+	onEnd   func(End)
+	written atomic.Int64
+
 	// Guarded by shard.mu.
 	pri     [][]byte // handshake, admitted, expired: never dropped, written first
 	pos     []byte   // latest position wins
@@ -63,6 +69,15 @@ type Waiter struct {
 	// Header is extra response header lines ("Name: value\r\n" each), e.g. the CORS
 	// answer of a cross-origin stream; written as they are.
 	Header string
+	// Ended, when set, is called once when the stream ends (the access log's line for it),
+	// from whichever goroutine drops it, with no lock held. It must not block.
+	Ended func(End)
+}
+
+// End describes a stream that has ended.
+type End struct {
+	Reason string // why: the label of sse_disconnects_total (client_closed, shutdown, …)
+	Bytes  int64  // bytes written on the connection, response head included
 }
 
 // Reserve takes a stream slot when fewer than max streams are open (max 0: no budget) and
@@ -102,7 +117,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 		return ErrClosed
 	}
 	c := &conn{nc: nc, qh: qh, queue: w.Queue, ticket: w.Ticket, seq: w.Place.Seq, ip: w.IP, lastPos: -1, lastWait: -1,
-		lastPre: -1, lane: laneIndex(w.Place.Lane)}
+		lastPre: -1, lane: laneIndex(w.Place.Lane), onEnd: w.Ended}
 	h.place(c)
 
 	head := responseHead(jitterDur(h.cfg.Retry, 0.25), w.Header)
@@ -164,7 +179,7 @@ func (h *Hub) Attach(ctx context.Context, nc net.Conn, w Waiter) error {
 	qh.mu.Unlock()
 	if h.isClosed() {
 		// Closed after the check above: shutdownConns may have taken its list already.
-		h.drop(c, "shutdown")
+		h.drop(c, endShutdown)
 		return ErrClosed
 	}
 
@@ -221,6 +236,9 @@ func (h *Hub) drop(c *conn, reason string) {
 	n := h.count.Add(-1)
 	h.m.conns.Set(float64(n))
 	h.m.drops.WithLabelValues(reason).Inc()
+	if c.onEnd != nil {
+		c.onEnd(End{Reason: reason, Bytes: c.written.Load()})
+	}
 }
 
 // forget removes c from the queue's connection sets; it reports whether c's ticket wants a
@@ -257,9 +275,10 @@ func (h *Hub) shutdownConns() {
 			if s.isReady(c) { // a stream whose response head never went out just closes
 				d := lo + time.Duration(rand.Int64N(int64(h.cfg.ShutdownRetry-lo)+1))
 				_ = c.nc.SetWriteDeadline(time.Now().Add(shutdownWriteTimeout))
-				_, _ = c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+				n, _ := c.nc.Write([]byte("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n"))
+				c.written.Add(int64(n))
 			}
-			h.drop(c, "shutdown")
+			h.drop(c, endShutdown)
 		}
 	}
 }

@@ -232,6 +232,6 @@ func (h *Hub) checkTicket(ctx context.Context, qh *qhub, c *conn) {
 	}
 	qh.mu.Unlock()
 	if drop {
-		h.drop(c, "no_place") // after unlocking: drop takes qh.mu itself
+		h.drop(c, endNoPlace) // after unlocking: drop takes qh.mu itself
 	}
 }

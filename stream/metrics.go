@@ -23,6 +23,20 @@ type metrics struct {
 	swept         prometheus.Counter
 }
 
+// Why a stream ends: the reason label of sse_disconnects_total and End.Reason.
+const (
+	endClientClosed = "client_closed" // the peer closed the socket (found by a heartbeat or a sweep)
+	endWriteError   = "write_error"   // a write failed
+	endSlowClient   = "slow_client"   // a write stayed blocked past Config.WriteTimeout
+	endShutdown     = "shutdown"      // the hub closed (the instance is stopping)
+	endNoPlace      = "no_place"      // the ticket's place is gone (left, abandoned, revoked)
+	endEnded        = "ended"         // the queue's sale ended: the closed event was the last frame
+)
+
+// endReasons are every reason, so each series of sse_disconnects_total exists from the
+// start (a rate() over a series that appears at its first event misses that event).
+var endReasons = []string{endClientClosed, endWriteError, endSlowClient, endShutdown, endNoPlace, endEnded}
+
 // latencyBuckets resolve the admission path's milliseconds (the target is a p99 of 25 ms
 // from issuance to the client) and still place a starved second.
 var latencyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5}
@@ -51,6 +65,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.sweeps = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_sweeps_total", Help: "Looks at every stream for a gone peer, made because the instance was at its stream budget."})
 	m.swept = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_swept_total", Help: "Streams dropped by those looks (their peer had gone)."})
+	for _, r := range endReasons {
+		m.drops.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout, m.tickDelay, m.admitDelivery, m.sweeps, m.swept)
 	}

@@ -231,7 +231,7 @@ func (s *shard) runJobs(jobs []job) {
 			s.h.m.admitDelivery.Observe(max(0, time.Since(j.admitAt).Seconds()))
 		}
 		if ok && j.close {
-			s.h.drop(j.c, "ended")
+			s.h.drop(j.c, endEnded)
 			continue
 		}
 		if ok && !j.c.ready {
@@ -270,7 +270,7 @@ func (s *shard) heartbeat(slot int) {
 			continue
 		}
 		if peerClosed(c.nc) {
-			s.h.drop(c, "client_closed")
+			s.h.drop(c, endClientClosed)
 			continue
 		}
 		b := pings[c.qh]
@@ -285,14 +285,15 @@ func (s *shard) heartbeat(slot int) {
 func (s *shard) write(c *conn, b []byte) bool {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
 	if _, err := c.nc.Write(b); err != nil {
-		reason := "write_error"
+		reason := endWriteError
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			reason = "slow_client"
+			reason = endSlowClient
 		}
 		s.h.drop(c, reason)
 		return false
 	}
 	s.h.m.bytes.Add(float64(len(b)))
+	c.written.Add(int64(len(b)))
 	return true
 }
 
@@ -334,7 +335,7 @@ func (h *Hub) sweepLoop(ctx context.Context) {
 				// A peek, no write: it cannot block, and a stream whose head is not out yet
 				// is left to its writer.
 				if s.isReady(c) && peerClosed(c.nc) {
-					h.drop(c, "client_closed")
+					h.drop(c, endClientClosed)
 					dropped++
 				}
 			}

@@ -124,9 +124,15 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 	// Fiber's WriteTimeout is a deadline on the whole connection; move it forward before
 	// every write so the stream is not cut after WriteTimeout.
 	conn := c.Context().Conn()
+	logEnd := s.deferAccess(c)
 	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
 		defer s.releaseAdminStream(actor)
-		_, _ = w.WriteString("retry: 2000\n\n")
+		var sent int64 // the body's bytes, for the access log
+		write := func(p string) {
+			n, _ := w.WriteString(p)
+			sent += int64(n)
+		}
+		write("retry: 2000\n\n")
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		var id int64
@@ -136,18 +142,20 @@ func (s *Server) adminStream(c *fiber.Ctx) error {
 			cancel()
 			if err == nil {
 				id++
-				_, _ = w.WriteString("id: " + itoa(int(id)) + "\nevent: stats\ndata: ")
-				_, _ = w.Write(b)
-				_, _ = w.WriteString("\n\n")
+				write("id: " + itoa(int(id)) + "\nevent: stats\ndata: ")
+				write(string(b))
+				write("\n\n")
 			} else {
-				_, _ = w.WriteString(": stats unavailable\n\n")
+				write(": stats unavailable\n\n")
 			}
 			_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 			if w.Flush() != nil {
+				logEnd(200, sent, "client_closed")
 				return
 			}
 			select {
 			case <-closing:
+				logEnd(200, sent, "shutdown")
 				return
 			case <-t.C:
 			}

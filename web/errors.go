@@ -61,7 +61,7 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 			// Shedding at the stream budget is the instance working as meant; /metrics counts it.
 			c.Locals(localShed, true)
 		case e.Status >= 500:
-			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", c.Path()).Int("status", e.Status).Msg("request failed")
+			log.Error().Err(err).Str("request_id", requestID(c)).Str("path", logPath(c)).Int("status", e.Status).Msg("request failed")
 		}
 		// An error is never cached, whatever the handler had allowed before it failed.
 		c.Set(fiber.HeaderCacheControl, "no-store")

@@ -75,6 +75,9 @@ func (l *connListener) Accept() (net.Conn, error) {
 	}
 }
 
+// acceptReasons are acceptReason's answers (the reason label of http_accept_errors_total).
+var acceptReasons = []string{"too_many_open_files", "aborted", "no_memory", "other"}
+
 func acceptReason(err error) string {
 	switch {
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):

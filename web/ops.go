@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,11 +38,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		connsBudget:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections_budget", Help: "Most open client connections (WR_MAX_CONNS; 0 = none)."}),
 		streamsBudget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sse_streams_budget", Help: "Most open streams (WR_MAX_STREAMS; 0 = none)."}),
 	}
+	// Every series with a known label value exists from the start, at 0: a series that
+	// appears at its first event hides that event from rate() and increase(), and an alert
+	// on it has nothing to compare with.
+	for _, r := range rejectedSeries {
+		m.rejected.WithLabelValues(r.scope, r.path)
+	}
+	for _, r := range []string{"full", "ip_cap"} {
+		m.streamErr.WithLabelValues(r)
+	}
+	for _, r := range acceptReasons {
+		m.acceptErrors.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr, m.acceptErrors, m.connsShed,
 			m.connsBudget, m.streamsBudget)
 	}
 	return m
+}
+
+// rejectedSeries are the scope and path pairs of ratelimit_rejected_total: the limits of
+// limits.go and the per-address caps of join and stream.
+var rejectedSeries = []struct{ scope, path string }{
+	{"ip", "/api/queues/join"}, {"global", "/api/queues/join"},
+	{"user", "/api/orders"}, {"ip", "/api/orders"}, {"global", "/api/orders"},
+	{"user", "/api/queues/status"},
+	{"ip", "/api/queues/stream"},
 }
 
 const requestIDKey = "request_id"
@@ -59,39 +79,6 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// requestLog gives every request an id (X-Request-ID, kept when the client sent a sane
-// one), logs it as one JSON line and counts it. The query string is never logged: it may
-// hold a ticket.
-func (s *Server) requestLog(c *fiber.Ctx) error {
-	id := c.Get("X-Request-ID")
-	if len(id) == 0 || len(id) > 64 || !printable(id) {
-		id = newID()
-	}
-	c.Locals(requestIDKey, id)
-	c.Set("X-Request-ID", id)
-	start := time.Now()
-	err := c.Next()
-	if err != nil {
-		if herr := s.app.ErrorHandler(c, err); herr != nil {
-			_ = c.SendStatus(fiber.StatusInternalServerError)
-		}
-	}
-	status := c.Response().StatusCode()
-	route := c.Route().Path
-	if c.Context().Hijacked() {
-		status = 200
-	}
-	s.m.requests.WithLabelValues(route, itoa(status)).Inc()
-	s.m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	ev := s.log.Debug()
-	if shed, _ := c.Locals(localShed).(bool); status >= 500 && !shed {
-		ev = s.log.Warn()
-	}
-	ev.Str("request_id", id).Str("method", c.Method()).Str("path", c.Path()).Int("status", status).
-		Dur("latency", time.Since(start)).Str("ip", clientIP(c)).Msg("request")
-	return nil
 }
 
 func printable(s string) bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/branding"
@@ -70,6 +71,9 @@ type Config struct {
 	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
 	// nil: the built-in ones (static.Builtin).
 	Messages *static.Catalog
+	// AccessLog writes each request's access-log line at info level (WR_ACCESS_LOG);
+	// false: at debug (accesslog.go).
+	AccessLog bool
 }
 
 // Deps are the parts the server is wired to.
@@ -107,9 +111,11 @@ type Deps struct {
 	Audit            AuditLog          // the audit log of admin changes (audit.go; nil: not recorded)
 	Health           *Health           // measures the order route for the auto rate controller (nil: off)
 	Analytics        HistoryStore      // the queues' history and reports (history.go; nil: answered 503)
-	Gatherer         prometheus.Gatherer
-	Registry         prometheus.Registerer
-	Log              zerolog.Logger
+	// Tracer makes the requests' spans (trace.go); nil: requests are not traced.
+	Tracer   trace.Tracer
+	Gatherer prometheus.Gatherer
+	Registry prometheus.Registerer
+	Log      zerolog.Logger
 }
 
 // Server is the waiting room's HTTP server.
@@ -236,6 +242,9 @@ func (s *Server) routes() {
 	app := s.app
 	app.Use(s.clientAddress)
 	app.Use(noStore) // every answer, errors included, unless its handler allows a cache (nostore.go)
+	if s.d.Tracer != nil {
+		app.Use(s.traceRequest) // outside requestLog: the span ends with the answer's final status
+	}
 	app.Use(s.requestLog)
 	app.Use(bodyLimit)
 	// A panic in one handler must not take down the process and every stream on it.

@@ -105,6 +105,7 @@ func (s *Server) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	traceJoin(c.UserContext(), name, p)
 	s.setTicketCookie(c, name, raw)
 	status := fiber.StatusOK
 	if created {
@@ -238,6 +239,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		// allowed origin, so it holds no line break).
 		w.Header = "Access-Control-Allow-Origin: " + o + "\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n"
 	}
+	logEnd := s.deferAccess(c)
+	w.Ended = func(e stream.End) { logEnd(200, e.Bytes, e.Reason) }
 	hub, log := s.d.Hub, s.log
 	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
 	c.Context().HijackSetNoResponse(true)
@@ -254,8 +257,9 @@ func (s *Server) stream(c *fiber.Ctx) error {
 				log.Warn().Err(err).Msg("stream attach")
 			}
 			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = nc.Write(streamUnavailable)
+			n, _ := nc.Write(streamUnavailable)
 			_ = nc.Close()
+			logEnd(503, int64(n), "unavailable") // unless the hub has told the end already
 		}
 	})
 	return nil

@@ -9,7 +9,8 @@
 -- ARGV[4] request key (Idempotency-Key, or a random id when the request has none)
 -- ARGV[5] claim TTL ms
 -- ARGV[6] "1" when ARGV[4] is a client Idempotency-Key (may be shared by repeats)
--- Returns {verdict, exp_ms}: live, shared (same idempotency key already in flight),
+-- Returns {verdict, exp_ms}, and {"live", exp_ms, tick} for a claim that takes the token
+-- (tick: the admitting tick from the ticket's state, 0 when it records none): live, shared (same idempotency key already in flight),
 -- busy (another request holds it), replay (consumed by this idempotency key),
 -- used, expired, unknown, not_yours; consume/release return {"ok"} or {"gone"}.
 local op, ticket, token = ARGV[1], ARGV[2], ARGV[3]
@@ -48,9 +49,13 @@ if not owner then
   return {'unknown', 0}
 end
 if owner ~= ticket then return {'not_yours', 0} end
-local exp = 0
+local exp, tick = 0, 0
 local cur = redis.call('HGET', KEYS[2], ticket)
-if cur then exp = tonumber(split(cur)[4]) or 0 end
+if cur then
+  local f = split(cur)
+  exp = tonumber(f[4]) or 0
+  if f[1] == 'a' then tick = tonumber(f[5]) or 0 end
+end
 if op == 'check' then return {'live', exp} end
 local holder = redis.call('GET', KEYS[3])
 if holder then
@@ -58,4 +63,4 @@ if holder then
   return {'busy', exp}
 end
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
-return {'live', exp}
+return {'live', exp, tick}

@@ -1,0 +1,66 @@
+package telemetry
+
+import (
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Build is what the binary knows about how it was built.
+type Build struct {
+	Version   string // the main module's version: a tag for go install …@v1.2.3, else "(devel)"
+	Revision  string // the VCS revision, "-dirty" appended for a modified work tree; "unknown" without VCS information
+	GoVersion string // the Go release that built it
+}
+
+// Link-time overrides for builds without module or VCS information (a source tree copied
+// without .git, -buildvcs=false): go build -ldflags "-X
+// github.com/waitroom/waitroom/internal/telemetry.linkRevision=$(git rev-parse HEAD)".
+// Empty: what runtime/debug.ReadBuildInfo says.
+var (
+	linkVersion  string
+	linkRevision string
+)
+
+// ReadBuild reads the binary's build information (runtime/debug.ReadBuildInfo).
+func ReadBuild() Build {
+	b := Build{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			b.Version = bi.Main.Version
+		}
+		modified := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if modified && b.Revision != "unknown" {
+			b.Revision += "-dirty"
+		}
+	}
+	if linkVersion != "" {
+		b.Version = linkVersion
+	}
+	if linkRevision != "" {
+		b.Revision = linkRevision
+	}
+	return b
+}
+
+// RegisterBuildInfo registers waitroom_build_info{version,revision,go_version}, always 1:
+// the usual way to tell on a dashboard which build each instance runs, and to join it onto
+// other series (… * on(instance) group_left(version) waitroom_build_info).
+func RegisterBuildInfo(reg prometheus.Registerer, b Build) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "waitroom_build_info",
+		Help:        "The build this instance runs: always 1, its labels say which.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": b.GoVersion},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+}
