@@ -19,6 +19,8 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X main.ver
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/waitroom /waitroom
+# The licence and the notices of the third-party code in the binary go with it (Apache-2.0, 4).
+COPY LICENSE NOTICE /usr/share/doc/waitroom/
 USER nonroot:nonroot
 EXPOSE 8080
 # No demo queue or product unless asked for (WR_DEMO=true, as docker-compose.yml does): an

@@ -73,6 +73,7 @@ type image struct {
 	user        string            // the last USER
 	env         map[string]string // ENV of the final stage
 	copied      []string          // destinations of COPY --from
+	context     []string          // files COPY takes from the build context
 }
 
 // checkDockerfile returns every way the Dockerfile breaks what its comments promise: a
@@ -106,8 +107,11 @@ func checkDockerfile(text string, versionVars []string) (*image, []string) {
 		case "ENTRYPOINT":
 			img.entrypoint = execForm(in, in.args)
 		case "COPY":
-			if f := strings.Fields(in.args); len(f) > 0 && strings.HasPrefix(f[0], "--from=") {
+			f := strings.Fields(in.args)
+			if len(f) > 0 && strings.HasPrefix(f[0], "--from=") {
 				img.copied = append(img.copied, f[len(f)-1])
+			} else {
+				img.context = append(img.context, f[:max(len(f)-1, 0)]...)
 			}
 		case "HEALTHCHECK":
 			rest := in.args
@@ -135,6 +139,11 @@ func checkDockerfile(text string, versionVars []string) (*image, []string) {
 	}
 	if v, ok := img.env["WR_DEMO"]; !ok || v != "false" {
 		bad("the runtime image: ENV WR_DEMO=%q, want false (the server's own default makes the demo queue)", v)
+	}
+	for _, f := range []string{"LICENSE", "NOTICE"} {
+		if !slices.Contains(img.context, f) {
+			bad("the runtime image lacks %s (the licence and the third-party notices go with the binary)", f)
+		}
 	}
 	if len(img.entrypoint) == 0 {
 		bad("the runtime image has no ENTRYPOINT")
@@ -280,6 +289,7 @@ func TestDockerfileChecksCatchMistakes(t *testing.T) {
 		{"version into nothing", "-X main.version=", "-X main.versio=", "main.versio, which is not a string variable"},
 		{"no version", ` -X main.version=${VERSION}`, "", "stamps no version"},
 		{"version before its ARG", "ARG VERSION=dev\n", "", "before ARG VERSION"},
+		{"no notices", "COPY LICENSE NOTICE", "COPY LICENSE", "the runtime image lacks NOTICE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -354,8 +364,9 @@ func ignores(pattern, path string) bool {
 	return false
 }
 
-// buildInputs is every file `go build ./server` reads from the repository: go.mod, go.sum
-// and the files of each of the module's packages it builds (embedded files included).
+// buildInputs is every file the image's build reads from the repository: the LICENSE and
+// NOTICE it copies, and what `go build ./server` reads — go.mod, go.sum and the files of
+// each of the module's packages it builds (embedded files included).
 func buildInputs(t *testing.T) []string {
 	t.Helper()
 	root, err := filepath.Abs("..")
@@ -369,7 +380,7 @@ func buildInputs(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	needed := []string{"go.mod", "go.sum"}
+	needed := []string{"LICENSE", "NOTICE", "go.mod", "go.sum"}
 	for _, f := range strings.Fields(string(out)) {
 		rel, err := filepath.Rel(root, f)
 		if err != nil {
