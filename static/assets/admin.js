@@ -2169,7 +2169,7 @@
 
   const linked = takeLinkToken();
   if (linked) saveToken(linked);
-  token = loadToken();
+  token = linked || loadToken();
   if (token) showDashboard();
   else { el.login.hidden = false; el.dashboard.hidden = true; }
 })();
