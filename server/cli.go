@@ -140,7 +140,7 @@ const (
 	configHelp = "Each setting is one line NAME=value, marked # environment or # default; secrets show as ***, the named admin tokens as name:role:***, URLs without their password. " +
 		"A WR_ variable that is no setting comes first, as a warning naming the closest setting. " +
 		"A value the server would refuse exits 1 with the one line the server would stop with."
-	versionHelp = "The version and revision come from the build information Go stamps into the binary; a build without it (go run, -buildvcs=false, no git checkout) says (devel) and that the revision is unknown."
+	versionHelp = "The version is the one stamped at link time (-ldflags -X main.version=…, as the Dockerfile does), else the module version; the revision comes from the build information Go stamps into the binary; a build without it (go run, -buildvcs=false, no git checkout) says (devel) and that the revision is unknown."
 )
 
 // usage is a subcommand's -h.
@@ -201,6 +201,10 @@ func runConfig(_ context.Context, _ []string, env environ, stdout, stderr io.Wri
 	return exitOK
 }
 
+// linkedVersion is the version stamped at link time (main.version, version.go), which wins
+// over the module's.
+func linkedVersion() string { return version }
+
 // runVersion is `waitroom version`.
 func runVersion(_ context.Context, _ []string, _ environ, stdout, _ io.Writer) int {
 	bi, ok := debug.ReadBuildInfo()
@@ -223,6 +227,9 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 		for _, s := range bi.Settings {
 			vcs[s.Key] = s.Value
 		}
+	}
+	if stamped := linkedVersion(); stamped != "" {
+		version = stamped
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

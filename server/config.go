@@ -34,6 +34,7 @@ type config struct {
 	AdminViewerToken string
 	AdminTokens      []web.AdminToken // WR_ADMIN_TOKENS: named tokens with roles
 	InstanceID       string
+	InstanceIDUnset  bool // WR_INSTANCE_ID was not given: InstanceID is hostname-pid, new every run
 	LogLevel         zerolog.Level
 	LogPretty        bool
 	Demo             bool
@@ -207,7 +208,7 @@ var settings = []setting{
 	})},
 	{"REDIS_URL", "", "redis://[user:pass@]host:port/db; a Cluster: redis://seed1?addr=seed2&addr=seed3; Sentinel: redis://sentinel1?addr=sentinel2&master_name=mymaster; empty = in-process Redis (single instance only)", strSetting(func(c *config) *string { return &c.RedisURL }, accepts{Kind: "text", Rule: "a redis:// URL"})},
 	{"DATABASE_URL", "", "postgres://…; empty = a local PostgreSQL the server starts itself", strSetting(func(c *config) *string { return &c.DatabaseURL }, accepts{Kind: "text", Rule: "a postgres:// URL"})},
-	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir }, accepts{Kind: "text", Rule: "a directory"})},
+	{"WR_DATA_DIR", "", "data directory of the local PostgreSQL, also where the server keeps its admin token when WR_ADMIN_TOKEN is empty (default: a per-user cache directory)", strSetting(func(c *config) *string { return &c.DataDir }, accepts{Kind: "text", Rule: "a directory"})},
 	{"WR_MESSAGES_DIR", "", "directory of page messages read at start, to add or override text without a rebuild: files <lang>.json (en.json, ko.json, ja.json, or a new code such as fr.json), each one JSON object {\"key\": \"text\"} with the keys of the built-in English table (static/messages.go); a built-in language takes the keys given; a new language is added to the switcher and shows English for each key it lacks (logged); unknown keys are logged and ignored; a file that is not such an object stops the start", strSetting(func(c *config) *string { return &c.MessagesDir }, accepts{Kind: "text", Rule: "a directory"})},
 	{"PG_BINDIR", "", "folder with initdb and postgres for the local PostgreSQL (default: searched)", strSetting(func(c *config) *string { return &c.PGBinDir }, accepts{Kind: "text", Rule: "a directory"})},
 	{"WR_SECRET", "", "HMAC key for tickets, ≥ 16 bytes, the same on every instance; empty = random (single instance only)", custom(accepts{Kind: "secret", Rule: "at least 16 bytes"}, func(c *config, v string) error {
@@ -217,7 +218,7 @@ var settings = []setting{
 		c.Secret = v
 		return nil
 	})},
-	{"WR_ADMIN_TOKEN", "", "bearer token of the admin API and dashboard; empty = random, written to a file named in the log", custom(accepts{Kind: "secret", Rule: "at least 8 characters"}, func(c *config, v string) error {
+	{"WR_ADMIN_TOKEN", "", "bearer token of the admin API and dashboard; empty = one the server makes once and keeps in waitroom-admin-token-<instance> (default: waitroom-admin-token-default) in its data directory, reused at every start, with a sign-in link printed on the terminal", custom(accepts{Kind: "secret", Rule: "at least 8 characters"}, func(c *config, v string) error {
 		if len(v) < 8 {
 			return fmt.Errorf("must be at least 8 characters")
 		}
@@ -407,7 +408,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if h == "" {
 			h = "host"
 		}
-		c.InstanceID = fmt.Sprintf("%s-%d", strings.ReplaceAll(h, ":", "-"), os.Getpid())
+		c.InstanceID, c.InstanceIDUnset = fmt.Sprintf("%s-%d", strings.ReplaceAll(h, ":", "-"), os.Getpid()), true
 	}
 	return c, nil
 }

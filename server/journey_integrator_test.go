@@ -134,16 +134,19 @@ func startIntegrator(t *testing.T) *integrator {
 	}
 	shopBin := shopBinary(t)
 	in := &integrator{readme: r, home: t.TempDir(), db: pgtest.MustDB(t)}
-	// The room writes its generated token under the user's cache directory (os.UserCacheDir,
-	// the process environment): it runs as its own process, the built server (`make run` is
-	// `go run ./server`), with this test's HOME, so the journeys run in parallel and the test
-	// binary's environment is left alone.
+	// The room keeps its generated token in its data directory, which `make run` puts in the
+	// user's cache directory (~/.cache/waitroom/pg<major>, its local PostgreSQL's data): it
+	// runs as its own process, the built server (`make run` is `go run ./server`), with this
+	// test's HOME, so the journeys run in parallel and the test binary's environment is left
+	// alone. The test's database stands in for the local PostgreSQL, so WR_DATA_DIR names
+	// the directory `make run` would use.
+	dataDir := filepath.Join(in.home, ".cache", "waitroom", "pg15")
 	env := baseEnv(redistest.Start(t).URL(), in.db, map[string]string{"WR_ADDR": "127.0.0.3:0",
-		"HOME": in.home, "XDG_CACHE_HOME": filepath.Join(in.home, ".cache")})
+		"HOME": in.home, "XDG_CACHE_HOME": filepath.Join(in.home, ".cache"), "WR_DATA_DIR": dataDir})
 	delete(env, "WR_DEMO")        // zero config: the demo queue and product are made
-	delete(env, "WR_ADMIN_TOKEN") // zero config: a random token, written to a file
+	delete(env, "WR_ADMIN_TOKEN") // zero config: a random token, kept in a file
 	in.room = startProcess(t, "room", env)
-	tok, err := os.ReadFile(filepath.Join(in.home, ".cache", "waitroom", "admin-token-room"))
+	tok, err := os.ReadFile(filepath.Join(dataDir, "waitroom-admin-token-room"))
 	if err != nil {
 		t.Fatalf("the room's generated admin token file: %v\n%s", err, in.room.logs.String())
 	}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,7 +60,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, stra
 		return err
 	}
 	log := newLogger(cfg, stdout)
-	bi := telemetry.ReadBuild()
+	bi := telemetry.ReadBuild(version)
 	cfg.logFields(log.Info()).Str("version", bi.Version).Str("revision", bi.Revision).Str("go_version", bi.GoVersion).Msg("starting")
 	for _, v := range strays {
 		log.Warn().Str("variable", v.name).Str("did_you_mean", v.closest).Msg(v.String())
@@ -119,7 +118,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}()
 	setRedisLog(log)
 	tracing, err := telemetry.NewTracing(ctx, telemetry.TraceConfig{Endpoint: cfg.OTLPEndpoint, TracesEndpoint: cfg.OTLPTraces,
-		Instance: cfg.InstanceID, Build: telemetry.ReadBuild(), LinkKey: []byte(cfg.Secret)})
+		Instance: cfg.InstanceID, Build: telemetry.ReadBuild(version), LinkKey: []byte(cfg.Secret)})
 	if err != nil {
 		return a, closeAll, err
 	}
@@ -149,7 +148,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		return a, closeAll, err
 	}
 	closers = append(closers, closeRedis)
-	dbURL, stopPG, err := openPostgres(ctx, cfg, log)
+	dbURL, pgDataDir, stopPG, err := openPostgres(ctx, cfg, log)
 	if err != nil {
 		return a, closeAll, err
 	}
@@ -157,7 +156,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	telemetry.RegisterBuildInfo(reg, telemetry.ReadBuild())
+	telemetry.RegisterBuildInfo(reg, telemetry.ReadBuild(version))
 	acks := cfg.ReplicaAcks
 	if acks < 0 {
 		acks = 0
@@ -222,7 +221,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	}
 	closers = append(closers, closeAudit)
 	if cfg.AdminToken == "" {
-		if cfg.AdminToken, err = generatedAdminToken(cfg); err != nil {
+		if cfg.AdminToken, err = generatedAdminToken(cfg, pgDataDir, os.Stderr, log); err != nil {
 			return a, closeAll, err
 		}
 	}
@@ -502,11 +501,16 @@ func redisClients(url string) (func(pool int) redis.UniversalClient, error) {
 	}
 }
 
-// openPostgres returns DATABASE_URL, or starts a local PostgreSQL from the machine's
-// binaries with its data in a cache directory kept between runs.
-func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, func(), error) {
+// openPostgres returns DATABASE_URL once PostgreSQL there accepts connections (it may be
+// starting beside the server: waitPostgres), or starts a local PostgreSQL from the
+// machine's binaries with its data in a directory kept between runs (dataDir; "" for
+// DATABASE_URL).
+func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (dbURL, dataDir string, stop func(), err error) {
 	if cfg.DatabaseURL != "" {
-		return cfg.DatabaseURL, func() {}, nil
+		if err := waitPostgres(ctx, cfg.DatabaseURL, pgStartWait, log); err != nil {
+			return "", "", nil, err
+		}
+		return cfg.DatabaseURL, "", func() {}, nil
 	}
 	opts := pglocal.Options{DataDir: cfg.DataDir, BinDir: cfg.PGBinDir}
 	if cfg.LogLevel <= zerolog.DebugLevel {
@@ -514,10 +518,10 @@ func openPostgres(ctx context.Context, cfg config, log zerolog.Logger) (string, 
 	}
 	in, err := pglocal.Start(ctx, opts)
 	if err != nil {
-		return "", nil, fmt.Errorf("DATABASE_URL is not set and the local PostgreSQL did not start: %w", err)
+		return "", "", nil, fmt.Errorf("DATABASE_URL is not set and the local PostgreSQL did not start: %w", err)
 	}
 	log.Warn().Str("data_dir", in.DataDir()).Int("port", in.Port()).Msg("DATABASE_URL is not set: started a local PostgreSQL on loopback (data kept between runs)")
-	return in.URL(), func() {
+	return in.URL(), in.DataDir(), func() {
 		if err := in.Stop(); err != nil {
 			log.Warn().Err(err).Msg("stop local PostgreSQL")
 		}
@@ -563,26 +567,6 @@ func seedDemo(ctx context.Context, cfg config, q *queue.Queue, store *orders.Sto
 // demoCrowdRate is the admission rate queue demo-crowd is made with (users/s): the default
 // crowd of 200 goes through in about a minute, quick enough to watch to the turn.
 const demoCrowdRate = 3
-
-// generatedAdminToken makes a random admin token for a run without WR_ADMIN_TOKEN and
-// writes it to a 0600 file, so the token itself never appears in a log.
-func generatedAdminToken(cfg config) (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	dir = filepath.Join(dir, "waitroom")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("admin token file: %w", err)
-	}
-	path := filepath.Join(dir, "admin-token-"+strings.ReplaceAll(cfg.InstanceID, "/", "_"))
-	tok := randomHex(32)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("admin token file: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "WR_ADMIN_TOKEN is not set: a random admin token was written to %s\n", path)
-	return tok, nil
-}
 
 // loadMessages makes the pages' message tables: the built-in ones with WR_MESSAGES_DIR
 // (the operator's page messages) applied, logging what each file added, lacks or had

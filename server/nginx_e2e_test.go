@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +40,7 @@ func TestBehindNginx(t *testing.T) {
 		"WR_STREAMS_PER_IP": "2",
 	})
 	ins := startProcessAll(t, env, "n1", "n2")
-	proxy := startNginx(t, bin, ins)
+	proxy, accessLog := startNginxLogged(t, bin, ins)
 
 	if res := call(t, "GET", proxy+"/readyz", "", nil, nil); res.StatusCode != 200 {
 		t.Fatalf("readyz through nginx: %d", res.StatusCode)
@@ -51,6 +53,7 @@ func TestBehindNginx(t *testing.T) {
 	}
 	checkNginxBodies(t, proxy)
 	checkNginxOtherRelease(t, bin, ins[0])
+	checkNginxAccessLog(t, proxy, accessLog)
 
 	// Six buyers, each from an address of their own (127.0.0.10…15), joining the way a
 	// browser on the proxy's origin does and opening their stream through the proxy.
@@ -215,7 +218,14 @@ func nginxBinary(t *testing.T) string {
 // on a free loopback port, and stops it (by its PID) when the test ends.
 func startNginx(t *testing.T, bin string, ins []*instance) string {
 	t.Helper()
-	return runNginx(t, bin, "nginx.conf", map[string]string{
+	url, _ := startNginxLogged(t, bin, ins)
+	return url
+}
+
+// startNginxLogged is startNginx that also returns the path of the site's access log.
+func startNginxLogged(t *testing.T, bin string, ins []*instance) (url, accessLog string) {
+	t.Helper()
+	return runNginxLogged(t, bin, "nginx.conf", map[string]string{
 		"server app1:8080": "server " + strings.TrimPrefix(ins[0].url, "http://"),
 		"server app2:8080": "server " + strings.TrimPrefix(ins[1].url, "http://"),
 	})
@@ -227,6 +237,14 @@ func startNginx(t *testing.T, bin string, ins []*instance) string {
 // take it before nginx binds it, nginx is started again on another port.
 func runNginx(t *testing.T, bin, file string, repl map[string]string) string {
 	t.Helper()
+	url, _ := runNginxLogged(t, bin, file, repl)
+	return url
+}
+
+// runNginxLogged is runNginx that also returns the path of the site's access log: the
+// site's logs under /var/log/nginx/ are written to the run's temporary directory instead.
+func runNginxLogged(t *testing.T, bin, file string, repl map[string]string) (url, accessLog string) {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "deploy", file))
 	if err != nil {
 		t.Fatal(err)
@@ -237,9 +255,9 @@ func runNginx(t *testing.T, bin, file string, repl map[string]string) string {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		url, inUse := runNginxOnce(t, bin, file, string(raw), repl)
+		url, dir, inUse := runNginxOnce(t, bin, file, string(raw), repl)
 		if !inUse {
-			return url
+			return url, filepath.Join(dir, "access.log")
 		}
 		if attempt == 3 {
 			t.Fatalf("nginx: the free port was taken before nginx bound it, three times")
@@ -247,8 +265,9 @@ func runNginx(t *testing.T, bin, file string, repl map[string]string) string {
 	}
 }
 
-// runNginxOnce is one start of runNginx; inUse reports an address taken meanwhile.
-func runNginxOnce(t *testing.T, bin, file, site string, repl map[string]string) (url string, inUse bool) {
+// runNginxOnce is one start of runNginx; dir holds its logs; inUse reports an address taken
+// meanwhile.
+func runNginxOnce(t *testing.T, bin, file, site string, repl map[string]string) (url, dir string, inUse bool) {
 	t.Helper()
 	port := freePort(t)
 	const listen = "listen 80;"
@@ -259,7 +278,8 @@ func runNginxOnce(t *testing.T, bin, file, site string, repl map[string]string) 
 	for old, repl := range repl {
 		site = strings.Replace(site, old, repl, 1)
 	}
-	dir := t.TempDir()
+	dir = t.TempDir()
+	site = strings.ReplaceAll(site, "/var/log/nginx/", dir+"/")
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;\n" // the workers must reach the temporary directories below
@@ -320,9 +340,9 @@ http {
 		return slices.Contains(got, addr)
 	})
 	if exited {
-		return "", inUse
+		return "", dir, inUse
 	}
-	return "http://" + addr, false
+	return "http://" + addr, dir, false
 }
 
 func freePort(t *testing.T) int {
@@ -431,4 +451,60 @@ func checkNginxOtherRelease(t *testing.T, bin string, in *instance) {
 		t.Fatalf("API 404s from the other instance: %d seen by the client, %d asked: a 404 of the API must be the answer, not retried", apiOld, hits["api"])
 	}
 	t.Logf("beside another release: %d asset fetches met its 404 first and were served by the next instance", hits["static"])
+}
+
+// checkNginxAccessLog joins queue nxlog through the proxy and opens the stream the way a
+// browser's EventSource does — the ticket in the query, a Referer whose query holds it too —
+// then reads the proxy's access log (deploy/nginx.conf's log format): the stream's line is
+// there, with the path and "?[redacted]", and neither the ticket nor its id is anywhere in
+// the log.
+func checkNginxAccessLog(t *testing.T, proxy, accessLog string) {
+	t.Helper()
+	if res := call(t, "PUT", proxy+"/admin/api/queues/nxlog", adminToken, map[string]any{"rate_per_second": 0}, nil); res.StatusCode >= 300 {
+		t.Fatalf("admin PUT nxlog through nginx: %d", res.StatusCode)
+	}
+	client := clientFrom(t, "127.0.0.30")
+	var j joinResp
+	if res := callVia(t, client, "POST", proxy+"/api/queues/nxlog/join", "", nil, &j,
+		"Origin", proxy, "Sec-Fetch-Site", "same-origin"); res.StatusCode >= 300 || j.Ticket == "" {
+		t.Fatalf("join nxlog through nginx: %d", res.StatusCode)
+	}
+	q := "?ticket=" + url.QueryEscape(j.Ticket)
+	req, err := http.NewRequestWithContext(testContext(t), "GET", proxy+"/api/queues/nxlog/stream"+q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Referer", proxy+"/q/nxlog"+q+"#wr_token=x")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("stream with ?ticket= through nginx: %v", err)
+	}
+	if res.StatusCode != 200 {
+		_ = res.Body.Close()
+		t.Fatalf("stream with ?ticket= through nginx: %d", res.StatusCode)
+	}
+	// The first event arrived, so the request reached an instance; the line is written when
+	// the request ends.
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "event: position") {
+	}
+	_ = res.Body.Close()
+	var log string
+	testwait.For(t, 30*time.Second, "the stream's line in nginx's access log", func() bool {
+		b, _ := os.ReadFile(accessLog)
+		log = string(b)
+		return strings.Contains(log, "/api/queues/nxlog/stream")
+	})
+	id := strings.Split(j.Ticket, ".")[1]
+	for what, secret := range map[string]string{"ticket": j.Ticket, "ticket id": id, "ticket (escaped)": url.QueryEscape(j.Ticket), "query": "ticket="} {
+		if strings.Contains(log, secret) {
+			t.Errorf("nginx's access log holds the %s:\n%s", what, log)
+		}
+	}
+	for _, want := range []string{`"GET /api/queues/nxlog/stream?[redacted] HTTP/1.1" 200`, `"POST /api/queues/nxlog/join HTTP/1.1"`, `"` + proxy + `/q/nxlog"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("nginx's access log lacks %s:\n%s", want, log)
+		}
+	}
 }

@@ -57,7 +57,7 @@ func builtinTables() map[string]map[string]string {
 
 // messageAreas are the tables written one per area of the pages, each
 // {English, Korean, Japanese} per key (messages_<area>.go).
-var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28}
+var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28, messagesSignIn}
 
 func newCatalog(tables map[string]map[string]string) *Catalog {
 	c := &Catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}

@@ -21,7 +21,7 @@ func TestMessageTablesDoNotOverlap(t *testing.T) {
 			t.Errorf("%s: in messagesJA, not in messages", k)
 		}
 	}
-	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27", "messagesAck28"}
+	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27", "messagesAck28", "messagesSignIn"}
 	if len(names) != len(messageAreas) {
 		t.Fatalf("messageAreas has %d tables, this test names %d", len(messageAreas), len(names))
 	}

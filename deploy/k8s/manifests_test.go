@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -518,6 +519,7 @@ func check(m *manifests, settings map[string]setting) []string {
 		if err != nil {
 			bad("Ingress %s: proxy-body-size: %v", ing.Name, err)
 		}
+		checkAdminReach(ing, bad)
 		next := strings.Fields(an["nginx.ingress.kubernetes.io/proxy-next-upstream"])
 		tries, err := strconv.Atoi(an["nginx.ingress.kubernetes.io/proxy-next-upstream-tries"])
 		servesStatic := false
@@ -603,6 +605,61 @@ func nginxSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not an nginx size", v)
 	}
 	return n * mult, nil
+}
+
+// allowList is ingress-nginx's annotation that limits who reaches an Ingress's paths.
+const allowList = "nginx.ingress.kubernetes.io/whitelist-source-range"
+
+// checkAdminReach keeps /admin off the public internet: an Ingress that routes /admin routes
+// nothing else and lets only the networks of its allow-list in (valid CIDRs or addresses,
+// none of them everything); an Ingress for the public paths routes nothing that would take
+// /admin along (a Prefix "/", say).
+func checkAdminReach(ing *networkingv1.Ingress, bad func(string, ...any)) {
+	admin, public := false, false
+	for _, r := range ing.Spec.Rules {
+		for _, path := range pathsOf(r) {
+			isAdmin := path.Path == "/admin" || strings.HasPrefix(path.Path, "/admin/")
+			admin, public = admin || isAdmin, public || !isAdmin
+			prefix := path.PathType == nil || *path.PathType != networkingv1.PathTypeExact
+			if !isAdmin && prefix && strings.HasPrefix("/admin", strings.TrimSuffix(path.Path, "/")+"/") {
+				bad("Ingress %s: path %s (%v) also routes /admin, which only the admin Ingress may", ing.Name, path.Path, pathType(path))
+			}
+		}
+	}
+	if admin && public {
+		bad("Ingress %s: routes /admin beside public paths; /admin needs an Ingress of its own (its allow-list holds for all of an Ingress's paths)", ing.Name)
+	}
+	if !admin {
+		return
+	}
+	ranges := ing.Annotations[allowList]
+	if strings.TrimSpace(ranges) == "" {
+		bad("Ingress %s: /admin needs %s (the operators' networks): without it the dashboard is on the public internet", ing.Name, allowList)
+		return
+	}
+	for _, r := range strings.Split(ranges, ",") {
+		r = strings.TrimSpace(r)
+		p, err := netip.ParsePrefix(r)
+		if err != nil {
+			a, aerr := netip.ParseAddr(r)
+			if aerr != nil {
+				bad("Ingress %s: %s: %q is neither a CIDR nor an address", ing.Name, allowList, r)
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Bits() == 0 {
+			bad("Ingress %s: %s: %q lets everyone in", ing.Name, allowList, r)
+		}
+	}
+}
+
+// pathType names a path's type for a message (the API's default when unset).
+func pathType(p networkingv1.HTTPIngressPath) networkingv1.PathType {
+	if p.PathType == nil {
+		return networkingv1.PathTypeImplementationSpecific
+	}
+	return *p.PathType
 }
 
 // checkPath checks one Ingress path's backend and its path type.
@@ -845,6 +902,17 @@ func TestChecksCatchMistakes(t *testing.T) {
 			ing := ingressOf(t, m, "/static")
 			ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, ingressOf(t, m, "/api").Spec.Rules[0].HTTP.Paths[1])
 		}, "routed by both"},
+		{"admin open to everyone", func(m *manifests) { delete(ingressOf(t, m, "/admin").Annotations, allowList) }, "without it the dashboard is on the public internet"},
+		{"admin allow-list of everything", func(m *manifests) { ingressOf(t, m, "/admin").Annotations[allowList] = "10.0.0.0/8, 0.0.0.0/0" }, `"0.0.0.0/0" lets everyone in`},
+		{"admin allow-list not a range", func(m *manifests) { ingressOf(t, m, "/admin").Annotations[allowList] = "office" }, `"office" is neither a CIDR nor an address`},
+		{"admin beside the public paths", func(m *manifests) {
+			pub := ingressOf(t, m, "/api")
+			pub.Spec.Rules[0].HTTP.Paths = append(pub.Spec.Rules[0].HTTP.Paths, ingressOf(t, m, "/admin").Spec.Rules[0].HTTP.Paths[0])
+		}, "routes /admin beside public paths"},
+		{"public prefix that takes /admin along", func(m *manifests) {
+			p := networkingv1.PathTypePrefix
+			ingressOf(t, m, "/api").Spec.Rules[0].HTTP.Paths[0].PathType = &p // the Exact "/"
+		}, "path / (Prefix) also routes /admin"},
 		{"unlisted manifest", func(m *manifests) { m.kust.Resources = m.kust.Resources[1:] }, "is not listed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,17 +14,10 @@ type Build struct {
 	GoVersion string // the Go release that built it
 }
 
-// Link-time overrides for builds without module or VCS information (a source tree copied
-// without .git, -buildvcs=false): go build -ldflags "-X
-// github.com/waitroom/waitroom/internal/telemetry.linkRevision=$(git rev-parse HEAD)".
-// Empty: what runtime/debug.ReadBuildInfo says.
-var (
-	linkVersion  string
-	linkRevision string
-)
-
-// ReadBuild reads the binary's build information (runtime/debug.ReadBuildInfo).
-func ReadBuild() Build {
+// ReadBuild reads the binary's build information (runtime/debug.ReadBuildInfo); stamped,
+// when not empty, is the version stamped at link time (the server's main.version), which
+// wins over the module's.
+func ReadBuild(stamped string) Build {
 	b := Build{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
@@ -43,11 +36,8 @@ func ReadBuild() Build {
 			b.Revision += "-dirty"
 		}
 	}
-	if linkVersion != "" {
-		b.Version = linkVersion
-	}
-	if linkRevision != "" {
-		b.Revision = linkRevision
+	if stamped != "" {
+		b.Version = stamped
 	}
 	return b
 }

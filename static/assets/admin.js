@@ -1,6 +1,7 @@
 /*
  * admin.js — the dashboard /admin. Asks for the admin token (kept in
- * sessionStorage, sent as Authorization: Bearer). EventSource cannot send
+ * sessionStorage, sent as Authorization: Bearer), or takes it from a sign-in link's
+ * fragment (#token=…, removed from the address at once). EventSource cannot send
  * headers, so the live stats come from a streaming fetch of
  * /admin/api/stream, parsed as SSE here. Draws small canvas charts of the
  * last 5 minutes and offers the queue and product controls. A refused value
@@ -2153,7 +2154,22 @@
   });
   el.logout.addEventListener('click', () => showLogin(''));
 
-  token = loadToken();
+  /**
+   * The sign-in link a server that made its own token prints on the terminal
+   * (/admin#token=…) signs in at once. A browser never sends the fragment to the server,
+   * so the token is in no access log; it is removed from the address here, so history
+   * and bookmarks do not keep it either. A wrong token meets the usual 401 → sign-in form.
+   */
+  function takeLinkToken() {
+    const m = /(?:^#|&)token=([^&]*)/.exec(window.location.hash || '');
+    if (!m) return '';
+    try { window.history.replaceState(null, '', window.location.pathname + window.location.search); } catch (_) { /* ignore */ }
+    try { return decodeURIComponent(m[1]).trim(); } catch (_) { return ''; }
+  }
+
+  const linked = takeLinkToken();
+  if (linked) saveToken(linked);
+  token = linked || loadToken();
   if (token) showDashboard();
   else { el.login.hidden = false; el.dashboard.hidden = true; }
 })();
