@@ -239,8 +239,10 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		// allowed origin, so it holds no line break).
 		w.Header = "Access-Control-Allow-Origin: " + o + "\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n"
 	}
-	logEnd := s.deferAccess(c)
-	w.Ended = func(e stream.End) { logEnd(200, e.Bytes, e.Reason) }
+	line := s.streamLineOf(c, name)
+	if line != nil {
+		w.Ended = line.ended
+	}
 	hub, log := s.d.Hub, s.log
 	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
 	c.Context().HijackSetNoResponse(true)
@@ -259,7 +261,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 			n, _ := nc.Write(streamUnavailable)
 			_ = nc.Close()
-			logEnd(503, int64(n), "unavailable") // unless the hub has told the end already
+			line.write(503, int64(n), "unavailable") // unless the hub has told the end already
 		}
 	})
 	return nil
