@@ -8,8 +8,9 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
+
+	"golang.org/x/text/language"
 )
 
 // Built-in languages. English is the fallback; every other table, built in or
@@ -29,6 +30,10 @@ type Catalog struct {
 	buyer  map[string]map[string]string // each table without the dashboard's and report's keys
 	order  []string                     // preference on a tie: en, ko, ja, then the operator's by code
 	codes  string                       // the codes in order, space-separated (T.lang_codes)
+	// matcher matches Accept-Language tags to the languages of order that x/text knows;
+	// matched maps its index to theirs in order.
+	matcher language.Matcher
+	matched []int
 }
 
 // builtin is the catalogue of the built-in tables, made once; nothing changes it.
@@ -79,6 +84,14 @@ func newCatalog(tables map[string]map[string]string) *Catalog {
 	sort.Strings(extra)
 	c.order = append(c.order, extra...)
 	c.codes = strings.Join(c.order, " ")
+	var tags []language.Tag
+	for i, code := range c.order {
+		if t, err := language.Parse(code); err == nil {
+			tags = append(tags, t)
+			c.matched = append(c.matched, i)
+		}
+	}
+	c.matcher = language.NewMatcher(tags)
 	return c
 }
 
@@ -96,54 +109,105 @@ func (cat *Catalog) Supported(code string) (string, bool) {
 	return "", false
 }
 
+// Bounds on the work Lang does for one header: browsers send a handful of short
+// entries, and a header may be kilobytes of anything.
+const (
+	langMaxEntries = 32 // entries past these are not read
+	langMaxEntry   = 64 // bytes; a longer entry is skipped unparsed
+)
+
 // Lang picks the page language from an Accept-Language header: the language of
 // Languages the caller wants most (by q-value, then by order of listing, then
-// en, ko, ja, others), else "en". A language missing from the header takes the
+// en, ko, ja, others), else "en". Each entry is parsed by x/text/language and
+// matched to a language of Languages by its Matcher, so that a region or script
+// (ko-KR, ja-JP), an alias (iw for he) or a close variant finds the language; an
+// entry that is malformed (its tag, its q, a q above 1, a parameter other than q)
+// is skipped, the others still count. A language missing from the header takes the
 // q-value of "*" if there is one; q=0 means "not acceptable". English is the
-// answer whenever no other language is wanted more.
+// answer whenever no other language is wanted more. Only the first langMaxEntries
+// entries are read.
 func (cat *Catalog) Lang(acceptLanguage string) string {
-	prefs := map[string]pref{}
+	var prefs [8]pref // by index in cat.order; a catalogue with more languages allocates
+	p := prefs[:0]
+	if len(cat.order) > len(prefs) {
+		p = make([]pref, 0, len(cat.order))
+	}
+	for range cat.order {
+		p = append(p, pref{q: -1, at: -1})
+	}
 	wild := pref{q: -1}
-	for i, part := range strings.Split(acceptLanguage, ",") {
-		tag, q, ok := parseRange(part)
-		if !ok {
-			continue
-		}
-		p := pref{q: q, at: i}
-		if tag == "*" {
-			wild = better(wild, p)
-			continue
-		}
-		code := primary(tag)
-		if _, known := cat.tables[code]; known {
-			cur, seen := prefs[code]
-			if !seen {
-				cur = pref{q: -1}
-			}
-			prefs[code] = better(cur, p)
+	rest := acceptLanguage
+	for i := 0; i < langMaxEntries && rest != ""; i++ {
+		var entry string
+		entry, rest, _ = strings.Cut(rest, ",")
+		lang, q, ok := cat.langRange(entry)
+		switch {
+		case !ok:
+		case lang < 0:
+			wild = better(wild, pref{q: q, at: i})
+		default:
+			p[lang] = better(p[lang], pref{q: q, at: i})
 		}
 	}
-	get := func(code string) pref {
-		if p, ok := prefs[code]; ok {
-			return p
+	get := func(i int) pref {
+		if p[i].at >= 0 {
+			return p[i]
 		}
 		return wild
 	}
-	best, bp := LangEnglish, get(LangEnglish)
-	for _, code := range cat.order[1:] {
-		p := get(code)
-		if p.q <= 0 {
+	best, bp := 0, get(0) // English
+	for i := 1; i < len(cat.order); i++ {
+		q := get(i)
+		if q.q <= 0 {
 			continue
 		}
-		if p.q > bp.q || (p.q == bp.q && p.at < bp.at) {
-			best, bp = code, p
+		if q.q > bp.q || (q.q == bp.q && q.at < bp.at) {
+			best, bp = i, q
 		}
 	}
-	return best
+	return cat.order[best]
+}
+
+// langRange reads one entry of an Accept-Language header, e.g. "ko-KR;q=0.8": the
+// index in cat.order of the language it matches (-1 for "*") and its q-value. ok is
+// false for an entry to skip: empty, malformed, or a language the catalogue does not
+// have.
+func (cat *Catalog) langRange(entry string) (lang int, q float64, ok bool) {
+	entry = strings.TrimSpace(entry)
+	if entry == "" || len(entry) > langMaxEntry {
+		return 0, 0, false
+	}
+	tags, qs, err := language.ParseAcceptLanguage(entry)
+	if err != nil {
+		return 0, 0, false
+	}
+	rng, _, _ := strings.Cut(entry, ";")
+	rng = strings.TrimSpace(rng)
+	if len(tags) == 0 {
+		// ParseAcceptLanguage drops an entry of q=0; what it excludes is its range.
+		if rng != "*" {
+			if tags, _, err = language.ParseAcceptLanguage(rng); err != nil || len(tags) == 0 {
+				return 0, 0, false
+			}
+		}
+	} else {
+		q = float64(qs[0])
+		if q > 1 {
+			return 0, 0, false
+		}
+	}
+	if rng == "*" {
+		return -1, q, true
+	}
+	_, i, conf := cat.matcher.Match(tags[0])
+	if conf == language.No {
+		return 0, 0, false
+	}
+	return cat.matched[i], q, true
 }
 
 // pref is how much a language is wanted: its q-value and where in the header
-// it was first listed (earlier wins a tie).
+// it was first listed (earlier wins a tie; -1: not listed).
 type pref struct {
 	q  float64
 	at int
@@ -161,28 +225,6 @@ func primary(tag string) string {
 		return tag[:i]
 	}
 	return tag
-}
-
-// parseRange reads one language-range of the header, e.g. "ko-KR;q=0.8".
-func parseRange(part string) (tag string, q float64, ok bool) {
-	fields := strings.Split(part, ";")
-	tag = strings.ToLower(strings.TrimSpace(fields[0]))
-	if tag == "" {
-		return "", 0, false
-	}
-	q = 1
-	for _, param := range fields[1:] {
-		name, value, found := strings.Cut(strings.TrimSpace(param), "=")
-		if !found || !strings.EqualFold(strings.TrimSpace(name), "q") {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil || v < 0 || v > 1 {
-			return "", 0, false
-		}
-		q = v
-	}
-	return tag, q, true
 }
 
 // Messages returns every UI string of the pages and scripts in lang (one of
@@ -321,6 +363,9 @@ func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 			kind = "new language"
 		}
 		notes = append(notes, fmt.Sprintf("%s: %s %s, %d keys", name, kind, code, len(used)))
+		if _, err := language.Parse(code); err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %s is not a known language code: chosen with ?lang=%s or the switcher, never from Accept-Language", name, code, code))
+		}
 		if len(missing) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d keys missing, shown in English: %s", name, len(missing), strings.Join(missing, ", ")))
 		}

@@ -1,7 +1,9 @@
 package web
 
 // The framing scanner: a byte-at-a-time HTTP/1.1 request-stream follower used by the framing
-// guard (framing.go), which says where every request ends and refuses ambiguous framing.
+// guard (framing.go). It says where every request ends, so that the guard answers at a
+// request boundary, and refuses the framing that fasthttp accepts but a peer may read
+// another way. What fasthttp refuses by itself passes here unchecked.
 
 import (
 	"bytes"
@@ -14,14 +16,11 @@ const (
 	frMethod
 	frVersion
 	frHeaderLine
-	frTwoContentLength
+	frHeadEnd
 	frBadContentLength
 	frContentLengthAndTE
 	frTransferEncoding
-	frTEInHTTP10
-	frTwoHost
 	frChunk
-	frTooLarge
 	frCount
 )
 
@@ -31,23 +30,16 @@ var framingAnswers = func() [frCount][]byte {
 		frMethod:             "Unsupported request method.",
 		frVersion:            "Unsupported HTTP version: HTTP/1.1 or HTTP/1.0 only.",
 		frHeaderLine:         "Malformed header line.",
-		frTwoContentLength:   "Ambiguous framing: more than one Content-Length header.",
+		frHeadEnd:            "Malformed request head: it must end with CRLF CRLF.",
 		frBadContentLength:   "Ambiguous framing: invalid Content-Length.",
 		frContentLengthAndTE: "Ambiguous framing: Content-Length together with Transfer-Encoding.",
 		frTransferEncoding:   "Ambiguous framing: the only Transfer-Encoding accepted is chunked.",
-		frTEInHTTP10:         "Ambiguous framing: Transfer-Encoding in an HTTP/1.0 request.",
-		frTwoHost:            "More than one Host header.",
 		frChunk:              "Malformed chunked body.",
-		frTooLarge:           "The request headers are too large.",
 	}
 	var out [frCount][]byte
 	for r, m := range msg {
-		status, code := "400 Bad Request", "bad_request"
-		if r == int(frTooLarge) {
-			status, code = "431 Request Header Fields Too Large", "headers_too_large"
-		}
-		body := `{"error":{"code":"` + code + `","message":"` + m + `"}}`
-		out[r] = []byte("HTTP/1.1 " + status + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		body := `{"error":{"code":"bad_request","message":"` + m + `"}}`
+		out[r] = []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
 	}
 	return out
@@ -56,17 +48,13 @@ var framingAnswers = func() [frCount][]byte {
 // Scanner states.
 const (
 	fsStart       uint8 = iota // before a request line; empty lines are skipped
-	fsStartLF                  // CR of an empty line before the request line
 	fsMethod                   // in the method
-	fsTarget0                  // first byte of the request-target
 	fsTarget                   // in the request-target
-	fsVersion                  // in "HTTP/1.x"
-	fsVersionLF                // after the version: CR seen, LF must follow
+	fsVersion                  // in "HTTP/1.x" and its line end
 	fsLine                     // start of a header (or trailer) line
 	fsEndLF                    // CR of the empty line ending the head or trailer: LF must follow
 	fsName                     // in a field name
 	fsValue                    // in a field value
-	fsValueCR                  // CR in a field value: LF must follow
 	fsBody                     // in a Content-Length body
 	fsChunkSize                // in a chunk size
 	fsChunkExt                 // in chunk extensions
@@ -81,18 +69,18 @@ const (
 	fkOther uint8 = iota
 	fkContentLength
 	fkTransferEncoding
-	fkHost
 )
 
 // framingScanner follows one connection's request stream. Only Read touches it.
 type framingScanner struct {
 	st        uint8
 	kind      uint8 // field being read
-	minor     uint8 // HTTP/1.minor of the current request
 	trailer   bool  // in the trailer section of a chunked body
+	begun     bool  // in fsStart: a byte of the next request (an empty line) has passed
 	seenCL    bool
 	seenTE    bool
-	seenHost  bool
+	cr        bool // the last byte of the current line was CR
+	crlf      bool // the last complete line ended with CRLF
 	nameLen   uint8
 	valLen    uint8
 	pos       uint8 // in the method or version
@@ -100,7 +88,6 @@ type framingScanner struct {
 	name      [framingNameCap]byte // lower-cased start of the field name
 	val       [framingValueCap]byte
 	method    [7]byte
-	head      int   // bytes of the current head (or trailer section) so far
 	line      int   // bytes of the current chunk-size line
 	remain    int64 // bytes of body or chunk data to pass
 	clen      int64
@@ -137,6 +124,9 @@ func framingHex(c byte) (byte, bool) {
 	return 0, false
 }
 
+// mid reports whether the stream is inside a request (head or body).
+func (f *framingScanner) mid() bool { return f.st != fsStart || f.begun }
+
 // scan checks b, the next bytes of the stream. It returns -1 if all of them may pass, or
 // the index of the byte at which the stream is refused and why.
 func (f *framingScanner) scan(b []byte) (int, uint8) {
@@ -148,7 +138,8 @@ func (f *framingScanner) scan(b []byte) (int, uint8) {
 			if int64(n) >= f.remain {
 				i += int(f.remain)
 				f.remain = 0
-				f.done(i)
+				f.reset()
+				f.reqStart = i
 				continue
 			}
 			f.remain -= int64(n)
@@ -165,33 +156,16 @@ func (f *framingScanner) scan(b []byte) (int, uint8) {
 			return -1, 0
 		case fsValue:
 			if f.kind == fkOther {
-				at, why, n := f.value(b[i:])
-				if at >= 0 {
-					return i + at, why
-				}
-				i += n
+				i += f.value(b[i:])
 				continue
 			}
-		case fsTarget0, fsTarget: // the run of target bytes; the delimiter goes to step
+		case fsTarget: // the run of target bytes; the delimiter goes to step
 			j := i
-			for j < len(b) && b[j] > ' ' && b[j] != 0x7f {
+			for j < len(b) && b[j] != ' ' && b[j] != '\n' {
 				j++
 			}
 			if j > i {
-				if lim := framingMaxHead - f.head; lim < j-i {
-					return i + lim, frTooLarge
-				}
-				f.head += j - i
-				f.st, i = fsTarget, j
-				continue
-			}
-		case fsVersion: // "HTTP/1.1" or "HTTP/1.0" whole; the line end goes to step
-			if f.pos == 0 && len(b)-i > len(framingVersionPrefix) && framingMaxHead-f.head > len(framingVersionPrefix) &&
-				string(b[i:i+len(framingVersionPrefix)]) == string(framingVersionPrefix) && (b[i+7] == '1' || b[i+7] == '0') {
-				f.minor = b[i+7] - '0'
-				f.pos = uint8(len(framingVersionPrefix)) + 1
-				f.head += len(framingVersionPrefix) + 1
-				i += len(framingVersionPrefix) + 1
+				i = j
 				continue
 			}
 		case fsName: // the run of token bytes; the colon (or anything else) goes to step
@@ -200,10 +174,6 @@ func (f *framingScanner) scan(b []byte) (int, uint8) {
 				j++
 			}
 			if j > i {
-				if lim := framingMaxHead - f.head; lim < j-i {
-					return i + lim, frTooLarge
-				}
-				f.head += j - i
 				k := int(f.nameLen)
 				for _, c := range b[i:min(j, i+len(f.name)-min(k, len(f.name)))] {
 					f.name[k] = c | 0x20 // lower case for letters; other tchars never match
@@ -214,56 +184,33 @@ func (f *framingScanner) scan(b []byte) (int, uint8) {
 				continue
 			}
 		}
-		c := b[i]
-		if why, bad := f.step(c); bad {
+		if why, bad := f.step(b[i]); bad {
 			return i, why
 		}
 		i++
-		if f.st == fsStart && f.head == 0 {
+		if !f.mid() {
 			f.reqStart = i // a request ended with this byte
 		}
 	}
 	return -1, 0
 }
 
-// value passes the value of a field whose content does not matter for framing: up to its
-// LF with bytes.IndexByte, refusing NUL and a bare CR. It returns the refusal (index and
-// reason) or -1 and the bytes consumed.
-//
-// The refusal is reported where the byte-by-byte states would report it, whatever the
-// reads' boundaries: the first byte past framingMaxHead, a NUL, or the byte after a bare
-// CR.
-func (f *framingScanner) value(b []byte) (int, uint8, int) {
+// value passes the value of a field whose content does not matter for framing, up to and
+// including its LF, and returns the bytes consumed. fasthttp refuses the bytes a value
+// must not hold (NUL, a bare CR, other controls) itself.
+func (f *framingScanner) value(b []byte) int {
 	span, lf := b, false
 	if j := bytes.IndexByte(b, '\n'); j >= 0 {
 		span, lf = b[:j], true
 	}
-	n := len(span)
-	used := n
-	if lf {
-		used++
+	if n := len(span); n > 0 {
+		f.cr = span[n-1] == '\r'
 	}
-	at, why := -1, uint8(0)
-	if k := bytes.IndexByte(span, 0); k >= 0 {
-		at, why = k, frHeaderLine
+	if !lf {
+		return len(b)
 	}
-	if k := bytes.IndexByte(span, '\r'); k >= 0 && k != n-1 && (at < 0 || k+1 < at) {
-		at, why = k+1, frHeaderLine
-	}
-	if lim := framingMaxHead - f.head; lim < used && (at < 0 || lim <= at) {
-		at, why = lim, frTooLarge
-	}
-	if at >= 0 {
-		return at, why, 0
-	}
-	f.head += used
-	switch {
-	case lf:
-		f.st = fsLine
-	case n > 0 && span[n-1] == '\r':
-		f.st = fsValueCR
-	}
-	return -1, 0, used
+	f.crlf, f.st = f.cr, fsLine
+	return len(span) + 1
 }
 
 // step consumes one byte outside bodies and plain field values.
@@ -274,89 +221,68 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 		if f.line > framingMaxChunkLine {
 			return frChunk, true
 		}
-	case fsChunkDataCR, fsChunkDataLF:
-	default:
-		f.head++
-		if f.head > framingMaxHead {
-			return frTooLarge, true
-		}
 	}
 	switch f.st {
 	case fsStart:
-		switch {
-		case c == '\r':
-			f.st = fsStartLF
-		case c == '\n':
-		case framingTchar[c]:
+		f.begun = true
+		if c != '\r' && c != '\n' { // empty lines before the request line are skipped
 			f.method[0], f.pos = c, 1
 			f.st = fsMethod
-		default:
-			return frRequestLine, true
 		}
-	case fsStartLF:
-		if c != '\n' {
-			return frRequestLine, true
-		}
-		f.st = fsStart
 	case fsMethod:
 		switch {
 		case c == ' ':
 			if !framingKnownMethod(f.method[:f.pos]) {
 				return frMethod, true
 			}
-			f.st = fsTarget0
-		case framingTchar[c]:
-			if int(f.pos) == len(f.method) {
-				return frMethod, true
-			}
+			f.st = fsTarget
+		case c == '\n':
+			return frRequestLine, true
+		case int(f.pos) == len(f.method):
+			return frMethod, true
+		default:
 			f.method[f.pos] = c
 			f.pos++
-		default:
-			return frRequestLine, true
 		}
-	case fsTarget0, fsTarget:
-		switch {
-		case c > ' ' && c != 0x7f:
-			f.st = fsTarget
-		case c == ' ' && f.st == fsTarget:
+	case fsTarget:
+		switch c {
+		case ' ':
 			f.st, f.pos = fsVersion, 0
-		default:
-			return frRequestLine, true
+		case '\n':
+			return frVersion, true // no version
 		}
-	case fsVersion:
+	case fsVersion: // "HTTP/1.0" or "HTTP/1.1", then CRLF or LF
+		n := uint8(len(framingVersionPrefix))
 		switch {
-		case int(f.pos) < len(framingVersionPrefix):
+		case f.pos < n:
 			if c != framingVersionPrefix[f.pos] {
 				return frVersion, true
 			}
 			f.pos++
-		case int(f.pos) == len(framingVersionPrefix):
+		case f.pos == n:
 			if c != '0' && c != '1' {
 				return frVersion, true
 			}
-			f.minor = c - '0'
 			f.pos++
-		case c == '\r':
-			f.st = fsVersionLF
+		case c == '\r' && f.pos == n+1:
+			f.pos++
 		case c == '\n':
-			f.st = fsLine
+			f.crlf, f.st = f.pos == n+2, fsLine
 		default:
 			return frVersion, true
 		}
-	case fsVersionLF:
-		if c != '\n' {
-			return frRequestLine, true
-		}
-		f.st = fsLine
 	case fsLine:
 		switch {
 		case c == '\r':
 			f.st = fsEndLF
 		case c == '\n':
-			return f.endHead()
+			// fasthttp waits for a CRLF CRLF somewhere in its buffer before it takes a
+			// bare-LF empty line for the end of a head: alone, such a request would hang
+			// until the read timeout.
+			return frHeadEnd, true
 		case c == '0' && f.trailer:
-			// fasthttp v1.51 skips three bytes of a trailer section that starts with '0'
-			// and would lose its place in the stream.
+			// A trailer line that starts with "0" reads, to a lenient peer, as a repeated
+			// last chunk; no client sends one.
 			return frChunk, true
 		case framingTchar[c]:
 			f.name[0], f.nameLen = c|0x20, 1
@@ -365,8 +291,11 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 			return frHeaderLine, true
 		}
 	case fsEndLF:
-		if c != '\n' {
+		switch {
+		case c != '\n':
 			return frHeaderLine, true
+		case !f.crlf: // as a bare-LF empty line above
+			return frHeadEnd, true
 		}
 		return f.endHead()
 	case fsName:
@@ -383,25 +312,15 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 			if !f.trailer {
 				f.kind = framingFieldKind(f.name[:min(int(f.nameLen), len(f.name))], f.nameLen)
 			}
-			if f.kind == fkHost { // only counted: its value passes like any other
-				if f.seenHost {
-					return frTwoHost, true
-				}
-				f.seenHost, f.kind = true, fkOther
-			}
-			f.valLen = 0
+			f.valLen, f.cr = 0, false
 			f.st = fsValue
-		default: // whitespace before the colon, a line without one, a CTL
+		default: // whitespace before the colon or inside the name, a line without a colon, a CTL
 			return frHeaderLine, true
 		}
 	case fsValue: // Content-Length or Transfer-Encoding
 		switch c {
 		case '\n':
 			return f.endField()
-		case '\r':
-			f.st = fsValueCR
-		case 0:
-			return frHeaderLine, true
 		case ' ', '\t':
 			if f.valLen == 0 {
 				break // leading whitespace
@@ -417,15 +336,6 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 			f.val[f.valLen] = c
 			f.valLen++
 		}
-	case fsValueCR:
-		if c != '\n' {
-			return frHeaderLine, true
-		}
-		if f.kind == fkOther {
-			f.st = fsLine
-			return 0, false
-		}
-		return f.endField()
 	case fsChunkSize:
 		if v, ok := framingHex(c); ok {
 			if f.hexDigits == framingMaxHexDigits {
@@ -458,7 +368,7 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 			return frChunk, true
 		}
 		if f.remain == 0 { // last chunk: the trailer section follows
-			f.trailer, f.head = true, 0
+			f.trailer, f.crlf = true, true
 			f.st = fsLine
 			break
 		}
@@ -477,19 +387,21 @@ func (f *framingScanner) step(c byte) (uint8, bool) {
 	return 0, false
 }
 
-// endField checks the value of a Content-Length or Transfer-Encoding field.
+// endField checks the value of a Content-Length or Transfer-Encoding field, which the
+// scanner needs to follow the body.
 func (f *framingScanner) endField() (uint8, bool) {
 	f.st = fsLine
 	v := f.val[:f.valLen]
+	f.crlf = len(v) > 0 && v[len(v)-1] == '\r'
+	if f.crlf {
+		v = v[:len(v)-1]
+	}
 	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
 		v = v[:len(v)-1]
 	}
 	switch f.kind {
 	case fkContentLength:
-		if f.seenCL {
-			return frTwoContentLength, true
-		}
-		f.seenCL = true
+		// A second Content-Length replaces the first: fasthttp refuses the request.
 		if len(v) == 0 || len(v) > framingMaxCLDigits {
 			return frBadContentLength, true
 		}
@@ -500,15 +412,14 @@ func (f *framingScanner) endField() (uint8, bool) {
 			}
 			n = n*10 + int64(d-'0')
 		}
-		f.clen = n
+		f.seenCL, f.clen = true, n
 	case fkTransferEncoding:
-		if f.seenTE {
-			return frTransferEncoding, true
-		}
-		f.seenTE = true
+		// fasthttp refuses any coding but chunked and identity, a second field, and the
+		// field in an HTTP/1.0 request; identity it ignores, reading no body at all.
 		if !framingEqualFold(v, "chunked") {
 			return frTransferEncoding, true
 		}
+		f.seenTE = true
 	}
 	return 0, false
 }
@@ -521,9 +432,9 @@ func (f *framingScanner) endHead() (uint8, bool) {
 	}
 	switch {
 	case f.seenCL && f.seenTE:
+		// fasthttp reads such a request as chunked and serves it, then closes; a peer
+		// that goes by Content-Length forwards a different body.
 		return frContentLengthAndTE, true
-	case f.seenTE && f.minor == 0:
-		return frTEInHTTP10, true
 	case f.seenTE:
 		f.st, f.remain, f.hexDigits, f.line = fsChunkSize, 0, 0, 0
 	case f.clen > 0:
@@ -534,15 +445,9 @@ func (f *framingScanner) endHead() (uint8, bool) {
 	return 0, false
 }
 
-// done ends a request whose body ended at b[i] (exclusive).
-func (f *framingScanner) done(i int) {
-	f.reset()
-	f.reqStart = i
-}
-
 func (f *framingScanner) reset() {
-	f.st, f.head, f.trailer = fsStart, 0, false
-	f.seenCL, f.seenTE, f.seenHost, f.clen = false, false, false, 0
+	f.st, f.begun, f.trailer = fsStart, false, false
+	f.seenCL, f.seenTE, f.clen = false, false, 0
 }
 
 func framingFieldKind(name []byte, n uint8) uint8 {
@@ -551,12 +456,12 @@ func framingFieldKind(name []byte, n uint8) uint8 {
 		return fkContentLength
 	case n == 17 && string(name) == "transfer-encoding":
 		return fkTransferEncoding
-	case n == 4 && string(name) == "host":
-		return fkHost
 	}
 	return fkOther
 }
 
+// framingKnownMethod: fasthttp accepts any token as a method and Fiber answers an unknown
+// one with a plain-text 400 on a connection it keeps open.
 func framingKnownMethod(m []byte) bool {
 	switch string(m) {
 	case "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH":

@@ -48,6 +48,7 @@ func framingServer(tb testing.TB, guarded bool) (string, <-chan net.Conn) {
 			if u, ok := nc.(interface{ UnsafeConn() net.Conn }); ok { // as web's stream handler
 				nc = u.UnsafeConn()
 			}
+			framingHijacked(nc)
 			hijacked <- nc
 		})
 		return nil
@@ -75,6 +76,10 @@ type framingClient struct {
 	tb testing.TB
 	c  net.Conn
 	br *bufio.Reader
+	// lenient: a failed write ends the sending quietly (the server may have closed the
+	// connection in the middle of a request, and without the guard nothing drains it).
+	lenient bool
+	failed  bool
 }
 
 func framingDial(tb testing.TB, addr string) *framingClient {
@@ -89,8 +94,14 @@ func framingDial(tb testing.TB, addr string) *framingClient {
 
 func (r *framingClient) send(s string) {
 	r.tb.Helper()
+	if r.failed {
+		return
+	}
 	if _, err := io.WriteString(r.c, s); err != nil {
-		r.tb.Fatalf("write: %v", err)
+		if !r.lenient {
+			r.tb.Fatalf("write: %v", err)
+		}
+		r.failed = true
 	}
 }
 
@@ -132,6 +143,18 @@ func (r *framingClient) closed() {
 	}
 }
 
+// ended asserts that the server has ended the connection, with a close or a reset (a
+// refusal in the middle of a request, without the guard's lingering close), and sent
+// nothing more.
+func (r *framingClient) ended() {
+	r.tb.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := r.br.ReadByte()
+	if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+		r.tb.Fatalf("after the answer: read %q, %v; want io.EOF or a reset", b, err)
+	}
+}
+
 // framingRefused checks an answer of the guard (or of fasthttp's error handler) to a refused
 // request: status, the JSON error shape, Connection: close.
 func framingRefused(tb testing.TB, res *http.Response, body string, status int, code string) {
@@ -155,80 +178,100 @@ func framingRefused(tb testing.TB, res *http.Response, body string, status int, 
 
 // framingRefusals are requests that must be refused (400 bad_request unless status says
 // otherwise). Each ends with a request that would be served if the stream went on being
-// parsed: it must never be answered.
+// parsed: it must never be answered. The guard refuses each itself, except those marked
+// parser: fasthttp refuses them by itself, and the guard lets them through to it.
 var framingRefusals = []struct {
 	name   string
 	req    string
+	parser bool
 	status int
 	code   string
 }{
-	{name: "two different Content-Length headers", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde"},
-	{name: "two equal Content-Length headers", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\nabc"},
+	{name: "two different Content-Length headers", parser: true, req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabcde"},
+	{name: "two equal Content-Length headers", parser: true, req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\nabc"},
 	{name: "Content-Length list", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc"},
 	{name: "Content-Length not digits", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\nabc"},
 	{name: "Content-Length empty", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: \r\n\r\n"},
+	{name: "Content-Length of 40 digits", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + strings.Repeat("0", 39) + "3\r\n\r\nabc"},
 	{name: "Content-Length with chunked", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 36\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
 	{name: "chunked with Content-Length", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
 	{name: "Content-Length 0 with chunked", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
 	{name: "Transfer-Encoding gzip", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
 	{name: "Transfer-Encoding gzip, chunked", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"},
 	{name: "Transfer-Encoding identity", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc"},
-	{name: "Transfer-Encoding chunked twice", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+	{name: "Transfer-Encoding identity alone", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\nabc"},
+	{name: "Transfer-Encoding chunked twice", parser: true, req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
 	{name: "Transfer-Encoding xchunked", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n"},
-	{name: "Transfer-Encoding in HTTP/1.0", req: "POST /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+	{name: "Transfer-Encoding in HTTP/1.0", parser: true, req: "POST /a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
 	{name: "request line without spaces", req: "HELLO\r\n\r\n"},
 	{name: "unknown method", req: "FOO /a HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "lower-case method", req: "get /a HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "no HTTP version", req: "GET /a\r\nHost: x\r\n\r\n"},
 	{name: "HTTP/9.9", req: "GET /a HTTP/9.9\r\nHost: x\r\n\r\n"},
+	{name: "HTTP/1.2", req: "GET /a HTTP/1.2\r\nHost: x\r\n\r\n"},
 	{name: "HTTP/2.0 over HTTP/1 framing", req: "GET /a HTTP/2.0\r\nHost: x\r\n\r\n"},
 	{name: "two spaces in the request line", req: "GET  /a HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "tab in the request line", req: "GET\t/a HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "space in the target", req: "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n"},
+	{name: "DEL in the target", parser: true, req: "GET /a\x7fb HTTP/1.1\r\nHost: x\r\n\r\n"},
+	{name: "control byte in the target", parser: true, req: "GET /a\x01b HTTP/1.1\r\nHost: x\r\n\r\n"},
+	{name: "CR without LF before the request line", parser: true, req: "\rGET /a HTTP/1.1\r\nHost: x\r\n\r\n"},
 	{name: "binary garbage", req: "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"},
 	{name: "space before the colon", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length : 3\r\n\r\nabc"},
+	{name: "space inside a field name", req: "GET /a HTTP/1.1\r\nHost: x\r\nX A: v\r\n\r\n"},
 	{name: "obs-fold", req: "POST /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n Content-Length: 3\r\n\r\nabc"},
+	{name: "obs-fold of a Content-Length value", req: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 3\r\n\r\nabc"},
 	{name: "header line without a colon", req: "GET /a HTTP/1.1\r\nHost: x\r\njunk\r\n\r\n"},
-	{name: "bare CR in a header line", req: "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\rContent-Length: 3\r\n\r\nabc"},
-	{name: "NUL in a header value", req: "GET /a HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"},
-	{name: "two Host headers", req: "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"},
+	{name: "bare CR in a header line", parser: true, req: "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\rContent-Length: 3\r\n\r\nabc"},
+	{name: "NUL in a header value", parser: true, req: "GET /a HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n"},
+	{name: "two Host headers", parser: true, req: "GET /a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"},
+	{name: "head ended by a bare LF", req: "GET /a HTTP/1.1\r\nHost: x\n\n"},
+	{name: "head ended by LF CRLF", req: "GET /a HTTP/1.1\r\nHost: x\n\r\n"},
 	{name: "LF in a chunk extension", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;a\nb\r\nabc\r\n0\r\n\r\n"},
+	{name: "NUL in a chunk extension", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;a\x00\r\nabc\r\n0\r\n\r\n"},
+	{name: "chunk-size line over 4 KiB", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;" + strings.Repeat("x", 5000) + "\r\nabc\r\n0\r\n\r\n"},
 	{name: "chunk size not hex", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nx3\r\nabc\r\n0\r\n\r\n"},
 	{name: "chunk data longer than its size", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n"},
-	{name: "head over 8 KiB", req: "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 9000) + "\r\n\r\n", status: 431, code: "headers_too_large"},
+	{name: "trailer ended by a bare LF", req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: y\n\n"},
+	{name: "NUL in a trailer value", parser: true, req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: a\x00b\r\n\r\n"},
+	{name: "head over 8 KiB", parser: true, req: "GET /a HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 9000) + "\r\n\r\n", status: 431, code: "headers_too_large"},
+	{name: "trailer over 8 KiB", parser: true, req: "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX: " + strings.Repeat("t", 9000) + "\r\n\r\n", status: 431, code: "headers_too_large"},
 }
 
 const framingSmuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 
-// TestFramingRefusesAmbiguousRequests sends each refused request as the first request of
+// framingModes are the ways a refused request reaches the server: as the first request of
 // a connection, behind a served request (after its answer), pipelined behind one in the
-// same write, and in small pieces: it is answered 400 (JSON, Connection: close), the
-// connection then ends, and the request hidden behind it is never served.
+// same write, and in small pieces.
+var framingModes = []struct {
+	name string
+	run  func(r *framingClient, req string)
+}{
+	{"first on the connection", func(r *framingClient, req string) { r.send(req) }},
+	{"after a served request", func(r *framingClient, req string) {
+		r.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+		if res, body := r.response("GET"); res.StatusCode != 200 || body != "GET /first " {
+			r.tb.Fatalf("first request: %d %q", res.StatusCode, body)
+		}
+		r.send(req)
+	}},
+	{"pipelined behind a served request", func(r *framingClient, req string) {
+		r.send("POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi" + req)
+		if res, body := r.response("POST"); res.StatusCode != 200 || body != "POST /first hi" {
+			r.tb.Fatalf("first request: %d %q", res.StatusCode, body)
+		}
+	}},
+	{"in pieces", func(r *framingClient, req string) { r.trickle(req, 7) }},
+}
+
+// TestFramingRefusesAmbiguousRequests sends each refused request in each of framingModes
+// through the guard: it is answered 400 (JSON, Connection: close), the connection then
+// ends with a close (not a reset), and the request hidden behind it is never served.
 func TestFramingRefusesAmbiguousRequests(t *testing.T) {
 	t.Parallel()
 	addr, _ := framingServer(t, true)
-	modes := []struct {
-		name string
-		run  func(r *framingClient, req string)
-	}{
-		{"first on the connection", func(r *framingClient, req string) { r.send(req) }},
-		{"after a served request", func(r *framingClient, req string) {
-			r.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
-			if res, body := r.response("GET"); res.StatusCode != 200 || body != "GET /first " {
-				r.tb.Fatalf("first request: %d %q", res.StatusCode, body)
-			}
-			r.send(req)
-		}},
-		{"pipelined behind a served request", func(r *framingClient, req string) {
-			r.send("POST /first HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi" + req)
-			if res, body := r.response("POST"); res.StatusCode != 200 || body != "POST /first hi" {
-				r.tb.Fatalf("first request: %d %q", res.StatusCode, body)
-			}
-		}},
-		{"in pieces", func(r *framingClient, req string) { r.trickle(req, 7) }},
-	}
 	for _, tc := range framingRefusals {
-		for _, m := range modes {
+		for _, m := range framingModes {
 			if m.name == "in pieces" && len(tc.req) > 1000 {
 				continue // a head near the size limit sent 7 bytes at a time adds nothing but time
 			}
@@ -245,6 +288,41 @@ func TestFramingRefusesAmbiguousRequests(t *testing.T) {
 					t.Fatalf("the hidden request was served: %q", body)
 				}
 				r.closed()
+			})
+		}
+	}
+}
+
+// TestFramingParserRefusesAlone: the requests the guard leaves to fasthttp (parser in
+// framingRefusals), sent in each of framingModes to a server without the guard, are
+// refused by fasthttp itself: 400 (431 for a head past the read buffer) in the JSON shape
+// with Connection: close, before the handler sees them, and the connection ends with the
+// request hidden behind it unserved. The guard's own checks for them would add nothing.
+func TestFramingParserRefusesAlone(t *testing.T) {
+	t.Parallel()
+	addr, _ := framingServer(t, false)
+	for _, tc := range framingRefusals {
+		if !tc.parser {
+			continue
+		}
+		for _, m := range framingModes {
+			if m.name == "in pieces" && len(tc.req) > 1000 {
+				continue
+			}
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				status, code := tc.status, tc.code
+				if status == 0 {
+					status, code = 400, "bad_request"
+				}
+				r := framingDial(t, addr)
+				r.lenient = true
+				m.run(r, tc.req+framingSmuggled)
+				res, body := r.response("GET")
+				framingRefused(t, res, body, status, code)
+				if strings.Contains(body, "smuggled") || strings.Contains(body, "/a") {
+					t.Fatalf("the handler ran: %q", body)
+				}
+				r.ended()
 			})
 		}
 	}
@@ -280,7 +358,7 @@ func TestFramingServesWellFormedStreams(t *testing.T) {
 	big := exchange{"GET /big HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("b", 8000) + "\r\n\r\n", "GET", "GET /big "}
 	leadingCRLF := exchange{"\r\n\r\nGET /l HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "GET /l "}
 	head := exchange{"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD", ""}
-	bareLF := exchange{"PUT /lf HTTP/1.1\nHost: x\nContent-Length: 1\n\nz", "PUT", "PUT /lf z"}
+	bareLF := exchange{"PUT /lf HTTP/1.1\nHost: x\nContent-Length: 1\r\n\r\nz", "PUT", "PUT /lf z"} // bare-LF lines, CRLF CRLF end
 
 	cases := []struct {
 		name      string
@@ -345,15 +423,15 @@ func TestFramingServesWellFormedStreams(t *testing.T) {
 	})
 }
 
-// TestFramingMalformedTrailer: a malformed trailer is refused like a malformed head. When
-// it arrives in a later read than the start of its request and is refused at its first
-// byte, fasthttp takes the failed trailer read for the end of the body and answers the
-// request normally; either way the connection ends there and nothing after it is served.
+// TestFramingMalformedTrailer: a malformed trailer is refused like a malformed head, whether
+// it arrives with the start of its request or in a later read (refused there at its first
+// byte, it reaches fasthttp as a failed trailer read): 400, the connection ends there and
+// nothing after it is served.
 func TestFramingMalformedTrailer(t *testing.T) {
 	t.Parallel()
 	addr, _ := framingServer(t, true)
 	const start = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"
-	for _, trailer := range []string{" folded\r\n\r\n", "0x: y\r\n\r\n", "X: a\rb\r\n\r\n"} {
+	for _, trailer := range []string{" folded\r\n\r\n", "0x: y\r\n\r\n", "X: a\rb\r\n\r\n", "X: y\n\n"} {
 		t.Run(fmt.Sprintf("%q in one read", trailer), func(t *testing.T) {
 			r := framingDial(t, addr)
 			r.send(start + trailer + framingSmuggled)
@@ -367,22 +445,16 @@ func TestFramingMalformedTrailer(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			r.send(trailer + framingSmuggled)
 			res, body := r.response("POST")
-			if res.StatusCode == 200 {
-				if body != "POST /t hi" {
-					t.Fatalf("answer %q", body)
-				}
-			} else {
-				framingRefused(t, res, body, 400, "bad_request")
-			}
+			framingRefused(t, res, body, 400, "bad_request")
 			r.closed()
 		})
 	}
 }
 
-// TestFramingMultipartEpilogueIsBody: with DisablePreParseMultipartForm (as New sets),
-// bytes after a multipart body's closing boundary but inside its Content-Length stay
-// body. fasthttp v1.51's pre-parse stops reading at the closing boundary and serves
-// whatever follows as the next request, which no listener-level guard can see.
+// TestFramingMultipartEpilogueIsBody: bytes after a multipart body's closing boundary but
+// inside its Content-Length stay body. The guard passes a body by its length unread, so a
+// parser that stopped at the closing boundary would serve whatever follows as the next
+// request, and no listener-level guard could see it.
 func TestFramingMultipartEpilogueIsBody(t *testing.T) {
 	t.Parallel()
 	addr, _ := framingServer(t, true)
@@ -462,7 +534,7 @@ func framingPeekClosed(t *testing.T, nc net.Conn) bool {
 const framingStream = "GET /1 HTTP/1.1\r\nHost: x\r\nUser-Agent: Mozilla/5.0\r\nAccept: */*\r\n\r\n" +
 	"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world" +
 	"POST /c HTTP/1.1\r\nHost: x\r\ntransfer-encoding:  chunked \r\n\r\n5;a=b\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n" +
-	"\r\nPUT /lf HTTP/1.0\nHost: x\nContent-Length:1\n\nz" +
+	"\r\nPUT /lf HTTP/1.0\nHost: x\nContent-Length:1\r\n\r\nz" +
 	"OPTIONS * HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-Tab:\tv\t\r\n\r\n"
 
 // framingScanSplit scans s in the pieces cut at the given offsets and reports where it was
@@ -479,20 +551,20 @@ func framingScanSplit(s string, cuts ...int) (int, uint8, framingScanner) {
 	return -1, 0, f
 }
 
-// TestFramingScannerAnySplit: the verdict on a stream does not depend on where reads cut
-// it, for a well-formed stream and for each refused request.
+// TestFramingScannerAnySplit: the scanner refuses each request the guard refuses and lets
+// through each one left to fasthttp, and the verdict on a stream does not depend on where
+// reads cut it, for a well-formed stream and for each refused request.
 func TestFramingScannerAnySplit(t *testing.T) {
 	t.Parallel()
-	if at, why, f := framingScanSplit(framingStream); at >= 0 || f.st != fsStart || f.head != 0 {
+	if at, why, f := framingScanSplit(framingStream); at >= 0 || f.mid() {
 		t.Fatalf("well-formed stream refused at %d (%d) or not at a boundary (state %d)", at, why, f.st)
 	}
 	for _, tc := range framingRefusals {
-		at, why, _ := framingScanSplit(tc.req)
-		if at < 0 {
+		switch at, _, _ := framingScanSplit(tc.req); {
+		case at < 0 && !tc.parser:
 			t.Errorf("%s: not refused", tc.name)
-		}
-		if tc.status == 431 && why != frTooLarge {
-			t.Errorf("%s: reason %d", tc.name, why)
+		case at >= 0 && tc.parser:
+			t.Errorf("%s: refused at %d, but left to fasthttp", tc.name, at)
 		}
 	}
 	for _, s := range append([]string{framingStream}, func() (r []string) {

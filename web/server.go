@@ -200,9 +200,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 		// No ProxyHeader: c.IP() would believe the leftmost forwarded entry. The client
 		// address is clientIP (client.go); Fiber's trust list only guards what it reads
 		// itself (X-Forwarded-Proto and -Host).
-		// Read a multipart body by its Content-Length like any other: fasthttp v1.51's
-		// pre-parse stops at the closing boundary and serves the rest as a request (a
-		// request hidden in a body would pass a proxy). Nothing here reads multipart forms.
+		// Nothing here reads multipart forms: fasthttp need not parse one before the
+		// handler refuses it.
 		DisablePreParseMultipartForm: true,
 		// A stream's connection is hijacked and then written by the hub's workers, so
 		// fasthttp must not close it when the hijack handler returns.

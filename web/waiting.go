@@ -250,6 +250,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		if u, ok := nc.(interface{ UnsafeConn() net.Conn }); ok {
 			nc = u.UnsafeConn()
 		}
+		framingHijacked(nc)
 		actx, cancel := context.WithTimeout(context.Background(), streamSetupTimeout)
 		defer cancel()
 		if err := hub.Attach(actx, nc, w); err != nil {
