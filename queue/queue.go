@@ -52,6 +52,10 @@ type Config struct {
 	// on the claiming request's context: the tracing links the request to that tick. It
 	// must not block.
 	Claimed func(ctx context.Context, queue string, tick int64)
+	// NewNode, when set, is given each client the Queue makes for one server of a Redis
+	// Cluster (the no-retry clients of the replica acknowledgement, shard.go) before its first
+	// command, as the clients it was handed were (the tracing hooks).
+	NewNode func(*redis.Client)
 }
 
 func (c Config) withDefaults() Config {

@@ -232,6 +232,9 @@ func (q *Queue) noRetryNode(ctx context.Context, key string) (redis.UniversalCli
 	cp := *o
 	cp.MaxRetries = -1
 	nc := redis.NewClient(&cp)
+	if q.cfg.NewNode != nil {
+		q.cfg.NewNode(nc)
+	}
 	q.ack.nodes[nk] = nc
 	return nc, nil
 }

@@ -175,6 +175,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}
 	if tracing.Enabled() {
 		qcfg.Claimed = tracing.LinkTick // an order's span links to the tick that admitted its token
+		qcfg.NewNode = func(c *redis.Client) { _ = traceRedis(c, tracing) }
 	}
 	q := queue.New(rdb, qcfg, reg)
 	// The nouns beside the queue share its client and per-call deadline.
@@ -451,8 +452,7 @@ func openRedis(cfg config, log zerolog.Logger, tracing *telemetry.Tracing) (rdb,
 		// Commands as spans under the request that made them; their arguments (tickets,
 		// tokens) are never recorded, nor the calling line (a runtime.Caller per command).
 		for _, c := range []redis.UniversalClient{rdb, admitRDB} {
-			if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tracing.Children()),
-				redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+			if err := traceRedis(c, tracing); err != nil {
 				return nil, nil, nil, fmt.Errorf("trace Redis: %w", err)
 			}
 		}
@@ -683,4 +683,11 @@ func (redisLog) Printf(_ context.Context, format string, v ...any) {
 	if l := redisLogTo.Load(); l != nil {
 		l.Debug().Str("component", "go-redis").Msgf(format, v...)
 	}
+}
+
+// traceRedis makes c's commands spans under the request that made them; their arguments
+// (tickets, tokens) are never recorded, nor the calling line (a runtime.Caller per command).
+func traceRedis(c redis.UniversalClient, tracing *telemetry.Tracing) error {
+	return redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tracing.Children()),
+		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
 }
