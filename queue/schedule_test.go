@@ -60,7 +60,7 @@ func TestDrawPlacesEveryPrequeueMemberOnce(t *testing.T) {
 	if r, err := a.TickOnce(ctx, "drop"); err != nil || r.Admitted != 0 || r.Phase != queue.DrawScheduled {
 		t.Fatalf("tick before the start admitted: %+v %v", r, err)
 	}
-	start := time.Now().Add(100 * time.Millisecond)
+	start := time.Now().Add(time.Second) // a second: the schedule must still be in the future when a busy machine gets to the Put
 	f.schedule(t, "drop", start)
 	f.untilRedisTime(t, start)
 	// A joiner after the start (before the leader's tick) freezes the list and queues behind.
@@ -335,7 +335,7 @@ func TestDrawRerunAfterLeaderLoss(t *testing.T) {
 		}
 		tickets = append(tickets, tk)
 	}
-	start := time.Now().Add(100 * time.Millisecond)
+	start := time.Now().Add(time.Second)
 	f.schedule(t, "rerun", start)
 	f.untilRedisTime(t, start)
 	// A join after the start freezes the list (nobody has drawn yet).
@@ -614,7 +614,7 @@ func TestMethodsSoldOutAndEnd(t *testing.T) {
 	t.Run("ends_at drops every place", func(t *testing.T) {
 		f.mkQueue(t, "end", 0, 0)
 		tks := joinMany(t, f, "end", 2500)
-		end := time.Now().Add(100 * time.Millisecond)
+		end := time.Now().Add(time.Second)
 		if _, _, err := f.q.Put(ctx, "end", queue.SettingsPatch{EndsAt: &end}); err != nil {
 			t.Fatal(err)
 		}
@@ -721,7 +721,7 @@ func TestPrequeueInviteAndLateEnd(t *testing.T) {
 	}
 
 	f.mkQueue(t, "late", 0, 0)
-	end := time.Now().Add(100 * time.Millisecond)
+	end := time.Now().Add(time.Second)
 	if _, _, err := f.q.Put(ctx, "late", queue.SettingsPatch{EndsAt: &end}); err != nil {
 		t.Fatal(err)
 	}
