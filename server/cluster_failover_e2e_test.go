@@ -29,6 +29,10 @@ import (
 // failover, equals the true position at its tick; and every user then orders with the
 // token it was told (201), the stock falling by exactly N.
 func TestClusterMasterFailover(t *testing.T) {
+	// Beside the other tests: its cluster, processes and database are its own, and what it
+	// checks (one token each, none lost, exact positions) does not depend on the machine's
+	// speed.
+	t.Parallel()
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("WR_TEST_FAILOVER_N")); err == nil && v > 0 {
 		n = v
