@@ -135,7 +135,9 @@ at_once=${WR_TEST_AT_ONCE:-0}
 start_bg() { # name command...: run in the background, log to $work/name.log
   local name=$1
   shift
-  ( t0=$SECONDS; rc=0; "$@" >"$work/$name.log" 2>&1 || rc=$?; echo "$rc $((SECONDS - t0))" >"$work/$name.rc" ) &
+  # times: the CPU time of what the pass ran (its second line: the children's user and system
+  # time), printed beside its wall time — the test command is CPU-bound on 2 cores.
+  ( t0=$SECONDS; rc=0; "$@" >"$work/$name.log" 2>&1 || rc=$?; times >"$work/$name.times"; echo "$rc $((SECONDS - t0))" >"$work/$name.rc" ) &
   names+=("$name")
   pids+=("$!")
 }
@@ -145,10 +147,13 @@ wait_pass() { # name...: wait for these passes and say how long each took
     for i in "${!names[@]}"; do
       if [ "${names[$i]}" = "$n" ]; then
         wait "${pids[$i]}" || true
-        echo "test.sh: $n took $(cut -d' ' -f2 "$work/$n.rc") s"
+        echo "test.sh: $n took $(cut -d' ' -f2 "$work/$n.rc") s ($(cpu_secs "$n") CPU-seconds)"
       fi
     done
   done
+}
+cpu_secs() { # name: the CPU-seconds (user + system) of that pass's processes
+  awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }' "$work/$1.times" 2>/dev/null || echo "?"
 }
 start_pass() { # name command...: run; wait for it unless WR_TEST_AT_ONCE=1
   start_bg "$@"
@@ -264,7 +269,7 @@ for i in "${!names[@]}"; do
 done
 for name in "${names[@]}"; do
   read -r rc secs <"$work/$name.rc"
-  echo "== test.sh: $name: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $secs s"
+  echo "== test.sh: $name: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $secs s, $(cpu_secs "$name") CPU-seconds"
   if [ "$rc" -ne 0 ]; then
     failed=1
     cat "$work/$name.log"
