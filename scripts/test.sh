@@ -87,8 +87,11 @@ export WR_TEST_AXE
 
 # -trimpath: compiled packages and test binaries do not embed this checkout's directory, so
 # the Go build cache serves every clone of the repository (CI's fresh clone included), not
-# only the directory that filled it.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+# only the directory that filled it. -ldflags=-w: the test binaries (and the server binaries
+# tests build) carry no DWARF tables — stack traces and race reports come from the symbol
+# table, not DWARF — which takes a third off each link (server's race test binary: 8.2 →
+# 5.7 CPU-seconds), and the command links some forty binaries.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -ldflags=-w"
 echo "test.sh: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
