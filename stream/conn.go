@@ -40,9 +40,9 @@ type conn struct {
 	checkedAt time.Time
 	token     string // the admission token id last delivered ("" when none): another one is a re-admission (replace.go)
 
-	// onEnd is the attacher's callback for the stream's end (Waiter.Ended; nil: none);
-	// written counts the bytes sent, for it.
-	onEnd   func(End)
+	// onEnd is told of the stream's end (Waiter.Ended; nil: nobody); written counts the
+	// bytes sent, for it.
+	onEnd   Ender
 	written atomic.Int64
 
 	// Guarded by shard.mu.
@@ -69,13 +69,20 @@ type Waiter struct {
 	// Header is extra response header lines ("Name: value\r\n" each), e.g. the CORS
 	// answer of a cross-origin stream; written as they are.
 	Header string
-	// Ended, when set, is called once when the stream ends (the access log's line for it),
+	// Ended, when set, is told once when the stream ends (the access log's line for it),
 	// from whichever goroutine drops it, with no lock held. It must not block.
-	Ended func(End)
+	Ended Ender
+}
+
+// Ender is told of a stream's end. An interface rather than a func: a pointer held in it
+// costs no allocation, where a method value would cost one per stream.
+type Ender interface {
+	Ended(End)
 }
 
 // End describes a stream that has ended.
 type End struct {
+	Queue  string // the stream's queue (Waiter.Queue)
 	Reason string // why: the label of sse_disconnects_total (client_closed, shutdown, …)
 	Bytes  int64  // bytes written on the connection, response head included
 }
@@ -237,7 +244,7 @@ func (h *Hub) drop(c *conn, reason string) {
 	h.m.conns.Set(float64(n))
 	h.m.drops.WithLabelValues(reason).Inc()
 	if c.onEnd != nil {
-		c.onEnd(End{Reason: reason, Bytes: c.written.Load()})
+		c.onEnd.Ended(End{Queue: c.queue, Reason: reason, Bytes: c.written.Load()})
 	}
 }
 

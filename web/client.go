@@ -167,6 +167,9 @@ func addrKey(ip string) string {
 	if err != nil {
 		return ip
 	}
+	if a.Is4() {
+		return ip // as it came (ParseAddr takes only the canonical dotted form): no copy
+	}
 	a = a.Unmap()
 	if a.Is4() {
 		return a.String()

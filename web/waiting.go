@@ -203,7 +203,8 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	ip := clientKey(c)
+	addr := clientIP(c)
+	ip := addrKey(addr) // the same string for IPv4
 	if c.Method() == fiber.MethodHead {
 		// The head of a stream without its body (EventSource never sends HEAD). It answers
 		// the per-address cap as GET would: a page whose stream was refused asks this way
@@ -239,9 +240,9 @@ func (s *Server) stream(c *fiber.Ctx) error {
 		// allowed origin, so it holds no line break).
 		w.Header = "Access-Control-Allow-Origin: " + o + "\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n"
 	}
-	line := s.streamLineOf(c, name)
+	line := s.streamLineOf(c, addr)
 	if line != nil {
-		w.Ended = line.ended
+		w.Ended = line
 	}
 	hub, log := s.d.Hub, s.log
 	c.Context().Request.Header.ResetConnectionClose() // fasthttp skips hijacking on Connection: close
@@ -262,7 +263,7 @@ func (s *Server) stream(c *fiber.Ctx) error {
 			_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 			n, _ := nc.Write(streamUnavailable)
 			_ = nc.Close()
-			line.write(503, int64(n), "unavailable") // unless the hub has told the end already
+			line.write(name, 503, int64(n), "unavailable") // unless the hub has told the end already
 		}
 	})
 	return nil
