@@ -94,6 +94,7 @@ func admittedUsers(t *testing.T, in *instance, queue string, n int) (tickets, to
 // run on any goroutine (it reports, never fails the test itself).
 func pollAdmitted(ctx context.Context, in *instance, queue, ticket string, within time.Duration) (string, error) {
 	deadline := time.Now().Add(within)
+	var wait time.Duration
 	for {
 		req, err := http.NewRequestWithContext(ctx, "GET", in.url+"/api/queues/"+queue+"/status", nil)
 		if err != nil {
@@ -113,7 +114,8 @@ func pollAdmitted(ctx context.Context, in *instance, queue, ticket string, withi
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("timed out after %v waiting for the admission of %s (last: %d %+v %v)", within, ticket, res.StatusCode, st, err)
 		}
-		<-time.After(10 * time.Millisecond) // the poll's pace, as testwait.For's
+		wait = testwait.Backoff(wait) // the poll's pace, as testwait.For's
+		<-time.After(wait)
 	}
 }
 
