@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,27 +22,27 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// TestStartWaitsForPostgres starts the server while PostgreSQL at DATABASE_URL is down
-// (stopped: its port refuses connections) and starts PostgreSQL once the server has said it
-// waits: the server comes up, ready, and its log says it waited — without the password.
+// TestStartWaitsForPostgres starts the server while PostgreSQL at DATABASE_URL is down (its
+// port refuses connections) and opens it once the server has said it waits: the server comes
+// up, ready, and its log says it waited — without the password. The port is one the test
+// holds all along (a socket bound to it, not listening: a connection is refused, and no other
+// process can take the port meanwhile), which then listens and relays to a PostgreSQL that
+// ran all along (stopping and restarting one could find its port taken by a test beside).
 func TestStartWaitsForPostgres(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.MustPrivate(t)
-	port, dbURL := pg.Port(), pg.URL()
-	if err := pg.Stop(); err != nil {
+	db := pgtest.MustDB(t)
+	door := closedDoor(t)
+	u, err := url.Parse(db)
+	if err != nil {
 		t.Fatal(err)
 	}
+	target := u.Host
+	u.Host = fmt.Sprintf("127.0.0.1:%d", door.port)
+	dbURL := u.String()
 	rs := redistest.Start(t)
 	in := launchInProcess(t, "pgwait", tolerantEnv(rs.URL(), dbURL, nil))
 	waitForLog(t, in, "PostgreSQL does not accept connections yet")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := pg.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if pg.Port() != port {
-		t.Fatalf("PostgreSQL came back on port %d, not %d (another process took the port meanwhile)", pg.Port(), port)
-	}
+	door.open(t, target)
 	if err := in.ready(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,6 @@ func TestStartWaitsForPostgres(t *testing.T) {
 	if !strings.Contains(logs, `"message":"PostgreSQL accepts connections"`) {
 		t.Fatalf("no line saying PostgreSQL answered after the wait:\n%s", logs)
 	}
-	u, _ := url.Parse(dbURL)
 	if pw, _ := u.User.Password(); pw == "" || strings.Contains(logs, pw) {
 		t.Fatalf("the password is empty or in the log")
 	}
@@ -175,4 +177,83 @@ func waitForLog(t *testing.T, in *instance, text string) {
 			t.Fatalf("instance %s did not log %q within %v\n%s", in.id, text, startTimeout, logs)
 		}
 	}
+}
+
+// door is a loopback port the test holds: bound but not listening (connections are refused)
+// until open, then a relay to a target address.
+type door struct {
+	fd   int
+	port int
+}
+
+func closedDoor(t *testing.T) *door {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		_ = syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		_ = syscall.Close(fd)
+		t.Fatal(err)
+	}
+	d := &door{fd: fd, port: sa.(*syscall.SockaddrInet4).Port}
+	t.Cleanup(func() {
+		if d.fd >= 0 {
+			_ = syscall.Close(d.fd)
+		}
+	})
+	return d
+}
+
+// open makes the door listen on its port and relay every connection to target.
+func (d *door) open(t *testing.T, target string) {
+	t.Helper()
+	if err := syscall.Listen(d.fd, 128); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(d.fd), "door")
+	d.fd = -1                      // f owns it now
+	ln, err := net.FileListener(f) // a copy of the descriptor
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
 }
