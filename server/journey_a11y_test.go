@@ -240,7 +240,13 @@ func startGate(t *testing.T, target string) *gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gate{url: "http://" + ln.Addr().String(), target: strings.TrimPrefix(target, "http://")}
+	return serveGate(t, ln, strings.TrimPrefix(target, "http://"))
+}
+
+// serveGate relays every connection ln accepts to the address target until the test ends.
+func serveGate(t *testing.T, ln net.Listener, target string) *gate {
+	t.Helper()
+	g := &gate{url: "http://" + ln.Addr().String(), target: target}
 	g.cond = sync.NewCond(&g.mu)
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
