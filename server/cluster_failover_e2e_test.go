@@ -29,17 +29,17 @@ import (
 // failover, equals the true position at its tick; and every user then orders with the
 // token it was told (201), the stock falling by exactly N.
 func TestClusterMasterFailover(t *testing.T) {
-	// Beside the other tests: its cluster, processes and database are its own, and what it
-	// checks (one token each, none lost, exact positions) does not depend on the machine's
-	// speed.
-	t.Parallel()
+	// Not beside the other tests: there, beside a CPU hog, its 1,000 joins took longer than
+	// the presence grace (r7: the first place was abandoned before its stream opened).
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("WR_TEST_FAILOVER_N")); err == nil && v > 0 {
 		n = v
 	}
 	const rate = 200
 	c := redistest.StartCluster(t) // its own: a master is killed here
-	env := baseEnv(c.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	// The places wait for their streams while the rest join (1,000 joins, one at a time): a
+	// grace longer than any machine takes for them, so none is abandoned before its stream.
+	env := baseEnv(c.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_GRACE": "10m"})
 	ins := []*instance{startProcess(t, "f1", env), startProcess(t, "f2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/fo", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0, "token_ttl_seconds": 600, "max_active": n / 5, "max_active_share_per_ip": 0})
 	admin(t, ins[0], "PUT", "/admin/api/products/fo-item", map[string]any{"name": "Item", "price": 1000, "stock": n + 1000, "queue": "fo"})
