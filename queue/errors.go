@@ -37,6 +37,9 @@ var (
 	ErrQueueNotEmpty = errors.New("queue not empty")
 	// ErrDrawDone: the queue's start cannot change once its draw has begun.
 	ErrDrawDone = errors.New("the draw has been done")
+	// errStarting: a sharded pre-queue's start has come and it is not frozen yet (join.lua;
+	// the join freezes it and tries again, prequeue.go).
+	errStarting = errors.New("the draw is starting")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")
@@ -67,6 +70,7 @@ var refusals = map[string]error{
 	"SOLD_OUT":        ErrSoldOut,
 	"NOT_OPEN":        ErrQueueNotOpen,
 	"FENCED":          errFenced,
+	"STARTING":        errStarting,
 	// POW_REQUIRED and POW_TOO_EASY carry the queue's difficulty: *PowRequiredError.
 }
 

@@ -91,6 +91,17 @@ func (s *Signer) NewChallenge(queue string, difficulty int, now time.Time) PowCh
 	}
 }
 
+// NewChallengeWhere is NewChallenge with an id that fits (nil: any id; see NewWhere).
+func (s *Signer) NewChallengeWhere(queue string, difficulty int, now time.Time, fits func(id string) bool) PowChallenge {
+	for range maxFitTries {
+		c := s.NewChallenge(queue, difficulty, now)
+		if fits == nil || fits(c.ID) {
+			return c
+		}
+	}
+	return s.NewChallenge(queue, difficulty, now)
+}
+
 // ParseChallenge verifies the signature of a challenge string and returns what it carries;
 // it does not look at the expiry or at a solution. Malformed or forged input is
 // ErrPowInvalid.

@@ -6,11 +6,13 @@ package queue
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +58,11 @@ type Config struct {
 	// Cluster (the no-retry clients of the replica acknowledgement, shard.go) before its first
 	// command, as the clients it was handed were (the tracing hooks).
 	NewNode func(*redis.Client)
+	// PrequeueShards is how many shards a scheduled queue's pre-queue spreads over
+	// (prequeue.go), fixed when its start is first set: 0 = one per master of a Redis
+	// Cluster, 1 on a single Redis (the default); at most 16. A pre-queue is sharded only
+	// while every live instance runs a release that knows shards (topology.Features).
+	PrequeueShards int
 }
 
 func (c Config) withDefaults() Config {
@@ -92,12 +99,17 @@ type Queue struct {
 	// topo is the deployment's topology on the same client: the admission loops read the
 	// live instances and the wakes from it, joins and settings changes send wakes through it.
 	topo *topology.Topology
+	// What this instance knows of the queues' pre-queue shards, and what its leaders last
+	// copied to them (prequeue.go); shared by the copies WithClient makes.
+	shards *sync.Map
+	ssync  *shardSync
 }
 
 // New returns a Queue on rdb; its metrics are registered on reg (nil: not registered).
 func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Queue {
 	cfg = cfg.withDefaults()
-	return &Queue{rdb: rdb, cfg: cfg, m: newMetrics(reg), ack: &ackState{}, topo: newTopology(rdb, cfg)}
+	return &Queue{rdb: rdb, cfg: cfg, m: newMetrics(reg), ack: &ackState{}, topo: newTopology(rdb, cfg),
+		shards: &sync.Map{}, ssync: &shardSync{}}
 }
 
 // newTopology is the topology a Queue on rdb reads and writes through: same client, same
@@ -294,7 +306,6 @@ func (q *Queue) Status(ctx context.Context, t Ticket) (Place, error) {
 func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (p Place, created bool, err error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
-	k := rstore.KeysFor(t.Queue)
 	mode := joinStatus
 	if join {
 		mode = joinPlace
@@ -310,6 +321,32 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 	if invite != "" && !ValidInviteCode(invite) {
 		invite = "!" // no code has this shape: the script refuses it (after returning a live place)
 	}
+	// A sharded pre-queue (prequeue.go): a ticket of another shard than the queue's own slot
+	// is answered there while it holds an entry (or, before the start, takes one); a join with
+	// an invite code goes to the queue's slot (the code's lane is there), and then gives up
+	// the entry it may hold in its shard.
+	if sp, handled, err := q.placeSharded(ctx, t, mode, o, powDiff, powExp, invite); handled || err != nil {
+		return sp.p, sp.created, err
+	}
+	p, created, err = q.placeOwn(ctx, t, join, mode, o, powDiff, powExp, invite)
+	if errors.Is(err, errStarting) {
+		// The start of a sharded pre-queue: freeze every shard, then join behind the draw.
+		if _, ferr := q.freezeShards(ctx, t.Queue); ferr != nil {
+			return Place{}, false, ferr
+		}
+		p, created, err = q.placeOwn(ctx, t, join, mode, o, powDiff, powExp, invite)
+	}
+	if err == nil && created && invite != "" {
+		// Best effort: an entry left behind is not placed by the draw (drawplace.lua finds
+		// the ticket's row in the line) and goes when the shards are dropped.
+		_, _ = q.leaveShard(ctx, t)
+	}
+	return p, created, err
+}
+
+// placeOwn is place on the queue's own slot: join.lua.
+func (q *Queue) placeOwn(ctx context.Context, t Ticket, join bool, mode joinMode, o JoinOptions, powDiff string, powExp int64, invite string) (p Place, created bool, err error) {
+	k := rstore.KeysFor(t.Queue)
 	// A fresh token for a passthrough admission by the join itself (unused otherwise).
 	token := uuid.NewString()
 	keys := []string{k.Cfg(), k.Seq(), k.Waiting(), k.Tickets(), k.Seen(), k.Clock(), k.Places(o.Client), k.Pow(o.Pow.ID),
@@ -381,6 +418,9 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 func (q *Queue) Leave(ctx context.Context, t Ticket) error {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
+	if done, err := q.leaveShard(ctx, t); done || err != nil {
+		return err
+	}
 	k := rstore.KeysFor(t.Queue)
 	// The token key must be passed in KEYS, so it is read first; if the ticket is admitted
 	// between the read and the script, the script says so and the read is repeated.

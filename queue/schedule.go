@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/queue/draw"
+	"github.com/waitroom/waitroom/topology"
 )
 
 // A scheduled queue (starts_at) holds a pre-queue before its start. At the start the
@@ -39,9 +41,23 @@ func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawP
 	if at != nil {
 		v = strconv.FormatInt(at.UnixMilli(), 10)
 	}
+	// The pre-queue's shards are chosen when the start is first set (prequeue.go); a later
+	// change of the start keeps them (schedule.lua ignores tags then).
+	tags := ""
+	if at != nil {
+		prev, err := q.rdb.HGet(ctx, k.Cfg(), "draw").Result()
+		if err != nil && err != redis.Nil {
+			return "", fail("schedule "+name, err)
+		}
+		if prev == "" {
+			if tags, err = q.shardTagsFor(ctx, name); err != nil {
+				return "", err
+			}
+		}
+	}
 	res, err := rstore.Schedule.Run(ctx, q.rdb,
 		[]string{k.Cfg(), k.Waiting(), k.LaneWaiting(laneP), k.LaneWaiting(laneB), k.Draw(), k.Pre(), k.DrawSet(), k.DrawOrder()},
-		v, seed, commitment).Slice()
+		v, seed, commitment, tags).Slice()
 	if err != nil {
 		return "", fail("schedule "+name, err)
 	}
@@ -51,13 +67,58 @@ func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawP
 	case -2:
 		return "", ErrQueueNotEmpty
 	}
+	q.forgetShards(name)
+	if tags != "" && toInt(res[0]) == 1 {
+		// Until the shards have their copy of the settings, their joins go to the queue's
+		// own slot (pjoin.lua answers MOVED): nothing is lost meanwhile.
+		if err := q.resetShards(ctx, name, strings.Split(tags, ",")); err != nil {
+			return "", err
+		}
+	}
 	return DrawPhase(toString(res[1])), nil
+}
+
+// shardTagsFor is the tags of a new pre-queue's other shards (pickTags), or "" while an
+// instance of a release that does not know shards is alive (it would freeze the queue's
+// own pre-queue alone at the start: docs/UPGRADING.md).
+func (q *Queue) shardTagsFor(ctx context.Context, name string) (string, error) {
+	tags, err := q.pickTags(ctx, name)
+	if err != nil || tags == "" {
+		return "", err
+	}
+	ins, err := q.topo.Instances(ctx)
+	if err != nil {
+		return "", fail("schedule "+name, err)
+	}
+	for _, in := range ins {
+		if !slices.Contains(in.Features, topology.FeaturePrequeueShards) {
+			return "", nil
+		}
+	}
+	return tags, nil
 }
 
 // afterTick runs what a tick said is due: the draw at the start, the end at ends_at. The
 // end waits for the draw: ending a sale drops the frozen list, which the draw needs to
 // finish and reveal its seed.
 func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int64, res TickResult, log zerolog.Logger) {
+	if res.Phase == DrawScheduled && !res.StartsAt.IsZero() {
+		// A sharded pre-queue (prequeue.go): its shards get the settings' changes and their
+		// counts are summed; at the start the leader freezes them (unless a join did) and
+		// draws at once, as admit.lua's own freeze lets an unsharded queue do.
+		var err error
+		if time.Now().Before(res.StartsAt) {
+			err = a.q.syncShards(ctx, name, false)
+		} else {
+			var frozen bool
+			if frozen, err = a.q.freezeShards(ctx, name); frozen {
+				res.Phase = DrawFrozen
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn().Err(err).Msg("pre-queue shards: will try again at the next tick")
+		}
+	}
 	if res.Phase == DrawFrozen {
 		start := time.Now()
 		n, err := a.runDraw(ctx, name, owner, fence)
@@ -83,14 +144,35 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 // function of the frozen list and the seed, so it recomputes the same one).
 func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64) (int, error) {
 	k := rstore.KeysFor(name)
-	rec, err := a.q.rdb.HMGet(ctx, k.Draw(), "seed", "base", "n", "placed").Result()
-	if err != nil {
+	pipe := a.q.rdb.Pipeline()
+	recCmd := pipe.HMGet(ctx, k.Draw(), "seed", "base", "n", "placed")
+	tagsCmd := pipe.HGet(ctx, k.Cfg(), "pq_tags")
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return 0, fail("draw "+name, err)
 	}
+	rec := recCmd.Val()
 	seed, base, resume := toString(rec[0]), toInt(rec[1]), int(toInt(rec[3]))
-	tickets, err := a.q.rdb.ZRange(ctx, k.DrawSet(), 0, -1).Result()
-	if err != nil {
-		return 0, fail("draw "+name, err)
+	// Every shard's frozen entries (prequeue.go): the queue's own slot first, then each
+	// other shard's; shard[i] says where tickets[i] is (0: the queue's own slot).
+	tags := shardTags(tagsCmd.Val())
+	if len(tags) == 0 {
+		tags = []string{""}
+	}
+	var tickets []string
+	var shard []int
+	for si, tag := range tags {
+		key := k.DrawSet()
+		if si > 0 {
+			key = rstore.ShardKeysFor(name, tag).DrawSet()
+		}
+		ts, err := a.q.rdb.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			return 0, fail("draw "+name, err)
+		}
+		tickets = append(tickets, ts...)
+		for range ts {
+			shard = append(shard, si)
+		}
 	}
 	if int64(len(tickets)) != toInt(rec[2]) {
 		return 0, fmt.Errorf("draw %s: the frozen list holds %d members, the freeze counted %d", name, len(tickets), toInt(rec[2]))
@@ -111,7 +193,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	perm := draw.OrderIndex(key, ids)
 	order := make([]byte, 0, 32*len(perm))
 	batch := a.cfg.DrawBatch
-	keys := []string{k.Lease(), k.Fence(), k.Tickets(), k.Waiting(), k.Seen(), k.Gone(), k.GoneNew(), k.Draw()}
+	fixed := []string{k.Lease(), k.Fence(), k.Tickets(), k.Waiting(), k.Seen(), k.Gone(), k.GoneNew(), k.Draw()}
 	// The lease is renewed before the first batch (reading and ordering the frozen list may
 	// have taken longer than the lease on a big draw or a busy machine), then every
 	// LeaseRenew, and once more before the order is stored.
@@ -135,10 +217,17 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 			return 0, err
 		}
 		to := min(from+batch, len(perm))
-		args := make([]any, 0, 3+2*(to-from))
+		// Members of other shards: marked moved there first (ptake.lua, which says who is
+		// still there and from which address), then placed here.
+		where, placesKeys, err := a.takeFromShards(ctx, name, tags, tickets, shard, perm[from:to], base+int64(from))
+		if err != nil {
+			return 0, err
+		}
+		keys := append(append(make([]string, 0, len(fixed)+len(placesKeys)), fixed...), placesKeys...)
+		args := make([]any, 0, 3+3*(to-from))
 		args = append(args, owner, fence, to)
 		for i := from; i < to; i++ {
-			args = append(args, tickets[perm[i]], base+int64(i)+1)
+			args = append(args, tickets[perm[i]], base+int64(i)+1, where[i-from])
 		}
 		n, err := rstore.DrawPlace.Run(ctx, a.q.rdb, keys, args...).Int64()
 		if err != nil {
@@ -166,7 +255,62 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	if n < 0 {
 		return 0, errFenced
 	}
+	if len(tags) > 1 {
+		// Every entry is in the line: the shards' copies go (best effort; a failure leaves
+		// rows nobody reads, which the next schedule of this name clears).
+		_ = a.q.dropShards(ctx, name)
+		a.q.forgetShards(name)
+	}
 	return len(perm), nil
+}
+
+// takeFromShards runs ptake.lua for the members of one draw batch that are in other shards
+// (batch: indexes into tickets in drawn order; the first's sequence is base+1). It returns
+// drawplace.lua's "where" for each member of the batch and the place-set keys it names.
+func (a *Admitter) takeFromShards(ctx context.Context, name string, tags, tickets []string, shard, batch []int, base int64) ([]string, []string, error) {
+	where := make([]string, len(batch))
+	if len(tags) < 2 {
+		return where, nil, nil
+	}
+	k := rstore.KeysFor(name)
+	per := map[int][]int{} // shard -> positions in batch
+	for j, i := range batch {
+		if s := shard[i]; s > 0 {
+			per[s] = append(per[s], j)
+		}
+	}
+	var placesKeys []string
+	keyIndex := map[string]int{}
+	for s, js := range per {
+		args := make([]any, 0, 2*len(js))
+		for _, j := range js {
+			args = append(args, tickets[batch[j]], base+int64(j)+1)
+		}
+		got, err := rstore.PTake.Run(ctx, a.q.rdb, []string{rstore.ShardKeysFor(name, tags[s]).Tickets()}, args...).StringSlice()
+		if err != nil {
+			return nil, nil, fail("draw "+name, err)
+		}
+		if len(got) != len(js) {
+			return nil, nil, fmt.Errorf("draw %s: %w: %d answers for %d members", name, errUnexpected, len(got), len(js))
+		}
+		for n, j := range js {
+			w := got[n]
+			if addr, ok := strings.CutPrefix(w, "="); ok {
+				idx := 0
+				if addr != "" {
+					pk := k.Places(addr)
+					if idx = keyIndex[pk]; idx == 0 {
+						placesKeys = append(placesKeys, pk)
+						idx = 8 + len(placesKeys) // KEYS index in drawplace.lua (1-based, after 8 fixed)
+						keyIndex[pk] = idx
+					}
+				}
+				w = "=" + strconv.Itoa(idx)
+			}
+			where[j] = w
+		}
+	}
+	return where, placesKeys, nil
 }
 
 // endBatch is how many places one call of end.lua drops.
@@ -186,7 +330,8 @@ func (a *Admitter) runEnd(ctx context.Context, name, owner string, fence int64) 
 		case left < 0:
 			return errFenced
 		case left == 0:
-			return nil
+			// A sharded pre-queue's shards go too (their entries were dropped with the line).
+			return a.q.dropShards(ctx, name)
 		}
 	}
 }

@@ -318,6 +318,13 @@ func (q *Queue) Put(ctx context.Context, name string, p SettingsPatch) (Settings
 	if err := q.rdb.SAdd(ctx, rstore.QueuesKey, name).Err(); err != nil {
 		return Settings{}, false, fail("register queue "+name, err)
 	}
+	if cur.DrawPhase == DrawScheduled {
+		// A sharded pre-queue's shards read their copy of the settings (prequeue.go): the
+		// change reaches them now, not at the leader's next copy.
+		if err := q.syncShards(ctx, name, true); err != nil {
+			return Settings{}, false, err
+		}
+	}
 	// A new queue's loops start at once on every instance, and a resting queue's leader
 	// looks at the new settings (a schedule to keep, an end to reach).
 	_ = q.topo.Wake(ctx, name)

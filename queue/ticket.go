@@ -36,6 +36,22 @@ func (s *Signer) New(queue string) (Ticket, string) {
 	return t, s.String(t)
 }
 
+// maxFitTries bounds NewWhere's and NewChallengeWhere's draws (a fitting id is one in n,
+// n ≤ 16 shards: 512 draws all missing happens with probability below 1e-14).
+const maxFitTries = 512
+
+// NewWhere is New with an id that fits (nil: any id): a sharded pre-queue's tickets are
+// minted in the shard their join must land in (prequeue.go).
+func (s *Signer) NewWhere(queue string, fits func(id string) bool) (Ticket, string) {
+	for range maxFitTries {
+		t, raw := s.New(queue)
+		if fits == nil || fits(t.ID) {
+			return t, raw
+		}
+	}
+	return s.New(queue)
+}
+
 // String returns the signed string form of t.
 func (s *Signer) String(t Ticket) string {
 	return t.Queue + "." + t.ID + "." + b64.EncodeToString(s.mac(t.Queue, t.ID))

@@ -78,6 +78,7 @@ type config struct {
 	WriteTimeout     time.Duration
 	PubSub           string
 	ReplicaAcks      int // -1: auto
+	PrequeueShards   int // 0: auto
 	AckTimeout       time.Duration
 	AccessLog        bool
 	PprofAddr        string
@@ -300,6 +301,18 @@ var settings = []setting{
 			return fmt.Errorf("must be auto or a whole number from 0 to 5")
 		}
 		c.ReplicaAcks = n
+		return nil
+	})},
+	{"WR_PREQUEUE_SHARDS", "auto", "how many shards a scheduled queue's pre-queue spreads over, fixed when its start is first set, so the joins before a drop's start spread over a Redis Cluster's masters (docs/SCALING.md, docs/DRAW.md); auto = one per master of a Redis Cluster, 1 on a single Redis; a pre-queue is sharded only while every live instance runs a release that knows shards (docs/UPGRADING.md)", custom(accepts{Kind: "integer", Min: "1", Max: "16", Choices: []string{"auto"}}, func(c *config, v string) error {
+		if v == "auto" {
+			c.PrequeueShards = 0
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 16 {
+			return fmt.Errorf("must be auto or a whole number from 1 to 16")
+		}
+		c.PrequeueShards = n
 		return nil
 	})},
 	{"WR_REDIS_ACK_TIMEOUT", "250ms", "longest WAIT for the replicas; when it falls short while a replica is attached the tick is held (no token told) and confirmed again each tick; with no replica attached admissions go out unconfirmed (counted in queue_replication_unconfirmed_total)", durSetting(func(c *config) *time.Duration { return &c.AckTimeout }, time.Millisecond)},

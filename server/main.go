@@ -172,7 +172,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		}
 	}
 	qcfg := queue.Config{Grace: cfg.Grace, OpTimeout: cfg.RedisTimeout, PubSub: cfg.PubSub,
-		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout}
+		ReplicaAcks: acks, AckTimeout: cfg.AckTimeout, PrequeueShards: cfg.PrequeueShards}
 	if tracing.Enabled() {
 		qcfg.Claimed = tracing.LinkTick // an order's span links to the tick that admitted its token
 		qcfg.NewNode = func(c *redis.Client) { _ = traceRedis(c, tracing) }

@@ -30,12 +30,24 @@ type Instance struct {
 	LastSeen       time.Time `json:"last_seen"`
 	// Queues is this instance's open streams per queue (queues with none are left out).
 	Queues map[string]int64 `json:"queues,omitempty"`
+	// Features is what this instance's release can do that an older one's cannot, so a
+	// deployment turns a feature on only once every live instance has it (ReportInstance
+	// fills it in: Features).
+	Features []string `json:"features,omitempty"`
 }
+
+// FeaturePrequeueShards: the release knows sharded pre-queues (queue/prequeue.go): its
+// join.lua and admit.lua leave their freeze to the instance that counts every shard.
+const FeaturePrequeueShards = "prequeue-shards"
+
+// Features is what this release reports in every instance report.
+var Features = []string{FeaturePrequeueShards}
 
 // ReportInstance records in as live for ttl.
 func (t *Topology) ReportInstance(ctx context.Context, in Instance, ttl time.Duration) error {
 	ctx, cancel := t.st.Bound(ctx)
 	defer cancel()
+	in.Features = Features
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err

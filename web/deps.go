@@ -22,6 +22,9 @@ type Line interface {
 	JoinWith(ctx context.Context, t queue.Ticket, o queue.JoinOptions) (queue.Place, bool, error)
 	Status(ctx context.Context, t queue.Ticket) (queue.Place, error)
 	Leave(ctx context.Context, t queue.Ticket) error
+	// IDFits says which ids a new ticket (or proof-of-work challenge) of the queue may have:
+	// those of the pre-queue shard the join must land in (nil: any).
+	IDFits(ctx context.Context, name, client, powID string) func(id string) bool
 	// TicketState and Touch serve the streams: the state at connect, then signs of life.
 	TicketState(ctx context.Context, t queue.Ticket) (queue.Place, error)
 	Touch(ctx context.Context, queueName string, ids []string) error

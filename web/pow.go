@@ -41,7 +41,13 @@ func (s *Server) challenge(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.JSON(toChallengeJSON(s.d.Signer.NewChallenge(name, d, time.Now())))
+	return c.JSON(toChallengeJSON(s.newChallenge(c, name, d)))
+}
+
+// newChallenge issues a challenge for the caller: in a sharded pre-queue its id is of the
+// caller's address's shard, where the join that spends it lands (queue/prequeue.go).
+func (s *Server) newChallenge(c *fiber.Ctx, name string, difficulty int) queue.PowChallenge {
+	return s.d.Signer.NewChallengeWhere(name, difficulty, time.Now(), s.d.Line.IDFits(c.UserContext(), name, clientKey(c), ""))
 }
 
 // powRequired is the 428 answer to a join that needs a proof of work of difficulty bits:
@@ -57,7 +63,7 @@ func (s *Server) powRequired(c *fiber.Ctx, name string, difficulty int) error {
 	}
 	b.Error.Code = "pow_required"
 	b.Error.Message = "Joining this queue needs a proof of work: solve the challenge and join again."
-	b.Challenge = toChallengeJSON(s.d.Signer.NewChallenge(name, difficulty, time.Now()))
+	b.Challenge = toChallengeJSON(s.newChallenge(c, name, difficulty))
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.Status(fiber.StatusPreconditionRequired).JSON(b)
 }

@@ -83,12 +83,14 @@ func (s *Server) join(c *fiber.Ctx) error {
 			return perr
 		}
 	}
-	if t.ID == "" {
-		t, raw = s.d.Signer.New(name)
-	}
 	opts, err := s.joinOptions(c, name, jb)
 	if err != nil {
 		return err
+	}
+	if t.ID == "" {
+		// In a sharded pre-queue, a new ticket is minted in its address's shard (or its
+		// challenge's), so the address cap holds across shards (queue/prequeue.go).
+		t, raw = s.d.Signer.NewWhere(name, s.d.Line.IDFits(c.UserContext(), name, opts.Client, opts.Pow.ID))
 	}
 	p, created, err := s.d.Line.JoinWith(c.UserContext(), t, opts)
 	var pr *queue.PowRequiredError

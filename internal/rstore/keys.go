@@ -27,6 +27,9 @@ const keyPrefix = "wr:{q:"
 // KeysFor is the key names of queue name.
 func KeysFor(name string) Keys { return Keys{p: keyPrefix + name + "}:"} }
 
+// Tag is the hash tag of the queue's slot (for slot lookups), without braces.
+func (k Keys) Tag() string { return k.p[len("wr:{") : len(k.p)-2] }
+
 func (k Keys) Cfg() string           { return k.p + "cfg" }
 func (k Keys) Seq() string           { return k.p + "seq" }
 func (k Keys) Waiting() string       { return k.p + "waiting" }
@@ -112,3 +115,29 @@ const (
 
 // InstanceKey is the HASH describing instance id (topology).
 func InstanceKey(id string) string { return "wr:instance:" + id }
+
+// A sharded pre-queue (queue/prequeue.go): before the start, the entries of a scheduled
+// queue's pre-queue may spread over shards, each on its own hash tag {q:<name>~<tag>} so
+// that each may sit on another Redis Cluster master. Shard 0 is the queue's own slot (the
+// keys above); ShardKeysFor names the others'. '~' never appears in a queue name, so a
+// shard's tag never equals a queue's.
+type ShardKeys struct{ p string }
+
+// ShardKeysFor is the key names of pre-queue shard tag of queue name.
+func ShardKeysFor(name, tag string) ShardKeys {
+	return ShardKeys{p: keyPrefix + name + "~" + tag + "}:"}
+}
+
+// Tag is the hash tag of the shard's slot (for slot lookups), without braces.
+func (k ShardKeys) Tag() string { return k.p[len("wr:{") : len(k.p)-2] }
+
+// pcfg is the shard's copy of the queue settings a pre-queue join reads (mirrored by the
+// leader) and its own state: frozen (1 once the start froze it), joins (its join counter).
+func (k ShardKeys) Cfg() string     { return k.p + "pcfg" }
+func (k ShardKeys) Tickets() string { return k.p + "tickets" }
+func (k ShardKeys) Pre() string     { return k.p + "pre" }
+func (k ShardKeys) DrawSet() string { return k.p + "drawset" }
+func (k ShardKeys) Pow(id string) string {
+	return k.p + "pow:" + id
+}
+func (k ShardKeys) Places(client string) string { return k.p + "places:" + client }

@@ -67,6 +67,13 @@ var (
 	InvitesList   = script("invites_list.lua", false)
 	InvitesRevoke = script("invites_revoke.lua", false)
 	Limit         = script("limit.lua", false)
+	// A sharded pre-queue (queue/prequeue.go): the shard's join, freeze, leave and draw step,
+	// and the queue slot's freeze once every shard is counted.
+	PJoin     = script("pjoin.lua", false)
+	PFreeze   = script("pfreeze.lua", false)
+	PLeave    = script("pleave.lua", false)
+	PTake     = script("ptake.lua", false)
+	FreezeAll = script("freezeall.lua", true)
 )
 
 // Scripts is every script file (without the prelude, which never runs alone) and the script

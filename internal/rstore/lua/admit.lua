@@ -92,7 +92,7 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw', 'ttl_min_ms', 'ttl_halve_at')
+  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw', 'ttl_min_ms', 'ttl_halve_at', 'pq_other')
 local rate = tonumber(cfg[1] or '0') or 0
 local max_active = tonumber(cfg[2] or '0') or 0
 local ttl = tonumber(cfg[3] or '300000') or 300000
@@ -107,15 +107,18 @@ local phase = cfg[11] or ''
 local end_due = (ends > 0 and now >= ends and not ended) and 1 or 0
 -- The start: the pre-queue is frozen and the next n sequences of the normal line reserved
 -- for its members (freeze.lua; a join after the start may have done it first).
+-- A sharded pre-queue stays scheduled (and blocked) until queue/prequeue.go has frozen every
+-- shard: the caller sees the phase still scheduled past the start and does it.
 if phase == PHASE_SCHEDULED and now >= starts then
-  freeze(KEYS[1], KEYS[13], KEYS[21], KEYS[22], KEYS[23], now)
-  phase = PHASE_FROZEN
+  if freeze(KEYS[1], KEYS[13], KEYS[21], KEYS[22], KEYS[23], now) then phase = PHASE_FROZEN end
 end
 -- Nobody is let in before the start, while the draw runs, while sold out, or after the end.
 local blocked = phase == PHASE_SCHEDULED or phase == PHASE_FROZEN or sold_out or ended
   or end_due == 1
 local pq = 0
-if phase == PHASE_SCHEDULED then pq = redis.call('ZCARD', KEYS[21]) end
+-- The pre-queue's size: this slot's, plus the other shards' as the leader last counted them
+-- (cfg pq_other; absent for an unsharded pre-queue).
+if phase == PHASE_SCHEDULED then pq = redis.call('ZCARD', KEYS[21]) + (tonumber(cfg[14] or '0') or 0) end
 local c = redis.call('HMGET', KEYS[5], 'last', 'carry', 'tick', 'head', 'arate', 'total', 'lastpub', 'pubtail',
   'seq_p', 'head_p', 'pubtail_p', 'seq_b', 'head_b', 'pubtail_b', 'pcarry', 'pubst', 'real', 'arate_r')
 local last = tonumber(c[1] or '0') or 0

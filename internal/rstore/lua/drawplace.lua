@@ -3,8 +3,12 @@
 -- draw again: a member already placed keeps its place, and nobody is placed twice.
 -- KEYS[1] lease  KEYS[2] fence  KEYS[3] tickets  KEYS[4] waiting  KEYS[5] seen
 -- KEYS[6] gone   KEYS[7] gonenew  KEYS[8] draw
+-- KEYS[9…] the per-address place sets (places:<client>) of members from other shards
 -- ARGV[1] owner  ARGV[2] fencing token  ARGV[3] how many members are placed after this batch
--- ARGV[4…] pairs: ticket, sequence (the sequences the freeze reserved, in drawn order)
+-- ARGV[4…] triples: ticket, sequence (the sequences the freeze reserved, in drawn order),
+--   where: '' a member of this slot's pre-queue (its row here says 'q:'); for a member of
+--   another shard of a sharded pre-queue (its row there marked moved by ptake.lua): 'x' it
+--   left, '=<i>' it is there, i the index in KEYS of its address's place set (0: none)
 -- Returns the number placed by this call, or -1 when fenced off.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return -1
@@ -12,10 +16,23 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local placed = 0
-for i = 4, #ARGV, 2 do
-  local tk, seq = ARGV[i], ARGV[i + 1]
+for i = 4, #ARGV, 3 do
+  local tk, seq, where = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local cur = redis.call('HGET', KEYS[3], tk)
-  if cur and string.sub(cur, 1, 2) == 'q:' then
+  local place = false
+  if where == '' then
+    place = cur and string.sub(cur, 1, 2) == 'q:'
+  elseif string.sub(where, 1, 1) == '=' then
+    -- From another shard: placed unless this slot has a row for it (placed already, or
+    -- another place the ticket took meanwhile, e.g. an invite's).
+    place = not cur
+    local pk = tonumber(string.sub(where, 2)) or 0
+    if place and pk > 0 then
+      redis.call('ZADD', KEYS[pk], seq, tk)
+      redis.call('PEXPIRE', KEYS[pk], 86400000)
+    end
+  end
+  if place then
     redis.call('HSET', KEYS[3], tk, 'w:' .. seq)
     redis.call('ZADD', KEYS[4], seq, tk)
     -- The presence grace starts now, at the start.

@@ -14,14 +14,27 @@ local PHASE_DRAWN = 'd'     -- every participant has its place
 --   cfg HASH settings (draw := 'f')   seq STRING the normal line's last sequence
 --   pre ZSET the pre-queue            drawset ZSET the frozen list (pre renamed)
 --   draw HASH the draw's record (base, n, frozen_ms)   now Redis time, ms
-local function freeze(cfg, seq, pre, drawset, draw, now)
+--   extra  nil from join.lua and admit.lua; from freezeall.lua, the members the other
+--          shards of a sharded pre-queue froze (their number is reserved too)
+-- It returns false, freezing nothing, when the pre-queue is sharded (cfg pq_tags) and the
+-- caller is not freezeall.lua: the other shards' members are counted first (the leader or
+-- a joiner runs queue/prequeue.go's freeze, which ends in freezeall.lua).
+local function freeze(cfg, seq, pre, drawset, draw, now, extra)
+  if extra == nil then
+    local tags = redis.call('HGET', cfg, 'pq_tags')
+    if tags and tags ~= '' then return false end
+    extra = 0
+  end
   local n = 0
   if redis.call('EXISTS', pre) == 1 then
     n = redis.call('ZCARD', pre)
     redis.call('RENAME', pre, drawset)
   end
+  local own = n
+  n = n + extra
   local base = tonumber(redis.call('GET', seq) or '0') or 0
   if n > 0 then redis.call('INCRBY', seq, n) end
-  redis.call('HSET', draw, 'base', base, 'n', n, 'frozen_ms', now)
+  redis.call('HSET', draw, 'base', base, 'n', n, 'n0', own, 'frozen_ms', now)
   redis.call('HSET', cfg, 'draw', PHASE_FROZEN)
+  return true
 end

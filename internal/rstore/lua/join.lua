@@ -67,6 +67,8 @@
 --                  queue's) or expired (a normal waiter who brought it keeps the place)
 --   ENDED          the sale has ended (ends_at)  SOLD_OUT  sold out
 --   NOT_OPEN       the queue's method is reject
+--   STARTING       a sharded pre-queue's start has come and it is not frozen yet (the caller
+--                  freezes it and joins again)
 -- Mixed versions (a rolling deploy): the answer and the refusals pass only between this
 -- script and the Go code of the same release (each release runs its own text, by its own
 -- SHA), so they may differ between releases. What it writes to Redis (keys, hash fields,
@@ -83,7 +85,7 @@ local idle_flag = nil
 local function main()
 if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('UNKNOWN_QUEUE', 'no such queue') end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip')
+  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip', 'pq_other')
 local closed = cf[1] == '1'
 local method = cf[7] or 'fifo'
 local sold_out = cf[8] == '1'
@@ -100,9 +102,10 @@ idle_flag = ck[10]
 local real_milli = math.floor((tonumber(ck[9] or ck[1] or '0') or 0) * 1000)
 local arate_milli = math.floor((tonumber(ck[1] or '0') or 0) * 1000)
 local LW = {p = KEYS[11], b = KEYS[12]}
--- The pre-queue's size while the queue is scheduled (0 otherwise: no command).
+-- The pre-queue's size while the queue is scheduled (0 otherwise: no command); a sharded
+-- one adds the other shards' as the leader last counted them (cfg pq_other).
 local function pqsize()
-  if phase == PHASE_SCHEDULED then return redis.call('ZCARD', KEYS[15]) end
+  if phase == PHASE_SCHEDULED then return redis.call('ZCARD', KEYS[15]) + (tonumber(cf[16] or '0') or 0) end
   return 0
 end
 
@@ -305,7 +308,11 @@ if phase == PHASE_SCHEDULED and now < starts then
   return prequeuer(true)
 end
 if phase == PHASE_SCHEDULED then
-  freeze(KEYS[1], KEYS[2], KEYS[15], KEYS[16], KEYS[17], now)
+  -- A sharded pre-queue is frozen by queue/prequeue.go (it counts the other shards first):
+  -- the caller runs that freeze and tries again.
+  if not freeze(KEYS[1], KEYS[2], KEYS[15], KEYS[16], KEYS[17], now) then
+    return refuse('STARTING', 'the draw is starting')
+  end
   phase = PHASE_FROZEN
 end
 

@@ -4,6 +4,9 @@
 -- KEYS[5] draw  KEYS[6] pre  KEYS[7] drawset  KEYS[8] draworder
 -- ARGV[1] the new start, Unix ms ("" = none)  ARGV[2] a fresh secret seed (hex)
 -- ARGV[3] its commitment (hex SHA-256 of the seed's bytes)
+-- ARGV[4] the tags of the other shards of the pre-queue, comma-separated ("" = one shard,
+--         the queue's own slot; queue/prequeue.go). Fixed when the start is first set: a
+--         change of the start keeps them.
 -- Returns {code, phase}: 0 unchanged, 1 set, 2 cleared on a scheduled queue (the sale
 -- starts now: its draw is due), -1 the draw has begun or is done (draw_done), -2 people
 -- are waiting in an unscheduled queue (queue_not_empty).
@@ -30,4 +33,9 @@ end
 redis.call('DEL', KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[5], 'seed', ARGV[2], 'commitment', ARGV[3], 'joins', 0)
 redis.call('HSET', KEYS[1], 'starts_ms', ARGV[1], 'draw', 's')
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'pq_tags', ARGV[4], 'pq_other', 0)
+else
+  redis.call('HDEL', KEYS[1], 'pq_tags', 'pq_other')
+end
 return {1, 's'}
