@@ -142,7 +142,7 @@ func (q *Queue) overviews(ctx context.Context, names []string, out map[string]Ov
 			continue
 		}
 		o := Overview{QueueStats: QueueStats{Settings: ParseSettings(n, cfg), Waiting: r.w.Val(), ActiveTokens: r.a.Val(),
-			Leader: r.l.Val(), Prequeue: r.pq.Val()}, LogoETag: r.logo.Val(), Sum: settingsSum(cfg)}
+			Leader: r.l.Val(), Prequeue: r.pq.Val() + shardedPrequeue(cfg)}, LogoETag: r.logo.Val(), Sum: settingsSum(cfg)}
 		if v := r.c.Val(); len(v) == 10 {
 			o.AdmittedTotal = toInt(v[0])
 			o.AdmitRate = toFloat(v[1])
@@ -220,7 +220,9 @@ func (q *Queue) probes(ctx context.Context, names []string, out map[string]Probe
 func settingsSum(m map[string]string) uint64 {
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		keys = append(keys, k)
+		if k != "pq_other" { // a count the leader refreshes every second (prequeue.go), not a setting
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	h := fnv.New64a()

@@ -37,7 +37,7 @@ import (
 //
 // The start: joins in shard i stop when the shard is frozen (pfreeze.lua), or when its
 // copy of starts_ms has passed on its master's clock; such a join, and every join after,
-// goes to the queue's own slot (pjoin.lua answers MOVED). join.lua and admit.lua do not
+// goes to the queue's own slot (pjoin.lua answers QUEUE_SLOT). join.lua and admit.lua do not
 // freeze a sharded pre-queue (freeze.lua); the instance that sees the start first — the
 // leader's tick, or a join that join.lua refused as STARTING — runs freezeShards: every
 // other shard is frozen and counted, then freezeall.lua freezes the queue's own pre-queue
@@ -165,7 +165,7 @@ func (q *Queue) placeInShard(ctx context.Context, t Ticket, tag string, mode joi
 		text, err = rstore.PJoin.Run(ctx, q.rdb, keys, args...).Text()
 	}
 	if err != nil {
-		if isRefusal(err, "MOVED") {
+		if isRefusal(err, "QUEUE_SLOT") {
 			if strings.HasSuffix(err.Error(), " line") {
 				return joinAnswer{}, errMovedLine
 			}
@@ -191,7 +191,7 @@ type shardPlace struct {
 
 // placeSharded answers a join or status read of ticket t in its shard of a sharded
 // pre-queue; handled false: the queue's own slot answers (not sharded, shard 0, an invite,
-// or the shard said MOVED).
+// or the shard said QUEUE_SLOT).
 func (q *Queue) placeSharded(ctx context.Context, t Ticket, mode joinMode, o JoinOptions, powDiff string, powExp int64, invite string) (shardPlace, bool, error) {
 	if invite != "" {
 		return shardPlace{}, false, nil
@@ -255,6 +255,23 @@ func (q *Queue) leaveShard(ctx context.Context, t Ticket) (done bool, err error)
 	return n == 1, nil
 }
 
+// inShard reports whether ticket t holds an entry in its shard of a sharded pre-queue.
+func (q *Queue) inShard(ctx context.Context, t Ticket) (bool, error) {
+	s := q.preShardsOf(ctx, t.Queue)
+	if !s.routed() {
+		return false, nil
+	}
+	i := shardOfID(t.ID, len(s.tags))
+	if i == 0 {
+		return false, nil
+	}
+	n, err := q.rdb.HExists(ctx, rstore.ShardKeysFor(t.Queue, s.tags[i]).Tickets(), t.ID).Result()
+	if err != nil {
+		return false, fail("ticket state", err)
+	}
+	return n, nil
+}
+
 // freezeShards starts the draw of a sharded pre-queue whose start has come (on the queue
 // slot's clock): every other shard is frozen and counted (pfreeze.lua), then the queue's
 // own slot (freezeall.lua). Any instance may run it, at once with others: each step is
@@ -291,6 +308,39 @@ func (q *Queue) freezeShards(ctx context.Context, name string) (frozen bool, err
 	}
 	q.forgetShards(name)
 	return true, nil
+}
+
+// shardedPrequeue is the other shards' entries of a scheduled queue with settings hash cfg,
+// as its leader last counted them (cfg pq_other; 0 when not sharded or not scheduled).
+func shardedPrequeue(cfg map[string]string) int64 {
+	if DrawPhase(cfg["draw"]) != DrawScheduled {
+		return 0
+	}
+	n, _ := strconv.ParseInt(cfg["pq_other"], 10, 64)
+	return n
+}
+
+// shardEntries counts the other shards' entries of a scheduled queue with settings hash
+// cfg now (one ZCARD per shard; the admin's stats, where the count is exact), or answers
+// the leader's last count when a shard cannot be read.
+func (q *Queue) shardEntries(ctx context.Context, name string, cfg map[string]string) int64 {
+	tags := shardTags(cfg["pq_tags"])
+	if DrawPhase(cfg["draw"]) != DrawScheduled || len(tags) < 2 {
+		return 0
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, 0, len(tags)-1)
+	for _, tag := range tags[1:] {
+		cmds = append(cmds, pipe.ZCard(ctx, rstore.ShardKeysFor(name, tag).Pre()))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return shardedPrequeue(cfg)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n
 }
 
 // shardMirror is what a shard keeps of its queue's settings (pjoin.lua reads them).

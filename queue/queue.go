@@ -541,6 +541,11 @@ func (q *Queue) TicketState(ctx context.Context, t Ticket) (Place, error) {
 	defer cancel()
 	cur, err := q.rdb.HGet(ctx, rstore.KeysFor(t.Queue).Tickets(), t.ID).Result()
 	if err == redis.Nil {
+		// An entry of another shard of a sharded pre-queue (prequeue.go) is in the pre-queue
+		// (or being moved to the line by the draw: its place arrives with the draw's tick).
+		if in, serr := q.inShard(ctx, t); serr != nil || in {
+			return Place{Queue: t.Queue, State: StatePrequeue}, serr
+		}
 		if _, err := q.Settings(ctx, t.Queue); err != nil {
 			return Place{}, err
 		}
@@ -633,7 +638,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (QueueStats, error) {
 		return QueueStats{}, ErrQueueNotFound
 	}
 	s := QueueStats{Settings: ParseSettings(name, cfg.Val()), Waiting: w.Val(), ActiveTokens: a.Val(), Leader: l.Val(),
-		Prequeue: pq.Val()}
+		Prequeue: pq.Val() + q.shardEntries(ctx, name, cfg.Val())}
 	s.SoldOutPeriods = parseSoldLog(sl.Val())
 	v := c.Val()
 	if len(v) != 13 {

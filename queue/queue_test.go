@@ -37,8 +37,9 @@ func newFixture(t testing.TB, opts ...redistest.Option) *fixture {
 	srv := redistest.Start(t, opts...)
 	rdb := srv.Client()
 	// Calls may take 10 s (the default, 1 s, fails them on a machine busy with the tests
-	// beside them); a test about the bound makes its own Queue.
-	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second}, nil), signer: queue.NewSigner([]byte("test-secret")),
+	// beside them); a test about the bound makes its own Queue. One pre-queue shard, also on
+	// a cluster: the sharded pre-queue has its own tests (prequeue_test.go, cluster_test.go).
+	return &fixture{srv: srv, rdb: rdb, q: queue.New(rdb, queue.Config{OpTimeout: 10 * time.Second, PrequeueShards: 1}, nil), signer: queue.NewSigner([]byte("test-secret")),
 		topo: topology.New(rstore.New(rdb, 10*time.Second))}
 }
 

@@ -154,7 +154,8 @@ func TestDrawIsUniform(t *testing.T) {
 		counts[i] = make([]int, bins)
 	}
 	// Calls that may wait 30 s for the client's pool: eight draws side by side on a busy
-	// machine outlast the default 1 s per call.
+	// machine outlast the default 1 s per call. The default pre-queue shards: on a cluster
+	// (WR_TEST_REDIS=cluster) each draw's entries spread over its 3 masters (prequeue.go).
 	q := queue.New(f.rdb, queue.Config{OpTimeout: 30 * time.Second}, nil)
 	a := queue.NewAdmitter(q, queue.AdmitConfig{})
 	// oneDraw joins members to a fresh scheduled queue in order, starts it, runs the draw

@@ -65,7 +65,8 @@
 -- A tick whose owner or fencing token is not the lease's changes nothing and answers the
 -- refusal FENCED (redis.error_reply; Go: errFenced, mapped in errors.go).
 -- Resting: with REST_WHEN_IDLE, a tick that leaves nobody waiting in any line, no
--- pre-queue, no live token and nothing due (no draw, no end) sets clock idle = 1 and
+-- pre-queue (nor a sharded one before its start), no live token and nothing due (no draw, no
+-- end) sets clock idle = 1 and
 -- deletes the lease in the same step; the loops then stop ticking (lease.lua answers -2)
 -- until a join clears idle (join.lua) and wakes them. An idle queue thus costs no Redis
 -- command per tick.
@@ -92,7 +93,7 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local cfg = redis.call('HMGET', KEYS[1], 'rate', 'max_active', 'ttl_ms', 'paused', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw', 'ttl_min_ms', 'ttl_halve_at', 'pq_other')
+  'method', 'sold_out', 'ended', 'starts_ms', 'ends_ms', 'draw', 'ttl_min_ms', 'ttl_halve_at', 'pq_other', 'pq_tags')
 local rate = tonumber(cfg[1] or '0') or 0
 local max_active = tonumber(cfg[2] or '0') or 0
 local ttl = tonumber(cfg[3] or '300000') or 300000
@@ -431,7 +432,10 @@ if departed > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned_n', departed) end
 local rested = false
 if string.sub(ARGV[8], 2, 2) == REST_WHEN_IDLE
   and waiting == 0 and B.waiting == 0 and P.waiting == 0 and active + n == 0 and pq == 0
-  and phase ~= PHASE_FROZEN and end_due == 0 and retired < limit and #expired < limit then
+  and phase ~= PHASE_FROZEN and end_due == 0 and retired < limit and #expired < limit
+  -- A sharded pre-queue's leader keeps ticking until the start: it counts the other shards
+  -- (their joins wake nobody) and freezes them at the start (queue/prequeue.go).
+  and not (phase == PHASE_SCHEDULED and (cfg[15] or '') ~= '') then
   redis.call('HSET', KEYS[5], 'idle', '1')
   redis.call('DEL', KEYS[9])
   rested = true

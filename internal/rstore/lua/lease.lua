@@ -14,7 +14,8 @@
 -- A resting queue has no leader: the last one released the lease in the same step that set
 -- idle, and a join that ends the rest clears it. CHECK does not trust the flag alone: a
 -- lease someone holds (a loop that does not rest: the caller follows it),
--- anyone waiting (in any line or the pre-queue), a live token, a due schedule instant or rows
+-- anyone waiting (in any line or the pre-queue; a sharded pre-queue before its start, whose
+-- other shards' joins wake nobody), a live token, a due schedule instant or rows
 -- due for retirement end the rest here, so a stale flag costs one rest check, never the queue.
 
 -- The modes (ARGV[3]).
@@ -52,7 +53,7 @@ end
 if cur then return {0, 0, 0} end
 local ck = redis.call('HMGET', KEYS[3], 'idle', 'seq_p', 'head_p', 'seq_b', 'head_b')
 if ck[1] ~= '1' then return {take(), 0, 0} end
-local cf = redis.call('HMGET', KEYS[4], 'draw', 'starts_ms', 'ends_ms', 'ended')
+local cf = redis.call('HMGET', KEYS[4], 'draw', 'starts_ms', 'ends_ms', 'ended', 'pq_tags')
 local starts = tonumber(cf[2] or '0') or 0
 local ends = tonumber(cf[3] or '0') or 0
 local t = redis.call('TIME')
@@ -60,7 +61,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local busy = (tonumber(ck[2] or '0') or 0) > (tonumber(ck[3] or '0') or 0)
   or (tonumber(ck[4] or '0') or 0) > (tonumber(ck[5] or '0') or 0)
   or redis.call('ZCARD', KEYS[5]) > 0 or redis.call('ZCARD', KEYS[6]) > 0
-  or (cf[1] == 's' and (now >= starts or redis.call('ZCARD', KEYS[7]) > 0))
+  or (cf[1] == 's' and (now >= starts or (cf[5] or '') ~= '' or redis.call('ZCARD', KEYS[7]) > 0))
   or (ends > 0 and now >= ends and cf[4] ~= '1')
 if not busy then
   local r = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')

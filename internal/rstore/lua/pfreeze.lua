@@ -1,6 +1,6 @@
 -- pfreeze.lua: freeze one shard of a sharded pre-queue at the start (queue/prequeue.go runs
 -- it on every shard, then freezeall.lua on the queue's slot). From here on the shard takes
--- no entry (pjoin.lua answers MOVED: a join goes to the queue's line, behind the draw).
+-- no entry (pjoin.lua answers QUEUE_SLOT: a join goes to the queue's line, behind the draw).
 -- Idempotent: a second call changes nothing and answers the same.
 -- KEYS[1] pcfg  KEYS[2] pre  KEYS[3] drawset (the shard's frozen entries)
 -- Returns {entries frozen, joins counted by the shard}.

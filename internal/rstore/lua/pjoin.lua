@@ -17,13 +17,13 @@
 --
 -- Answers what join.lua answers for a pre-queue place (cjson), or a refusal named as
 -- join.lua's (CLOSED, ENDED, NOT_OPEN, SOLD_OUT, POW_*, TOO_MANY_PLACES), or
--- MOVED: the queue's own slot answers for this ticket (no copy of the settings here, the
--- shard frozen, the start passed) — the caller runs join.lua there; 'MOVED line': the draw
+-- QUEUE_SLOT (not MOVED: a client reads that as a cluster's redirection): the queue's own slot answers for this ticket (no copy of the settings here, the
+-- shard frozen, the start passed) — the caller runs join.lua there; 'QUEUE_SLOT line': the draw
 -- took the entry to the line (the caller only reads its place there: join.lua never makes a
 -- second one while the draw is placing it).
 local JOIN = '1'
 local function refuse(code, detail) return redis.error_reply(code .. ' ' .. detail) end
-if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('MOVED', 'not sharded') end
+if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('QUEUE_SLOT', 'not sharded') end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty',
   'priority_share', 'method', 'sold_out', 'ended', 'starts_ms', 'max_active', 'ends_ms',
   'max_active_share_per_ip', 'draw', 'pq_total', 'frozen')
@@ -44,10 +44,10 @@ end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur then
   if string.sub(cur, 1, 2) == 'q:' then return prequeuer(false) end
-  return refuse('MOVED', 'line') -- the draw moved it: the queue's slot has (or is about to have) its place
+  return refuse('QUEUE_SLOT', 'line') -- the draw moved it: the queue's slot has (or is about to have) its place
 end
-if ARGV[2] ~= JOIN then return refuse('MOVED', 'no entry here') end
-if cf[16] == '1' or cf[14] ~= 's' or now >= starts then return refuse('MOVED', 'started') end
+if ARGV[2] ~= JOIN then return refuse('QUEUE_SLOT', 'no entry here') end
+if cf[16] == '1' or cf[14] ~= 's' or now >= starts then return refuse('QUEUE_SLOT', 'started') end
 local ends = tonumber(cf[12] or '0') or 0
 if cf[9] == '1' or (ends > 0 and now >= ends) then return refuse('ENDED', 'the sale has ended') end
 if method == 'reject' then return refuse('NOT_OPEN', 'the sale is not open') end
