@@ -1,5 +1,6 @@
 #!/bin/bash
 # Usage: OLD=/path/to/old-binary NEW=/path/to/new-binary scripts/rolling/up.sh (then down.sh).
+# NEW_ENV="WR_X=1 WR_Y=2": settings for the new instance only (the release before may not know them).
 # Starts one Redis, one PostgreSQL and two instances: old (${OLD:-/tmp/wr-before}) on :18081, new (${NEW:-/tmp/wr-after}) on :18082.
 set -eu
 D=/tmp/roll27/run; rm -rf $D; mkdir -p $D; chmod 777 $D
@@ -15,7 +16,7 @@ export WR_PROXY_HEADER=X-Forwarded-For WR_TRUSTED_PROXIES=127.0.0.1
 # database this one migrated (the default migrates with the release before, as an upgrade).
 start() {
   if [ "$1" = old ]; then WR_ADDR=127.0.0.1:18081 WR_INSTANCE_ID=old ${OLD:-/tmp/wr-before} > $D/old.log 2>&1 & echo $! > $D/old.pid
-  else WR_ADDR=127.0.0.1:18082 WR_INSTANCE_ID=new ${NEW:-/tmp/wr-after} > $D/new.log 2>&1 & echo $! > $D/new.pid; fi
+  else env ${NEW_ENV:-} WR_ADDR=127.0.0.1:18082 WR_INSTANCE_ID=new ${NEW:-/tmp/wr-after} > $D/new.log 2>&1 & echo $! > $D/new.pid; fi
   p=18081; [ "$1" = new ] && p=18082
   for i in $(seq 1 100); do curl -sf http://127.0.0.1:$p/readyz >/dev/null && return; sleep 0.2; done
   echo "$1 did not become ready:"; tail -5 $D/$1.log
