@@ -70,7 +70,7 @@ func (q *Queue) schedule(ctx context.Context, name string, at *time.Time) (DrawP
 	q.forgetShards(name)
 	if tags != "" && toInt(res[0]) == 1 {
 		// Until the shards have their copy of the settings, their joins go to the queue's
-		// own slot (pjoin.lua answers MOVED): nothing is lost meanwhile.
+		// own slot (pjoin.lua answers QUEUE_SLOT): nothing is lost meanwhile.
 		if err := q.resetShards(ctx, name, strings.Split(tags, ",")); err != nil {
 			return "", err
 		}
