@@ -54,12 +54,12 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	ctx := context.Background()
 	// The pre-queue over 3 shards (pjoin.lua, pleave.lua, pfreeze.lua, freezeall.lua,
 	// ptake.lua), each on its own master.
-	q := queue.New(cc, queue.Config{PrequeueShards: 3}, nil)
+	q := queue.New(cc, queue.Config{PrequeueShards: 3}, nil) // shards 1…3 (0: the queue's own slot)
 	signer := queue.NewSigner([]byte("test-secret"))
 	a := queue.NewAdmitter(q, queue.AdmitConfig{Owner: "proof"})
 	const name = "proof"
 
-	// A scheduled sale (schedule.lua), a pre-queue (join.lua), one leaving (leave.lua).
+	// A scheduled sale (schedule.lua), a pre-queue (pjoin.lua), two leaving (pleave.lua).
 	// The start an hour away, moved to just ahead before the ticks.
 	start := time.Now().Add(time.Hour)
 	rate, maxActive := 1000.0, int64(0)
@@ -67,8 +67,8 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tks []queue.Ticket
-	for _, shard := range []int{0, 1, 2, 1, 0} { // the two who leave in shards 1 and 0
-		tk, _ := signer.NewWhere(name, func(id string) bool { return queue.ShardOfID(id, 3) == shard })
+	for _, shard := range []int{1, 2, 3, 1, 2} { // the two who leave in shards 1 and 2
+		tk, _ := signer.NewWhere(name, func(id string) bool { return queue.ShardOfID(id, 4) == shard })
 		if _, _, err := q.Join(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
@@ -124,6 +124,14 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	}
 	if d, err := q.Draw(ctx, name); err != nil || d.Phase != queue.DrawDone || d.Participants != 3 {
 		t.Fatalf("draw: %+v %v", d, err)
+	}
+	// A join after the start queues behind the draw (join.lua) and leaves (leave.lua).
+	late, _ := signer.New(name)
+	if p, _, err := q.Join(ctx, late); err != nil || p.State != queue.StateWaiting {
+		t.Fatalf("a join after the start: %+v %v", p, err)
+	}
+	if err := q.Leave(ctx, late); err != nil {
+		t.Fatal(err)
 	}
 	var p queue.Place
 	testwait.For(t, 30*time.Second, "the first member's admission", func() bool {

@@ -20,9 +20,10 @@ import (
 // Redis Cluster slot, and one master does all of a drop's work. Before the start, though,
 // the pre-queue is an unordered set (the draw orders it), so its entries may live anywhere:
 // when the start is first set, the queue's pre-queue gets N shards (Config.PrequeueShards;
-// by default one per master of a cluster, 1 on a single Redis). Shard 0 is the queue's own
-// slot (join.lua, as an unsharded queue); shard i > 0 has its own hash tag
-// {q:<name>~<tag>}, the tags chosen so that the shards sit on different masters (pickTags),
+// by default one per master of a cluster, 1 on a single Redis), each with its own hash tag
+// {q:<name>~<tag>}, the tags chosen so that the shards spread evenly over the masters
+// (pickTags); the queue's own slot (shard 0 below) keeps its pre-queue for entries made
+// before the shards had their settings, and the line,
 // and its own keys (rstore.ShardKeys): a copy of the settings a join reads (pcfg, copied by
 // the leader: syncShards), the entries' rows, its pre-queue, the per-address place sets
 // and the proof-of-work records.
@@ -32,7 +33,8 @@ import (
 // one of the client's address (shardOfAddr), or of the proof-of-work challenge it presents
 // (whose id is minted the same way), so an address's places before the start are all in one
 // shard and its cap (places_per_ip) holds exactly across shards, and a challenge is spent
-// in one shard only. A join with an invite code goes to the queue's own slot (the code's
+// in one shard only. With no cap (places_per_ip 0) a new ticket's shard is random: the
+// entries of one address (a carrier's NAT, a load test) spread too. A join with an invite code goes to the queue's own slot (the code's
 // lane is there).
 //
 // The start: joins in shard i stop when the shard is frozen (pfreeze.lua), or when its
@@ -61,6 +63,9 @@ const maxPrequeueShards = 16
 type preShards struct {
 	tags  []string // tags[0] "" (the queue's own slot), then the other shards' tags; nil: one shard
 	phase DrawPhase
+	// uncapped: places_per_ip is 0, so no address has a cap to keep and a new ticket may
+	// land in any shard.
+	uncapped bool
 }
 
 // routed reports whether joins go to the shards: sharded, and before the draw is done.
@@ -82,11 +87,11 @@ func (q *Queue) preShardsOf(ctx context.Context, name string) preShards {
 			return e.v
 		}
 	}
-	vals, err := q.rdb.HMGet(ctx, rstore.KeysFor(name).Cfg(), "pq_tags", "draw").Result()
+	vals, err := q.rdb.HMGet(ctx, rstore.KeysFor(name).Cfg(), "pq_tags", "draw", "places_per_ip").Result()
 	if err != nil {
 		return preShards{}
 	}
-	s := preShards{phase: DrawPhase(toString(vals[1])), tags: shardTags(toString(vals[0]))}
+	s := preShards{phase: DrawPhase(toString(vals[1])), tags: shardTags(toString(vals[0])), uncapped: toString(vals[2]) == "0"}
 	q.shards.Store(name, &shardEntry{v: s, at: time.Now()})
 	return s
 }
@@ -109,11 +114,24 @@ func fnv32(prefix, s string) uint32 {
 	return h.Sum32()
 }
 
-// shardOfID is the shard of the ticket (or proof-of-work challenge) with id, of n.
-func shardOfID(id string, n int) int { return int(fnv32("t\x00", id) % uint32(n)) }
+// shardOfID is the shard of the ticket (or proof-of-work challenge) with id, n being
+// len(tags): one of the shards 1…n-1. Shard 0, the queue's own slot, takes no entry while
+// the shards take joins (its join.lua is the heavier script, and its master leads the
+// queue); it holds only entries made before the shards had their settings.
+func shardOfID(id string, n int) int {
+	if n < 2 {
+		return 0
+	}
+	return 1 + int(fnv32("t\x00", id)%uint32(n-1))
+}
 
-// shardOfAddr is the shard of a client address key, of n.
-func shardOfAddr(client string, n int) int { return int(fnv32("a\x00", client) % uint32(n)) }
+// shardOfAddr is the shard of a client address key, as shardOfID's.
+func shardOfAddr(client string, n int) int {
+	if n < 2 {
+		return 0
+	}
+	return 1 + int(fnv32("a\x00", client)%uint32(n-1))
+}
 
 // IDFits returns, for a new ticket (or challenge) of queue name joined from client address
 // key client (with the presented challenge id powID, "" for none), which ids fit: those of
@@ -128,7 +146,7 @@ func (q *Queue) IDFits(ctx context.Context, name, client, powID string) func(id 
 	switch {
 	case powID != "":
 		want = shardOfID(powID, n)
-	case client != "":
+	case client != "" && !s.uncapped:
 		want = shardOfAddr(client, n)
 	}
 	if want < 0 {
@@ -476,43 +494,39 @@ func (q *Queue) dropShards(ctx context.Context, name string) error {
 	return nil
 }
 
-// pickTags chooses the tags of a new pre-queue's other shards: n-1 of them (n from
-// Config.PrequeueShards; 0 = one per master of a cluster, 1 on a single Redis), on a
-// cluster each on another master than the queue's own and than each other's while masters
-// remain. "" when the pre-queue has one shard.
+// pickTags chooses the tags of a new pre-queue's shards: n of them (Config.PrequeueShards;
+// 0 = one per master of a cluster, 1 on a single Redis), on a cluster spread evenly over the
+// masters (the queue's own master takes one like the others). "" when the pre-queue is not
+// sharded (n = 1).
 func (q *Queue) pickTags(ctx context.Context, name string) (string, error) {
 	n := q.cfg.PrequeueShards
 	cc, cluster := q.rdb.(*redis.ClusterClient)
-	if n == 0 {
-		if !cluster {
-			return "", nil
-		}
-		slots, err := cc.ClusterSlots(ctx).Result()
-		if err != nil {
+	var slots []redis.ClusterSlot
+	masters := map[string]bool{}
+	if cluster {
+		var err error
+		if slots, err = cc.ClusterSlots(ctx).Result(); err != nil {
 			return "", fail("shards "+name, err)
 		}
-		masters := map[string]bool{}
 		for _, s := range slots {
 			if len(s.Nodes) > 0 {
 				masters[s.Nodes[0].Addr] = true
 			}
 		}
-		n = len(masters)
+	}
+	if n == 0 {
+		n = max(len(masters), 1)
 	}
 	n = min(n, maxPrequeueShards)
 	if n < 2 {
 		return "", nil
 	}
+	tags := make([]string, 0, n)
 	if !cluster {
-		tags := make([]string, n-1)
-		for i := range tags {
-			tags[i] = strconv.Itoa(i + 1)
+		for i := range n {
+			tags = append(tags, strconv.Itoa(i+1))
 		}
 		return strings.Join(tags, ","), nil
-	}
-	slots, err := cc.ClusterSlots(ctx).Result()
-	if err != nil {
-		return "", fail("shards "+name, err)
 	}
 	owner := func(slot int64) string {
 		for _, s := range slots {
@@ -522,25 +536,11 @@ func (q *Queue) pickTags(ctx context.Context, name string) (string, error) {
 		}
 		return ""
 	}
-	slotOf := func(tag string) (int64, error) {
-		return cc.ClusterKeySlot(ctx, "{"+tag+"}").Result()
-	}
-	own, err := slotOf(rstore.KeysFor(name).Tag())
-	if err != nil {
-		return "", fail("shards "+name, err)
-	}
-	used := map[string]int{owner(own): 1}
-	masters := map[string]bool{}
-	for _, s := range slots {
-		if len(s.Nodes) > 0 {
-			masters[s.Nodes[0].Addr] = true
-		}
-	}
-	var tags []string
-	// Each next shard goes to the master with the fewest shards so far: the first candidate
-	// tag (1, 2, …) whose slot is on such a master. 64 candidates per shard at most.
+	used := map[string]int{}
+	// Each next shard goes to a master with the fewest shards so far: the first candidate
+	// tag (1, 2, …) whose slot is on such a master; 64 candidates per shard at most.
 	cand := 1
-	for len(tags) < n-1 {
+	for len(tags) < n {
 		least := -1
 		for m := range masters {
 			if least < 0 || used[m] < least {
@@ -548,18 +548,17 @@ func (q *Queue) pickTags(ctx context.Context, name string) (string, error) {
 			}
 		}
 		found := false
-		for tries := 0; tries < 64; tries, cand = tries+1, cand+1 {
+		for tries := 0; tries < 64 && !found; tries++ {
 			tag := strconv.Itoa(cand)
-			slot, err := slotOf(rstore.ShardKeysFor(name, tag).Tag())
+			cand++
+			slot, err := cc.ClusterKeySlot(ctx, "{"+rstore.ShardKeysFor(name, tag).Tag()+"}").Result()
 			if err != nil {
 				return "", fail("shards "+name, err)
 			}
 			if m := owner(slot); used[m] == least {
 				used[m]++
 				tags = append(tags, tag)
-				cand++
 				found = true
-				break
 			}
 		}
 		if !found { // a lopsided slot map: take the next tag as it comes

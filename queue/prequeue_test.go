@@ -15,7 +15,8 @@ import (
 	"github.com/waitroom/waitroom/queue/draw"
 )
 
-// TestShardedPrequeue drives a pre-queue over 3 shards (on a cluster, each on its own master)
+// TestShardedPrequeue drives a pre-queue over 3 shards (on a cluster, each on its own master;
+// the queue's own slot takes no entry)
 // from the first join to admission: entries spread over the shards, a reload keeps its
 // entry, the per-address cap holds across shards (before and after the start), a leave
 // before the start and one after the freeze, the pre-queue's size summed by the leader, a
@@ -32,14 +33,18 @@ func TestShardedPrequeue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tags, _ := f.rdb.HGet(ctx, rstore.KeysFor(name).Cfg(), "pq_tags").Result()
-	if len(strings.Split(tags, ",")) != 2 {
-		t.Fatalf("pq_tags %q, want 2 other shards", tags)
+	if len(strings.Split(tags, ",")) != 3 {
+		t.Fatalf("pq_tags %q, want 3 shards", tags)
 	}
 	shardPre := func(tag string) string { return rstore.ShardKeysFor(name, tag).Pre() }
+	var shardKeys []string
+	for _, tag := range strings.Split(tags, ",") {
+		shardKeys = append(shardKeys, shardPre(tag))
+	}
 	if cc, ok := f.rdb.(*redis.ClusterClient); ok {
 		// Each shard on its own master.
 		masters := map[string]bool{}
-		for _, key := range []string{rstore.KeysFor(name).Pre(), shardPre(strings.Split(tags, ",")[0]), shardPre(strings.Split(tags, ",")[1])} {
+		for _, key := range shardKeys {
 			m, err := cc.MasterForKey(ctx, key)
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +81,7 @@ func TestShardedPrequeue(t *testing.T) {
 	}
 	n := int64(len(tickets))
 	var total int64
-	for _, key := range []string{rstore.KeysFor(name).Pre(), shardPre(strings.Split(tags, ",")[0]), shardPre(strings.Split(tags, ",")[1])} {
+	for _, key := range shardKeys {
 		c, _ := f.rdb.ZCard(ctx, key).Result()
 		if c == 0 {
 			t.Fatalf("shard %s holds no entry", key)

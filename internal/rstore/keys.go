@@ -27,9 +27,6 @@ const keyPrefix = "wr:{q:"
 // KeysFor is the key names of queue name.
 func KeysFor(name string) Keys { return Keys{p: keyPrefix + name + "}:"} }
 
-// Tag is the hash tag of the queue's slot (for slot lookups), without braces.
-func (k Keys) Tag() string { return k.p[len("wr:{") : len(k.p)-2] }
-
 func (k Keys) Cfg() string           { return k.p + "cfg" }
 func (k Keys) Seq() string           { return k.p + "seq" }
 func (k Keys) Waiting() string       { return k.p + "waiting" }

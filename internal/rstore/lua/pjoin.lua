@@ -23,10 +23,10 @@
 -- second one while the draw is placing it).
 local JOIN = '1'
 local function refuse(code, detail) return redis.error_reply(code .. ' ' .. detail) end
-if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('QUEUE_SLOT', 'not sharded') end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty',
   'priority_share', 'method', 'sold_out', 'ended', 'starts_ms', 'max_active', 'ends_ms',
   'max_active_share_per_ip', 'draw', 'pq_total', 'frozen')
+if not cf[14] then return refuse('QUEUE_SLOT', 'not sharded') end -- no copy of the settings here
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local method = cf[7] or 'fifo'
