@@ -141,8 +141,9 @@ key = H(seed + bytes.fromhex(ph))
 ok = ok and ids == sorted(ids, key=lambda i: (H(key + bytes.fromhex(i)), i))
 shard = {}
 for line in open(out + "/pq3-shards.txt"):
-    s, tk = line.split()
-    shard[hashlib.sha256(tk.encode()).hexdigest()] = int(s)
+    f = line.split()
+    if len(f) == 2:  # an empty shard prints a blank line
+        shard[hashlib.sha256(f[1].encode()).hexdigest()] = int(f[0])
 n = len(ids)
 groups = sorted(set(shard.values()))
 counts = {s: [0] * 10 for s in groups}
