@@ -46,6 +46,22 @@
 #                        (WAIT_QUEUES 4 × WAIT_N/4 streams, WAIT_RATE 25/s each) with
 #                        WR_REDIS_REPLICA_ACKS=0 and =1, WAITCOST_RUNS (2) rounds alternated
 #                        (the scale-out runs are not in the default suite)
+#   BENCH_ONLY=admit19k  admission → browser at scale (issue 31): ADMIT_SIZES (5000 10000 19000)
+#                        streams over ADMIT_INSTANCES (2) instances, one Redis, admitting ADMIT_RATE
+#                        (100/s) for ADMIT_WINDOW (60 s) after connecting and 10 s idle; a 500-waiter
+#                        probe process (ADMIT_PROBE) in front. Reports admitted p50/p99/max from
+#                        issuance (client and probe), the instances' histograms (tick lag and
+#                        duration, tick delay, tick handled, priority frame wait, admitted written,
+#                        fan-out, socket write), CPU of server / swarm / machine, CPU pressure and
+#                        run-queue waits; load average and top before and after each run
+#                        (admit-<build>-<n>-<round>.sched). ADMIT_OLD_REV=<commit> builds that
+#                        revision too and alternates old/new runs, ADMIT_ROUNDS (1) times
+#                        (ADMIT_OLD_BIN / ADMIT_NEW_BIN: prebuilt server binaries instead);
+#                        ADMIT_PROFILE=1 takes a CPU profile (ADMIT_PROFILE_S, 20 s) and a 5 s
+#                        runtime trace of every instance 5 s into the admission window;
+#                        SWARM_NICE=N runs the swarm under nice -n N. ~2 minutes per run at 19,000.
+#   BENCH_PPROF=1        each instance serves the Go profiler on its own free loopback port
+#                        (WR_PPROF_ADDR; PPROF_ADDRS lists them, in the order of TARGETS)
 #   BENCH_REV=<commit>   build the server from that commit (a temporary git worktree), not from
 #                        the working tree (which may hold others' uncommitted edits); the
 #                        swarm is always built from the working tree
@@ -222,16 +238,22 @@ start_pg() {
 # which execs the server, so the PID is the server's) change how they start; SERVER_LOG
 # names their logs (server-<i>.log by default).
 start_servers() {
-	local count=$1 i port wrap=()
+	local count=$1 i port wrap=() pprof
 	TARGETS=
 	INSTANCE_IDS=
+	PPROF_ADDRS=
 	[ -n "${SERVER_NOFILE:-}" ] && wrap=(prlimit --nofile="$SERVER_NOFILE:$SERVER_NOFILE")
 	for ((i = 1; i <= count; i++)); do
 		port=$(free_port)
+		pprof=
+		if [ "${BENCH_PPROF:-0}" != 0 ]; then
+			pprof=WR_PPROF_ADDR=127.0.0.1:$(free_port)
+			PPROF_ADDRS+="${PPROF_ADDRS:+,}${pprof#*=}"
+		fi
 		env WR_ADDR=127.0.0.1:$port REDIS_URL="$REDIS_URL_SRV" DATABASE_URL="$DATABASE_URL" \
 			WR_SECRET="$SECRET" WR_ADMIN_TOKEN="$ADMIN_TOKEN" WR_INSTANCE_ID=bench-$i \
 			WR_STREAMS_PER_IP=100000 WR_JOIN_RATE_PER_IP=0 WR_STATUS_RATE_PER_TICKET=0 WR_ORDER_RATE_PER_TICKET=0 WR_ORDER_RATE_GLOBAL=0 \
-			WR_DEMO=false WR_LOG_LEVEL=${SERVER_LOG_LEVEL:-warn} WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} \
+			WR_DEMO=false WR_LOG_LEVEL=${SERVER_LOG_LEVEL:-warn} WR_SHUTDOWN_TIMEOUT=5s ${BENCH_SERVER_ENV:-} $pprof \
 			"${wrap[@]}" "${SERVER_BIN:-$WORK/wr}" >>"$OUT/${SERVER_LOG:-server}-$i.log" 2>&1 &
 		SERVER_PIDS+=($!)
 		TARGETS+="${TARGETS:+,}http://127.0.0.1:$port"
@@ -284,8 +306,10 @@ use_plain() {
 swarm() { # swarm NAME flags…: one swarm run, JSON to $OUT/NAME.json
 	local name=$1
 	shift
-	log "swarm $name: $*"
-	"$WORK/swarm" -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -redis "$REDIS_INFO" ${REDIS_REPL:+-redis-replicas "$REDIS_REPL"} \
+	local nice=()
+	[ -n "${SWARM_NICE:-}" ] && nice=(nice -n "$SWARM_NICE")
+	log "swarm $name: ${nice[*]} $*"
+	"${nice[@]}" "$WORK/swarm" -targets "$TARGETS" -admin-token "$ADMIN_TOKEN" -redis "$REDIS_INFO" ${REDIS_REPL:+-redis-replicas "$REDIS_REPL"} \
 		-out "$OUT/$name.json" -label "$name" "$@" | tee "$OUT/$name.txt"
 }
 
@@ -542,6 +566,107 @@ waitcost() {
 	} | tee "$OUT/waitcost.txt"
 }
 
+# sched_of PID: seconds on a CPU and seconds waiting in the run queue, over every thread of PID.
+sched_of() {
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{r += $1; w += $2} END {printf "run %.3f s, run-queue wait %.3f s", r / 1e9, w / 1e9}'
+}
+
+# sched_note FILE LABEL: the load average, CPU pressure, the busiest processes now (the box is
+# shared), and the run-queue wait so far of redis-server and of each instance.
+sched_note() {
+	local pid
+	{
+		echo "--- $2 $(date -u +%T): loadavg $(cat /proc/loadavg); $(head -1 /proc/pressure/cpu 2>/dev/null)"
+		top -bn1 -w 200 | sed -n '7,16p'
+		echo "redis-server (pid $REDIS_PID): $(sched_of "$REDIS_PID")"
+		for pid in "${SERVER_PIDS[@]}"; do echo "instance pid $pid: $(sched_of "$pid")"; done
+	} >>"$1"
+}
+
+# admit_profile NAME: once the admission window has run 5 s, a CPU profile (ADMIT_PROFILE_S) and
+# then a 5 s runtime trace of every instance (BENCH_PPROF). Run in the background.
+admit_profile() {
+	local a i v
+	for _ in $(seq 900); do
+		v=$(curl -fsS "${TARGETS%%,*}/metrics" 2>/dev/null | awk '/^sse_admitted_events_total /{print ($2 > 0)}')
+		[ "${v:-0}" = 1 ] && break
+		sleep 0.2
+	done
+	sleep 5
+	i=0
+	for a in ${PPROF_ADDRS//,/ }; do
+		i=$((i + 1))
+		curl -fsS -o "$OUT/$1-cpu-$i.pprof" "http://$a/debug/pprof/profile?seconds=${ADMIT_PROFILE_S:-20}" &
+	done
+	wait
+	i=0
+	for a in ${PPROF_ADDRS//,/ }; do
+		i=$((i + 1))
+		curl -fsS -o "$OUT/$1-trace-$i.out" "http://$a/debug/pprof/trace?seconds=5" &
+	done
+	wait
+}
+
+# admit19k: admission → browser at ADMIT_SIZES streams over ADMIT_INSTANCES instances, one
+# Redis, admitting ADMIT_RATE (issue 31). With ADMIT_OLD_REV the old build runs before the new
+# one in each round (A B A B …), so both see the same noise of a shared box.
+admit19k() {
+	local builds=new b n r bin name pids prof old=$WORK/wr-old new=${ADMIT_NEW_BIN:-$WORK/wr}
+	if [ -n "${ADMIT_OLD_BIN:-}" ]; then
+		old=$ADMIT_OLD_BIN
+		builds="old new"
+	elif [ -n "${ADMIT_OLD_REV:-}" ]; then
+		build_rev "$ADMIT_OLD_REV" "$old"
+		builds="old new"
+	fi
+	for ((r = 1; r <= ${ADMIT_ROUNDS:-1}; r++)); do
+		for n in ${ADMIT_SIZES:-5000 10000 19000}; do
+			for b in $builds; do
+				bin=$new
+				[ "$b" = old ] && bin=$old
+				name=admit-$b-$n-$r
+				SERVER_BIN=$bin SERVER_LOG=$name-server fresh "${ADMIT_INSTANCES:-2}"
+				pids=$(IFS=,; echo "${SERVER_PIDS[*]}")
+				sched_note "$OUT/$name.sched" before
+				prof=
+				if [ "${ADMIT_PROFILE:-0}" != 0 ] && [ -n "$PPROF_ADDRS" ]; then
+					admit_profile "$name" &
+					prof=$!
+				fi
+				swarm "$name" -mode stream -n "$n" -probe "${ADMIT_PROBE:-500}" -connect-rate "${ADMIT_CONNECT_RATE:-1000}" \
+					-baseline 0 -idle "${ADMIT_IDLE:-10s}" -duration "${ADMIT_WINDOW:-60s}" -rate "${ADMIT_RATE:-100}" -pids "$pids" ||
+					log "swarm $name failed (exit $?)"
+				[ -n "$prof" ] && { wait "$prof" || true; } # the profiles (never a bare wait: the servers are children too)
+				sched_note "$OUT/$name.sched" after
+				cat "$OUT/$name.sched"
+				stop_servers
+			done
+		done
+	done
+	{
+		echo "admission → browser: ${ADMIT_INSTANCES:-2} instances, one Redis, admitting ${ADMIT_RATE:-100}/s for ${ADMIT_WINDOW:-60s}; old = ${ADMIT_OLD_BIN:-${ADMIT_OLD_REV:-none}}, new = ${ADMIT_NEW_BIN:-${BENCH_REV:-the working tree}}"
+		echo "ms: client = admitted from issuance (token_expires_at − TTL) to parsed; probe = the same for the ${ADMIT_PROBE:-500} front waiters in their own process;"
+		echo "server p99 (all instances): delay = tick message handled, written = admitted written to the socket (both from the admission in Redis), lag/dur = leader's tick lag/duration,"
+		echo "handle = tick message to frames queued, prio = priority frame's wait for its writer, fanout = one fan-out's computation; CPU in cores; psi = CPU pressure 'some'; runq = run-queue wait s/s"
+		printf '%-20s %22s %22s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %5s %6s %6s %6s\n' run "client p50/p99/max" "probe p50/p99/max" \
+			delay written lag dur handle prio fanout write srvCPU swarm busy psi "runqS" runqW cmd/tk admitd
+		for f in "$OUT"/admit-*.json; do
+			[ -e "$f" ] || continue
+			jq -r --arg n "$(basename "$f" .json)" '(.windows[] | select(.kind == "stream")) as $w |
+				def f(x): if x == null then "-" else (x*10|round/10|tostring) end;
+				def t(s): if s == null then "-" else "\(f(s.p50_ms))/\(f(s.p99_ms))/\(f(s.max_ms))" end;
+				def h(s): if s == null or s.n == 0 then "-" else f(s.p99_ms) end;
+				[$n, t(.latency.admitted_from_issue), t(.latency.probe_admitted_from_issue),
+				 h($w.server_tick_delay), h($w.server_admitted_written), h($w.server_tick_lag), h($w.server_tick_duration),
+				 h($w.server_tick_handle), h($w.server_priority_wait), h($w.server_fanout), (if $w.server_write.n == 0 then "-" else ($w.server_write.p99_ms|tostring) end),
+				 ($w.server_cpu_cores*100|round/100), ($w.swarm_cpu_cores*100|round/100), ($w.machine_busy_cores*100|round/100),
+				 ($w.cpu_pressure_some*100|round/100), (($w.server_runq_wait_per_s // 0)*1000|round/1000), ($w.swarm_runq_wait_per_s*1000|round/1000),
+				 ($w.redis_commands_per_tick*100|round/100), .latency.admitted_from_issue.n] | @tsv' "$f" |
+				awk -F'\t' '{printf "%-20s %22s %22s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %5s %6s %6s %6s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19}'
+		done
+	} | tee "$OUT/admit19k.txt"
+}
+
 machine() {
 	{
 		echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -620,6 +745,9 @@ default)
 	fi
 	if want waitcost; then
 		waitcost
+	fi
+	if want admit19k; then
+		admit19k
 	fi
 	if [ "${BENCH_K6:-1}" != 0 ] && { want joinrate || want knee || want spike; }; then
 		find_k6

@@ -138,7 +138,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.Before, "before", 10*time.Second, "storm: admission at -rate before the kill")
 	fs.DurationVar(&o.Hold, "hold", 10*time.Second, "storm: admission goes on this long after every user streams again (or -duration after the kill at most)")
 	fs.StringVar(&o.Kill, "kill", "leader", "storm: the instance to SIGKILL: leader (the queue's admission leader, read from Redis), or a target number 1…")
-	pids := fs.String("pids", "", "storm: process ids of the -targets instances, in the same order (the one chosen by -kill gets SIGKILL)")
+	pids := fs.String("pids", "", "process ids of the -targets instances, in the same order: storm: the one chosen by -kill gets SIGKILL; stream modes: their run-queue wait is reported per window (/proc/<pid>/task/*/schedstat)")
 	ids := fs.String("instance-ids", "", "storm: WR_INSTANCE_ID of the -targets instances, in the same order (for -kill leader)")
 	fs.StringVar(&o.Partial, "partial", "GET /healthz HTTP/1.", "flood: what each connection sends and never finishes: by default a request line cut short (\\r and \\n are read as escapes)")
 	fs.DurationVar(&o.Redial, "redial", time.Second, "flood: a connection the server closed is opened again after this (jittered ×0.5–1.5; 0 = not)")

@@ -371,18 +371,32 @@ type sample struct {
 	at    time.Time
 	busy  float64 // machine-wide busy CPU seconds
 	swarm float64 // CPU seconds of the swarm's own processes
-	m     []metricsSample
-	redis redisStats
-	hasR  bool
-	repl  redisStats // -redis-replicas, summed
+	// Scheduler: seconds of CPU pressure ("some", PSI), and the run-queue wait of the
+	// swarm's processes and of the instances (-pids), summed over their threads.
+	psi        float64
+	swarmWait  float64
+	serverRun  float64
+	serverWait float64
+	m          []metricsSample
+	redis      redisStats
+	hasR       bool
+	repl       redisStats // -redis-replicas, summed
 }
 
 func (r *run) sample() sample {
-	s := sample{at: time.Now(), busy: machineBusy(), swarm: procCPU(os.Getpid())}
+	s := sample{at: time.Now(), busy: machineBusy(), swarm: procCPU(os.Getpid()), psi: cpuPressure()}
+	_, s.swarmWait = procSched(os.Getpid())
 	for _, p := range r.procs {
 		if p.cmd.Process != nil {
 			s.swarm += procCPU(p.cmd.Process.Pid)
+			_, w := procSched(p.cmd.Process.Pid)
+			s.swarmWait += w
 		}
+	}
+	for _, pid := range r.o.PIDs {
+		run, wait := procSched(pid)
+		s.serverRun += run
+		s.serverWait += wait
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -50,9 +50,26 @@ type window struct {
 	// The leaders' admission ticks (queue_admission_tick_duration_seconds, every queue): lease
 	// renewal, admit script (and WAIT with replica acks), publish.
 	ServerTickDuration serverQuantiles `json:"server_tick_duration"`
-	AdmittedPerSec     float64         `json:"admitted_per_s"`
-	Unconfirmed        float64         `json:"replication_unconfirmed"` // queue_replication_unconfirmed_total delta
-	HasRedis           bool            `json:"has_redis"`
+	// The leaders' tick lag (queue_admission_tick_lag_seconds), one queue's fan-out
+	// computation (stream_fanout_seconds), and, where the build has them, a tick message's
+	// handling (stream_tick_handle_seconds), a priority frame's wait for its writer
+	// (stream_priority_wait_seconds) and one write to a socket (sse_write_seconds).
+	ServerTickLag      serverQuantiles `json:"server_tick_lag"`
+	ServerFanout       serverQuantiles `json:"server_fanout"`
+	ServerTickHandle   serverQuantiles `json:"server_tick_handle"`
+	ServerPriorityWait serverQuantiles `json:"server_priority_wait"`
+	ServerWrite        serverQuantiles `json:"server_write"`
+	// The scheduler: the fraction of the window during which some runnable task waited for
+	// a CPU (PSI "some"), and the run-queue wait of the instances (-pids) and of the swarm's
+	// processes, in seconds per second (threads waiting, on average); ServerRunqPerCPU is
+	// the instances' wait per second they ran.
+	CPUPressure      float64 `json:"cpu_pressure_some"`
+	ServerRunqWait   float64 `json:"server_runq_wait_per_s,omitempty"`
+	ServerRunqPerCPU float64 `json:"server_runq_wait_per_cpu_s,omitempty"`
+	SwarmRunqWait    float64 `json:"swarm_runq_wait_per_s"`
+	AdmittedPerSec   float64 `json:"admitted_per_s"`
+	Unconfirmed      float64 `json:"replication_unconfirmed"` // queue_replication_unconfirmed_total delta
+	HasRedis         bool    `json:"has_redis"`
 }
 
 func delta(a, b sample, names ...string) float64 { return total(b.m, names...) - total(a.m, names...) }
@@ -79,6 +96,17 @@ func windowOf(name, kind string, waiters int, a, b sample) window {
 	w.ServerTickDelay = histQuantiles(a, b, "stream_tick_delay_seconds")
 	w.ServerAdmitWritten = histQuantiles(a, b, "sse_admitted_delivery_seconds")
 	w.ServerTickDuration = labelQuantiles(a.m, b.m, "queue_admission_tick_duration_seconds", `queue="`)
+	w.ServerTickLag = labelQuantiles(a.m, b.m, "queue_admission_tick_lag_seconds", `queue="`)
+	w.ServerFanout = histQuantiles(a, b, "stream_fanout_seconds")
+	w.ServerTickHandle = histQuantiles(a, b, "stream_tick_handle_seconds")
+	w.ServerPriorityWait = histQuantiles(a, b, "stream_priority_wait_seconds")
+	w.ServerWrite = histQuantiles(a, b, "sse_write_seconds")
+	w.CPUPressure = (b.psi - a.psi) / secs
+	w.SwarmRunqWait = (b.swarmWait - a.swarmWait) / secs
+	if run := b.serverRun - a.serverRun; run > 0 {
+		w.ServerRunqWait = (b.serverWait - a.serverWait) / secs
+		w.ServerRunqPerCPU = (b.serverWait - a.serverWait) / run
+	}
 	w.AdmittedPerSec = w.TokensIssued / secs
 	w.Unconfirmed = delta(a, b, "queue_replication_unconfirmed_total")
 	if w.HasRedis {
@@ -405,6 +433,16 @@ func (rep reportT) table(out io.Writer) {
 		if w.ReplicaCallsPerSec > 0 {
 			p("  %s\treplicas: %.1f commands/s applied, %.3f CPU cores", w.Name, w.ReplicaCallsPerSec, w.ReplicaCores)
 		}
+	}
+	for _, w := range rep.Windows {
+		if w.Kind != "stream" && w.Kind != "poll" {
+			continue
+		}
+		p("  %s\tserver histograms p50/p99 ms: tick lag %.2f/%.2f, fan-out %.2f/%.2f, tick handled %.2f/%.2f, priority frame wait %.2f/%.2f, socket write %.3f/%.3f",
+			w.Name, w.ServerTickLag.P50MS, w.ServerTickLag.P99MS, w.ServerFanout.P50MS, w.ServerFanout.P99MS, w.ServerTickHandle.P50MS, w.ServerTickHandle.P99MS,
+			w.ServerPriorityWait.P50MS, w.ServerPriorityWait.P99MS, w.ServerWrite.P50MS, w.ServerWrite.P99MS)
+		p("  %s\tscheduler: CPU pressure (some) %.1f %%, run-queue wait: instances %.3f s/s (%.3f per CPU-second they ran), swarm %.3f s/s",
+			w.Name, 100*w.CPUPressure, w.ServerRunqWait, w.ServerRunqPerCPU, w.SwarmRunqWait)
 	}
 	for _, w := range rep.Windows {
 		if w.EventGaps+w.Resyncs+w.Disconnects > 0 || (w.Ticks > 0 && w.TickLagSum/w.Ticks > 0.01) {

@@ -330,3 +330,45 @@ func labelQuantiles(am, bm []metricsSample, name, sel string) serverQuantiles {
 	}
 	return serverQuantiles{N: n, P50MS: round(q(0.5), 2), P99MS: round(q(0.99), 2)}
 }
+
+// procSched sums /proc/<pid>/task/*/schedstat over every thread of a process: seconds on a
+// CPU and seconds runnable but waiting for one (the run queue). Both 0 when it is gone.
+func procSched(pid int) (run, wait float64) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		r, _ := strconv.ParseFloat(f[0], 64)
+		w, _ := strconv.ParseFloat(f[1], 64)
+		run += r / 1e9
+		wait += w / 1e9
+	}
+	return run, wait
+}
+
+// cpuPressure reads /proc/pressure/cpu: seconds during which at least one runnable task
+// waited for a CPU ("some"), since boot; 0 without PSI.
+func cpuPressure() float64 {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			us, _ := strconv.ParseFloat(v, 64)
+			return us / 1e6
+		}
+	}
+	return 0
+}
