@@ -22,6 +22,13 @@
 //     taken under the locks above only inside shard.push/pushAt, and never held while
 //     taking another lock.
 //
+// A write slot (Hub.slots, writeSlots in shard.go: bulk work — position writes, pings, a
+// fan-out's computation — on at most GOMAXPROCS−1 processors) is taken like a lock between
+// pushMu and qh.mu: the fan-out takes it with pushMu held and then qh.mu; the writers take
+// it holding no lock (and may drop a stream while holding it). Nobody waits for a slot while
+// holding qh.mu or shard.mu, and only the fan-out while holding pushMu, so slots close no
+// cycle.
+//
 // Hub.mu (the registries: queues, ips, gone, closed) is a leaf: it is held only to read or
 // change those maps and never while another lock is held or taken. drop takes shard.mu,
 // qhub.mu and Hub.mu one after the other and releases each before the next, so it must be
@@ -141,6 +148,7 @@ type Hub struct {
 	m         *metrics
 	startedAt time.Time
 	shards    []*shard
+	slots     chan struct{} // write slots of the writers (writeSlots in shard.go)
 	next      atomic.Uint32
 	count     atomic.Int64
 	degraded  atomic.Bool // Redis pub/sub lost: streams were told "reconnecting"
@@ -200,7 +208,7 @@ func NewHub(src Source, registry Registry, cfg Config, reg prometheus.Registerer
 	h := &Hub{src: src, registry: registry, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
 		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue),
-		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue)}
+		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue), slots: make(chan struct{}, writeSlots())}
 	for range cfg.Shards {
 		h.shards = append(h.shards, newShard(h))
 	}

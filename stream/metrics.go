@@ -19,6 +19,9 @@ type metrics struct {
 	fanout        prometheus.Histogram
 	tickDelay     prometheus.Histogram
 	admitDelivery prometheus.Histogram
+	tickHandle    prometheus.Histogram
+	priorityWait  prometheus.Histogram
+	writeDur      prometheus.Histogram
 	sweeps        prometheus.Counter
 	swept         prometheus.Counter
 }
@@ -63,13 +66,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From the admission in Redis (its TIME) to the admitted event written to the client's socket, for streams open when the tick message arrived (not reconnects or the missed-message fallback; includes clock skew between hosts).",
 			Buckets: latencyBuckets}),
 	}
+	m.tickHandle = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stream_tick_handle_seconds",
+		Help:    "From a tick message taken by the hub to its admitted and expired frames queued to their writers (the queue's lock and the tokens' signatures).",
+		Buckets: latencyBuckets})
+	m.priorityWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stream_priority_wait_seconds",
+		Help:    "From a priority frame (admitted, expired, announcements) queued to its writer to the writer taking it (the oldest of those it takes at once).",
+		Buckets: latencyBuckets})
+	m.writeDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sse_write_seconds",
+		Help:    "One write of frames to a stream's socket (the system call, or a blocked write up to the write timeout).",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 8)})
 	m.sweeps = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_sweeps_total", Help: "Looks at every stream for a gone peer, made because the instance was at its stream budget."})
 	m.swept = prometheus.NewCounter(prometheus.CounterOpts{Name: "stream_swept_total", Help: "Streams dropped by those looks (their peer had gone)."})
 	for _, r := range endReasons {
 		m.drops.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout, m.tickDelay, m.admitDelivery, m.sweeps, m.swept)
+		reg.MustRegister(m.conns, m.connects, m.drops, m.bytes, m.ticks, m.gaps, m.resyncs, m.subErrors, m.silences, m.admittedSent, m.positionsSent, m.fanout, m.tickDelay, m.admitDelivery, m.tickHandle, m.priorityWait, m.writeDur, m.sweeps, m.swept)
 	}
 	return m
 }

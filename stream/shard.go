@@ -15,13 +15,28 @@ type shard struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	pri   []*conn
-	dirty []*conn
-	wake  chan struct{}
+	// priSince is when the oldest pending priority frame was queued (pri was empty before).
+	priSince time.Time
+	dirty    []*conn
+	wake     chan struct{}
+	// priWake is signalled with wake for priority frames only, so a writer waiting for a
+	// write slot (below) turns to them at once and is not woken by every position frame.
+	priWake chan struct{}
 }
 
 func newShard(h *Hub) *shard {
-	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1)}
+	return &shard{h: h, conns: map[*conn]struct{}{}, wake: make(chan struct{}, 1), priWake: make(chan struct{}, 1)}
 }
+
+// writeSlots is how many writers may write position events and pings at once: one fewer
+// than the Go processors (at least one). A fan-out is thousands of write system calls;
+// with every processor busy writing, the runtime looks at the network only when sysmon
+// does (every 10 ms at best) and every goroutine readied meanwhile queues behind the
+// writers' chunks — the pub/sub reader with a tick's admissions, and the admission loop's
+// reply from Redis. One processor left free polls the network as soon as it is idle, and
+// its thread, having slept, is the one the kernel runs first. Priority frames (admitted,
+// expired, announcements) are written without a slot.
+func writeSlots() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // add registers c with its writer.
 func (s *shard) add(c *conn) {
@@ -99,10 +114,17 @@ func (s *shard) pushAt(c *conn, b []byte, kind int, admitAt time.Time) {
 		return // admitted or expired already queued: no position after it
 	}
 	if kind != framePosition {
+		if len(s.pri) == 0 {
+			s.priSince = time.Now()
+		}
 		c.pri = append(c.pri, b)
 		s.pri = append(s.pri, c)
 		if !admitAt.IsZero() {
 			c.admitAt = admitAt
+		}
+		select {
+		case s.priWake <- struct{}{}:
+		default:
 		}
 		switch kind {
 		case frameFinal:
@@ -168,8 +190,8 @@ type job struct {
 }
 
 // flush writes everything pending: priority frames first, then positions in the order the
-// fan-out queued them (front of the line first), a chunk at a time, looking for new
-// priority frames between chunks.
+// fan-out queued them (front of the line first), a chunk at a time under a write slot,
+// looking for new priority frames between chunks and while waiting for a slot.
 func (s *shard) flush() {
 	jobs := make([]job, 0, flushChunk)
 	for {
@@ -177,38 +199,67 @@ func (s *shard) flush() {
 		s.mu.Lock()
 		if len(s.pri) > 0 {
 			jobs = s.takePriority(jobs)
-		} else {
-			n := min(flushChunk, len(s.dirty))
-			for _, c := range s.dirty[:n] {
-				c.queued = false
-				if c.pos != nil && !c.closed {
-					jobs = append(jobs, job{c: c, frames: [][]byte{c.pos}})
-					c.pos = nil
-				}
-			}
-			s.dirty = s.dirty[n:]
-			if len(s.dirty) == 0 {
-				s.dirty = nil
+			s.mu.Unlock()
+			s.runJobs(jobs) // no slot: a few frames, and they are what waits
+			continue
+		}
+		if len(s.dirty) == 0 {
+			s.mu.Unlock()
+			return // frames pushed from now on wake the writer again
+		}
+		s.mu.Unlock()
+		select {
+		case s.h.slots <- struct{}{}:
+		case <-s.priWake:
+			continue // priority frames first, then wait for a slot again
+		}
+		s.mu.Lock()
+		if len(s.pri) > 0 {
+			jobs = s.takePriority(jobs)
+		}
+		n := min(flushChunk, len(s.dirty))
+		for _, c := range s.dirty[:n] {
+			c.queued = false
+			if c.pos != nil && !c.closed {
+				jobs = append(jobs, job{c: c, frames: [][]byte{c.pos}})
+				c.pos = nil
 			}
 		}
-		idle := len(s.pri) == 0 && len(s.dirty) == 0
+		s.dirty = s.dirty[n:]
+		if len(s.dirty) == 0 {
+			s.dirty = nil
+		}
 		s.mu.Unlock()
 		s.runJobs(jobs)
-		if idle && len(jobs) == 0 {
-			return
-		}
-		if !idle {
-			// A fan-out keeps every shard busy writing for tens of milliseconds; let the
-			// pub/sub reader (and its admitted events) run between chunks instead of
-			// waiting for a preemption.
-			runtime.Gosched()
-		}
-		// Idle or not, one more look: frames may have been pushed while these were written.
+		<-s.h.slots
 	}
+}
+
+// acquire waits for a write slot, writing this shard's priority frames meanwhile.
+func (s *shard) acquire() {
+	for {
+		select {
+		case s.h.slots <- struct{}{}:
+			return
+		case <-s.priWake:
+			s.writePriority()
+		}
+	}
+}
+
+// writePriority writes every pending priority frame (no slot needed).
+func (s *shard) writePriority() {
+	s.mu.Lock()
+	jobs := s.takePriority(nil)
+	s.mu.Unlock()
+	s.runJobs(jobs)
 }
 
 // takePriority moves every pending priority frame into jobs; s.mu is held.
 func (s *shard) takePriority(jobs []job) []job {
+	if len(s.pri) > 0 {
+		s.h.m.priorityWait.Observe(time.Since(s.priSince).Seconds())
+	}
 	for _, c := range s.pri {
 		if len(c.pri) > 0 && !c.closed {
 			jobs = append(jobs, job{c, c.pri, c.admitAt, c.closing})
@@ -257,14 +308,14 @@ func (s *shard) heartbeat(slot int) {
 	s.flush() // the response head of a new stream must precede any ping
 	now := stamp()
 	pings := map[*qhub][]byte{}
-	var jobs []job
+	s.acquire()
+	defer func() { <-s.h.slots }()
 	for i, c := range cs {
 		if i > 0 && i%flushChunk == 0 {
-			s.mu.Lock()
-			jobs = s.takePriority(jobs[:0])
-			s.mu.Unlock()
-			s.runJobs(jobs)
-			runtime.Gosched()
+			// Between chunks: the slot goes to the next writer, pending priority frames out.
+			<-s.h.slots
+			s.writePriority()
+			s.acquire()
 		}
 		if !s.pingable(c) {
 			continue
@@ -283,8 +334,11 @@ func (s *shard) heartbeat(slot int) {
 }
 
 func (s *shard) write(c *conn, b []byte) bool {
-	_ = c.nc.SetWriteDeadline(time.Now().Add(s.h.cfg.WriteTimeout))
-	if _, err := c.nc.Write(b); err != nil {
+	t0 := time.Now()
+	_ = c.nc.SetWriteDeadline(t0.Add(s.h.cfg.WriteTimeout))
+	_, err := c.nc.Write(b)
+	s.h.m.writeDur.Observe(time.Since(t0).Seconds())
+	if err != nil {
 		reason := endWriteError
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			reason = endSlowClient

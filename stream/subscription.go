@@ -199,6 +199,7 @@ func (h *Hub) unsyncAll() {
 // once, positions wait for the next fan-out.
 func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 	h.m.ticks.Inc()
+	start := time.Now()
 	var admitAt time.Time
 	if m.Now > 0 {
 		admitAt = time.UnixMilli(m.Now)
@@ -251,6 +252,7 @@ func (h *Hub) onTick(ctx context.Context, name string, m queue.Tick) {
 		o.c.shard.pushAt(o.c, admittedFrame(m.Ev, m.Tick, name, token, time.UnixMilli(o.a.Exp)), frameFinal, admitAt)
 		h.m.admittedSent.Inc()
 	}
+	h.m.tickHandle.Observe(time.Since(start).Seconds())
 	h.announce(qh, news) // after the admitted events: it may wait for a fan-out's pushes
 }
 
