@@ -40,6 +40,9 @@ var (
 	// errStarting: a sharded pre-queue's start has come and it is not frozen yet (join.lua;
 	// the join freezes it and tries again, prequeue.go).
 	errStarting = errors.New("the draw is starting")
+	// errSharded: a new entry of a sharded pre-queue reached the queue's own slot (join.lua),
+	// from an instance that had not read the shards yet: it reads them and joins there.
+	errSharded = errors.New("the pre-queue is sharded")
 	// ErrInvalid: a setting out of range. Errors wrapping it are *InvalidError, whose
 	// Message is written for the user.
 	ErrInvalid = errors.New("invalid settings")
@@ -71,6 +74,7 @@ var refusals = map[string]error{
 	"NOT_OPEN":        ErrQueueNotOpen,
 	"FENCED":          errFenced,
 	"STARTING":        errStarting,
+	"SHARDED":         errSharded,
 	// POW_REQUIRED and POW_TOO_EASY carry the queue's difficulty: *PowRequiredError.
 }
 

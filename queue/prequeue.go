@@ -53,8 +53,11 @@ import (
 // their address), then placed on the queue's slot (drawplace.lua), with their address's
 // place set there. Positions after the draw cost what they cost today.
 
-// shardCacheTTL is how long an instance trusts what it read of a queue's shards.
-const shardCacheTTL = time.Second
+// shardCacheTTL is how long an instance trusts what it read of a queue's shards. Stale is
+// safe either way: a join routed to a shard that no longer takes entries is sent to the
+// queue's own slot (QUEUE_SLOT), and one sent to the queue's own slot while the pre-queue is
+// sharded is refused there (SHARDED; an unknown ticket's NO_PLACE likewise) and read again.
+const shardCacheTTL = 5 * time.Second
 
 // maxPrequeueShards bounds Config.PrequeueShards.
 const maxPrequeueShards = 16
@@ -273,11 +276,16 @@ func (q *Queue) leaveShard(ctx context.Context, t Ticket) (done bool, err error)
 	return n == 1, nil
 }
 
-// inShard reports whether ticket t holds an entry in its shard of a sharded pre-queue.
+// inShard reports whether ticket t holds an entry in its shard of a sharded pre-queue (read
+// again when this instance's copy says the queue is not sharded: the ticket is unknown on
+// the queue's slot, a rare path).
 func (q *Queue) inShard(ctx context.Context, t Ticket) (bool, error) {
 	s := q.preShardsOf(ctx, t.Queue)
 	if !s.routed() {
-		return false, nil
+		q.forgetShards(t.Queue)
+		if s = q.preShardsOf(ctx, t.Queue); !s.routed() {
+			return false, nil
+		}
 	}
 	i := shardOfID(t.ID, len(s.tags))
 	if i == 0 {

@@ -29,6 +29,12 @@ func TestShardedPrequeue(t *testing.T) {
 	q := queue.New(f.rdb, queue.Config{OpTimeout: 10 * time.Second, PrequeueShards: 3}, nil)
 	ctx := context.Background()
 	const name = "shd"
+	// Another instance read the queue before it was sharded (its copy is 5 s good).
+	stale := queue.New(f.rdb, queue.Config{OpTimeout: 10 * time.Second, PrequeueShards: 3}, nil)
+	probe, _ := f.signer.New(name)
+	if _, err := stale.Status(ctx, probe); err == nil {
+		t.Fatal("a status in a queue that does not exist")
+	}
 	if _, _, err := q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: f64(1000), PlacesPerIP: i64(2), StartsAt: timep(time.Now().Add(time.Hour))}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +96,21 @@ func TestShardedPrequeue(t *testing.T) {
 	}
 	if total != n {
 		t.Fatalf("the shards hold %d entries, want %d", total, n)
+	}
+	// The instance with the stale copy finds an entry in its shard, and a new join there
+	// lands in a shard, not in the queue's own slot.
+	if p, err := stale.Status(ctx, tickets[2]); err != nil || p.State != queue.StatePrequeue {
+		t.Fatalf("status through an instance with a stale copy: %+v %v", p, err)
+	}
+	extra, _ := f.signer.New(name)
+	if p, created, err := stale.JoinWith(ctx, extra, queue.JoinOptions{Client: "10.8.8.8"}); err != nil || !created || p.State != queue.StatePrequeue {
+		t.Fatalf("join through an instance with a stale copy: %+v %v %v", p, created, err)
+	}
+	if c, _ := f.rdb.ZCard(ctx, rstore.KeysFor(name).Pre()).Result(); c != 0 {
+		t.Fatalf("the queue's own slot took %d entries", c)
+	}
+	if err := stale.Leave(ctx, extra); err != nil {
+		t.Fatal(err)
 	}
 	// A reload keeps its entry, wherever it is.
 	for _, tk := range tickets[:6] {

@@ -329,6 +329,20 @@ func (q *Queue) place(ctx context.Context, t Ticket, join bool, o JoinOptions) (
 		return sp.p, sp.created, err
 	}
 	p, created, err = q.placeOwn(ctx, t, join, mode, o, powDiff, powExp, invite)
+	if errors.Is(err, errSharded) || (errors.Is(err, ErrNoPlace) && !q.preShardsOf(ctx, t.Queue).routed()) {
+		// What this instance knew of the queue's shards is stale (they were set up after it
+		// read them): read them again; the shard answers (or ErrNoPlace stands).
+		q.forgetShards(t.Queue)
+		sp, handled, serr := q.placeSharded(ctx, t, mode, o, powDiff, powExp, invite)
+		switch {
+		case serr != nil:
+			return Place{}, false, serr
+		case handled:
+			return sp.p, sp.created, nil
+		case errors.Is(err, errSharded):
+			return Place{}, false, fmt.Errorf("join %s: %w: the pre-queue's shards are being set up", t.Queue, ErrUnavailable)
+		}
+	}
 	if errors.Is(err, errStarting) {
 		// The start of a sharded pre-queue: freeze every shard, then join behind the draw.
 		if _, ferr := q.freezeShards(ctx, t.Queue); ferr != nil {

@@ -67,6 +67,8 @@
 --                  queue's) or expired (a normal waiter who brought it keeps the place)
 --   ENDED          the sale has ended (ends_at)  SOLD_OUT  sold out
 --   NOT_OPEN       the queue's method is reject
+--   SHARDED        a new entry of a sharded pre-queue, which only its shards take (the caller
+--                  reads the shards and joins there)
 --   STARTING       a sharded pre-queue's start has come and it is not frozen yet (the caller
 --                  freezes it and joins again)
 -- Mixed versions (a rolling deploy): the answer and the refusals pass only between this
@@ -85,7 +87,8 @@ local idle_flag = nil
 local function main()
 if redis.call('EXISTS', KEYS[1]) == 0 then return refuse('UNKNOWN_QUEUE', 'no such queue') end
 local cf = redis.call('HMGET', KEYS[1], 'closed', 'rate', 'paused', 'places_per_ip', 'pow_difficulty', 'priority_share',
-  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip', 'pq_other')
+  'method', 'sold_out', 'ended', 'starts_ms', 'draw', 'max_active', 'ttl_ms', 'ends_ms', 'max_active_share_per_ip', 'pq_other',
+  'pq_tags')
 local closed = cf[1] == '1'
 local method = cf[7] or 'fifo'
 local sold_out = cf[8] == '1'
@@ -238,6 +241,12 @@ if ARGV[6] ~= '' then
   return lane_place(lane)
 end
 
+-- A sharded pre-queue's entries are in its shards only (pjoin.lua), where a reload finds them
+-- by the ticket: a caller that did not know it was sharded reads the shards and joins there
+-- (before any proof or cap is spent here).
+if phase == PHASE_SCHEDULED and now < starts and (cf[17] or '') ~= '' then
+  return refuse('SHARDED', 'the pre-queue is sharded')
+end
 -- Proof of work, for new places only (a reload of a live place costs nothing). The proof
 -- was verified by the caller; here it is checked against the live difficulty, and recorded
 -- (below, once the place is sure) so that each challenge makes one place at most.
