@@ -90,6 +90,9 @@ func (q *Queue) preShardsOf(ctx context.Context, name string) preShards {
 			return e.v
 		}
 	}
+	// The Queue's per-call deadline: a stalled Redis costs a join no more here than anywhere.
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	vals, err := q.rdb.HMGet(ctx, rstore.KeysFor(name).Cfg(), "pq_tags", "draw", "places_per_ip").Result()
 	if err != nil {
 		return preShards{}
@@ -390,7 +393,7 @@ const shardSyncEvery = time.Second
 func (q *Queue) syncShards(ctx context.Context, name string, force bool) error {
 	rec := q.ssync
 	s := q.preShardsOf(ctx, name)
-	if len(s.tags) < 2 {
+	if len(s.tags) < 2 || s.phase != DrawScheduled {
 		return nil
 	}
 	rec.mu.Lock()

@@ -456,6 +456,10 @@ func (q *Queue) SetSoldOut(ctx context.Context, name string, soldOut bool, versi
 		return fail("sold out "+name, err)
 	}
 	if changed == 2 {
+		// A sharded pre-queue's shards refuse joins from now on too (prequeue.go).
+		if err := q.syncShards(ctx, name, true); err != nil {
+			return err
+		}
 		// Every instance's shared snapshot (the index, the admin stats) re-reads the queue at
 		// its next refresh instead of finding the flag at its next probe (up to 30 s).
 		_ = q.topo.PublishWake(ctx, name)

@@ -528,7 +528,7 @@ func TestPrequeueCostsNoPresenceWork(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	rdb := rs.Client()
-	q := queue.New(rdb, queue.Config{Grace: -1}, nil)
+	q := queue.New(rdb, queue.Config{Grace: -1, PrequeueShards: 1}, nil) // one shard, as newHubFixture's
 	ctx := context.Background()
 	zero := 0.0
 	starts := time.Now().Add(2500 * time.Millisecond) // past the first flush of closed streams (2 s)
