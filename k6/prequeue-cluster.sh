@@ -11,8 +11,9 @@
 #      and a chi-square test of shard against drawn decile (uniform: no shard is favoured).
 #
 # Per master, over each join window: Redis CPU (INFO cpu used_cpu_sys + used_cpu_user) and
-# commands (INFO stats total_commands_processed) per 1,000 joins, and memory (used_memory) per
-# join; the busiest master's
+# commands (INFO stats total_commands_processed) per 1,000 joins, of the CPU the time inside
+# scripts (INFO commandstats, EVALSHA and EVAL usec), and memory (used_memory) per join; the
+# busiest master's
 # figure sharded against single-slot is the issue's target (≤ 40 %, ideal 33 %).
 # Settings: PQ_RATE (2000), PQ_DURATION (20s), BENCH_OUT (default k6/results/<time>-prequeue-cluster).
 # Everything binds 127.0.0.1, is bounded in time, and stops what it started (by PID).
@@ -72,7 +73,8 @@ masters_info() {
 	local m
 	for m in "${MASTERS[@]}"; do
 		redis-cli -h "${m%:*}" -p "${m#*:}" INFO ALL | tr -d '\r' |
-			awk -F: -v a="$m" '/^used_cpu_sys:/{s=$2} /^used_cpu_user:/{u=$2} /^total_commands_processed:/{c=$2} /^used_memory:/{b=$2} END {printf "%s %.6f %d %d\n", a, s + u, c, b}'
+			awk -F: -v a="$m" '/^used_cpu_sys:/{s=$2} /^used_cpu_user:/{u=$2} /^total_commands_processed:/{c=$2} /^used_memory:/{b=$2}
+				/^cmdstat_(evalsha|eval):/{split($2, f, /[=,]/); x += f[4]} END {printf "%s %.6f %d %d %d\n", a, s + u, c, b, x}'
 	done
 }
 
@@ -95,7 +97,8 @@ report() {
 	entries=$(jq .created "$OUT/$name-joins.json")
 	echo "$name: $entries joins, $(jq -r '"p99 \(.latency.p99_ms) ms from the scheduled arrival"' "$OUT/$name-joins.json" 2>/dev/null)"
 	paste "$OUT/$name.before" "$OUT/$name.after" |
-		awk -v n="$entries" '{cpu = ($6 - $2) * 1e6 / n; cmd = ($7 - $3) / n; mem = ($8 - $4) / n; printf "  master %-16s Redis CPU %8.1f ms per 1,000 joins   %6.2f commands per join   %6.0f bytes per join\n", $1, cpu, cmd, mem}'
+		awk -v n="$entries" '{cpu = ($7 - $2) * 1e6 / n; cmd = ($8 - $3) / n; mem = ($9 - $4) / n; scr = ($10 - $5) / n;
+			printf "  master %-16s Redis CPU %6.1f ms per 1,000 joins (in scripts %5.1f ms)   %5.2f commands per join   %4.0f bytes per join\n", $1, cpu, scr, cmd, mem}'
 }
 # PQ_ROUNDS rounds (2), single-slot and sharded alternated, so both see the same machine.
 rounds=${PQ_ROUNDS:-2}
