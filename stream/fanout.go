@@ -68,7 +68,8 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 	qh.pushMu.Lock()
 	defer qh.pushMu.Unlock()
 	// The fan-out is bulk work like the writers' (writeSlots): it computes under a write slot.
-	h.slots <- struct{}{}
+	slot := h.slotChan()
+	slot <- struct{}{}
 	qh.mu.Lock()
 	var changes []change
 	var pres []*conn
@@ -145,7 +146,7 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 		pf = prequeueFrame(l.ev, l.sale.sched.Starts, size, l.sale.soldOut, "")
 	}
 	qh.mu.Unlock()
-	<-h.slots
+	<-slot
 	// Rendering and queueing happen outside the queue's lock, so a tick message (and its
 	// admitted events) never waits for a fan-out; a position can no longer overtake an
 	// admitted event because push refuses positions after a final frame.
@@ -159,16 +160,18 @@ func (h *Hub) fanout(ctx context.Context, qh *qhub) {
 // pushPositions renders and queues position events, front of the line first; the caller
 // holds qh.pushMu (not qh.mu) and made r's renderers under qh.mu.
 func (h *Hub) pushPositions(changes []change, r *renderers) {
-	h.slots <- struct{}{}
+	slot := h.slotChan()
+	slot <- struct{}{}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].pos < changes[j].pos })
 	for i, ch := range changes {
 		if i > 0 && i%renderChunk == 0 {
-			<-h.slots // between chunks the slot goes to the writers, who write what is queued
-			h.slots <- struct{}{}
+			<-slot // between chunks the slot goes to the writers, who write what is queued
+			slot = h.slotChan()
+			slot <- struct{}{}
 		}
 		ch.c.shard.push(ch.c, r.of(ch.c.lane).render(ch.pos), framePosition)
 	}
-	<-h.slots
+	<-slot
 	h.m.positionsSent.Add(float64(len(changes)))
 }
 

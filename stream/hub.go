@@ -149,6 +149,7 @@ type Hub struct {
 	startedAt time.Time
 	shards    []*shard
 	slots     chan struct{} // write slots of the writers (writeSlots in shard.go)
+	wide      chan struct{} // no limit: below slotsFrom streams (slotChan in shard.go)
 	next      atomic.Uint32
 	count     atomic.Int64
 	degraded  atomic.Bool // Redis pub/sub lost: streams were told "reconnecting"
@@ -208,7 +209,7 @@ func NewHub(src Source, registry Registry, cfg Config, reg prometheus.Registerer
 	h := &Hub{src: src, registry: registry, cfg: cfg, log: cfg.Log, m: newMetrics(reg), startedAt: time.Now(),
 		queues: map[string]*qhub{}, ips: map[string]int{}, gone: map[string][]string{},
 		done: make(chan struct{}), sub: make(chan string, subQueue), checks: make(chan checkReq, checkQueue),
-		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue), slots: make(chan struct{}, writeSlots())}
+		sweeps: make(chan struct{}, 1), draws: make(chan *qhub, drawQueue), slots: make(chan struct{}, writeSlots()), wide: make(chan struct{}, 1<<12)}
 	for range cfg.Shards {
 		h.shards = append(h.shards, newShard(h))
 	}

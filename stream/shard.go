@@ -38,6 +38,23 @@ func newShard(h *Hub) *shard {
 // expired, announcements) are written without a slot.
 func writeSlots() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
+// slotsFrom is how many open streams an instance holds before its bulk work is held to the
+// write slots. Below it a fan-out and the heartbeats are short: limiting them to one
+// processor of two only made the tick messages and admitted frames wait behind them (admission
+// p99 at 500 streams 2–3 ms without the limit, 10–16 ms with it, make bench 2026-12-02); above
+// it the limit is what keeps a processor free for them (19,000 streams: BENCHMARKS.md).
+const slotsFrom = 2000
+
+// slotChan is the channel a bulk job takes its slot from: the write slots when the instance
+// holds slotsFrom streams or more, otherwise one as wide as every writer and fan-out (no
+// limit). A job gives back to the channel it took from.
+func (h *Hub) slotChan() chan struct{} {
+	if h.count.Load() >= slotsFrom {
+		return h.slots
+	}
+	return h.wide
+}
+
 // add registers c with its writer.
 func (s *shard) add(c *conn) {
 	s.mu.Lock()
@@ -208,8 +225,9 @@ func (s *shard) flush() {
 			return // frames pushed from now on wake the writer again
 		}
 		s.mu.Unlock()
+		slot := s.h.slotChan()
 		select {
-		case s.h.slots <- struct{}{}:
+		case slot <- struct{}{}:
 		case <-s.priWake:
 			continue // priority frames first, then wait for a slot again
 		}
@@ -231,16 +249,18 @@ func (s *shard) flush() {
 		}
 		s.mu.Unlock()
 		s.runJobs(jobs)
-		<-s.h.slots
+		<-slot
 	}
 }
 
-// acquire waits for a write slot, writing this shard's priority frames meanwhile.
-func (s *shard) acquire() {
+// acquire waits for a write slot, writing this shard's priority frames meanwhile; the slot
+// is given back by receiving from the channel it returns.
+func (s *shard) acquire() chan struct{} {
+	slot := s.h.slotChan()
 	for {
 		select {
-		case s.h.slots <- struct{}{}:
-			return
+		case slot <- struct{}{}:
+			return slot
 		case <-s.priWake:
 			s.writePriority()
 		}
@@ -308,14 +328,14 @@ func (s *shard) heartbeat(slot int) {
 	s.flush() // the response head of a new stream must precede any ping
 	now := stamp()
 	pings := map[*qhub][]byte{}
-	s.acquire()
-	defer func() { <-s.h.slots }()
+	ws := s.acquire()
+	defer func() { <-ws }()
 	for i, c := range cs {
 		if i > 0 && i%flushChunk == 0 {
 			// Between chunks: the slot goes to the next writer, pending priority frames out.
-			<-s.h.slots
+			<-ws
 			s.writePriority()
-			s.acquire()
+			ws = s.acquire()
 		}
 		if !s.pingable(c) {
 			continue
