@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -279,14 +280,31 @@ func (a *Admitter) takeFromShards(ctx context.Context, name string, tags, ticket
 			per[s] = append(per[s], j)
 		}
 	}
-	var placesKeys []string
-	keyIndex := map[string]int{}
+	// The shards' calls run side by side (on a cluster each on its own master).
+	type took struct {
+		got []string
+		err error
+	}
+	res := make(map[int]*took, len(per))
+	var wg sync.WaitGroup
 	for s, js := range per {
+		t := &took{}
+		res[s] = t
 		args := make([]any, 0, 2*len(js))
 		for _, j := range js {
 			args = append(args, tickets[batch[j]], base+int64(j)+1)
 		}
-		got, err := rstore.PTake.Run(ctx, a.q.rdb, []string{rstore.ShardKeysFor(name, tags[s]).Tickets()}, args...).StringSlice()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.got, t.err = rstore.PTake.Run(ctx, a.q.rdb, []string{rstore.ShardKeysFor(name, tags[s]).Tickets()}, args...).StringSlice()
+		}()
+	}
+	wg.Wait()
+	var placesKeys []string
+	keyIndex := map[string]int{}
+	for s, js := range per {
+		got, err := res[s].got, res[s].err
 		if err != nil {
 			return nil, nil, fail("draw "+name, err)
 		}
