@@ -75,6 +75,8 @@ var refusals = map[string]error{
 	"FENCED":          errFenced,
 	"STARTING":        errStarting,
 	"SHARDED":         errSharded,
+	"QUEUE_SLOT":      errMoved,     // pjoin.lua (prequeue.go)
+	"IN_LINE":         errMovedLine, // pjoin.lua
 	// POW_REQUIRED and POW_TOO_EASY carry the queue's difficulty: *PowRequiredError.
 }
 

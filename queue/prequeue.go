@@ -189,13 +189,7 @@ func (q *Queue) placeInShard(ctx context.Context, t Ticket, tag string, mode joi
 		text, err = rstore.PJoin.Run(ctx, q.rdb, keys, args...).Text()
 	}
 	if err != nil {
-		if isRefusal(err, "QUEUE_SLOT") {
-			if strings.HasSuffix(err.Error(), " line") {
-				return joinAnswer{}, errMovedLine
-			}
-			return joinAnswer{}, errMoved
-		}
-		return joinAnswer{}, fail("join "+t.Queue, err)
+		return joinAnswer{}, fail("join "+t.Queue, err) // QUEUE_SLOT, IN_LINE: errMoved, errMovedLine
 	}
 	var a joinAnswer
 	if err := decodeAnswer("join "+t.Queue, text, &a); err != nil {
@@ -248,16 +242,6 @@ func (q *Queue) placeSharded(ctx context.Context, t Ticket, mode joinMode, o Joi
 	p := a.place(t.Queue)
 	p.DrawID = draw.ID(t.ID)
 	return shardPlace{p: p, created: a.Created}, true, nil
-}
-
-// isRefusal reports whether err is the script refusal named code.
-func isRefusal(err error, code string) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	c, _, _ := strings.Cut(re.Error(), " ")
-	return c == code
 }
 
 // leaveShard gives up ticket t's entry in its shard, when the queue is sharded. done: the

@@ -18,7 +18,7 @@
 -- Answers what join.lua answers for a pre-queue place (cjson), or a refusal named as
 -- join.lua's (CLOSED, ENDED, NOT_OPEN, SOLD_OUT, POW_*, TOO_MANY_PLACES), or
 -- QUEUE_SLOT (not MOVED: a client reads that as a cluster's redirection): the queue's own slot answers for this ticket (no copy of the settings here, the
--- shard frozen, the start passed) — the caller runs join.lua there; 'QUEUE_SLOT line': the draw
+-- shard frozen, the start passed) — the caller runs join.lua there; IN_LINE: the draw
 -- took the entry to the line (the caller only reads its place there: join.lua never makes a
 -- second one while the draw is placing it).
 local JOIN = '1'
@@ -44,7 +44,7 @@ end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur then
   if string.sub(cur, 1, 2) == 'q:' then return prequeuer(false) end
-  return refuse('QUEUE_SLOT', 'line') -- the draw moved it: the queue's slot has (or is about to have) its place
+  return refuse('IN_LINE', 'moved by the draw') -- the queue's slot has (or is about to have) its place
 end
 if ARGV[2] ~= JOIN then return refuse('QUEUE_SLOT', 'no entry here') end
 if cf[16] == '1' or cf[14] ~= 's' or now >= starts then return refuse('QUEUE_SLOT', 'started') end
