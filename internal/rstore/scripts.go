@@ -17,11 +17,15 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// freeze is the draw's start, the step both join.lua and admit.lua take (whichever runs
-// first after a scheduled queue's start). It is put before each of their texts here, not
-// loaded as a Redis function: the in-process Redis does not run functions, and a function
-// library is one per Redis, which two releases would overwrite in turn.
-var freeze = source("freeze.lua")
+// The preludes: shared Lua functions put before the texts of the scripts that call them (not
+// loaded as Redis functions: the in-process Redis does not run functions, and a function
+// library is one per Redis, which two releases would overwrite in turn). freeze.lua is the
+// draw's start, the step join.lua, admit.lua and freezeall.lua take; places.lua is the
+// per-address cap of join.lua and pjoin.lua.
+var (
+	freeze = source("freeze.lua")
+	places = source("places.lua")
+)
 
 func source(name string) string {
 	b, err := luaFiles.ReadFile(path.Join("lua", name))
@@ -31,17 +35,14 @@ func source(name string) string {
 	return string(b)
 }
 
-// withPrelude is the text of a script that calls the shared prelude.
-func withPrelude(body string) string { return freeze + "\n" + body }
-
-// scripts maps each script file to the script Redis runs for it (with its prelude where it
-// has one).
+// scripts maps each script file to the script Redis runs for it (with its preludes where it
+// has some).
 var scripts = map[string]*redis.Script{}
 
-func script(name string, prelude bool) *redis.Script {
+func script(name string, preludes ...string) *redis.Script {
 	text := source(name)
-	if prelude {
-		text = withPrelude(text)
+	for i := len(preludes) - 1; i >= 0; i-- {
+		text = preludes[i] + "\n" + text
 	}
 	s := redis.NewScript(text)
 	scripts[name] = s
@@ -50,30 +51,30 @@ func script(name string, prelude bool) *redis.Script {
 
 // The scripts, by what they do.
 var (
-	Join          = script("join.lua", true)
-	Leave         = script("leave.lua", false)
-	Admit         = script("admit.lua", true)
-	Lease         = script("lease.lua", false)
-	Snapshot      = script("snapshot.lua", false)
-	Token         = script("token.lua", false)
-	Touch         = script("touch.lua", false)
-	Revoke        = script("revoke.lua", false)
-	Schedule      = script("schedule.lua", false)
-	DrawPlace     = script("drawplace.lua", false)
-	DrawDone      = script("drawdone.lua", false)
-	End           = script("end.lua", false)
-	SoldOut       = script("soldout.lua", false)
-	InvitesCreate = script("invites_create.lua", false)
-	InvitesList   = script("invites_list.lua", false)
-	InvitesRevoke = script("invites_revoke.lua", false)
-	Limit         = script("limit.lua", false)
+	Join          = script("join.lua", freeze, places)
+	Leave         = script("leave.lua")
+	Admit         = script("admit.lua", freeze)
+	Lease         = script("lease.lua")
+	Snapshot      = script("snapshot.lua")
+	Token         = script("token.lua")
+	Touch         = script("touch.lua")
+	Revoke        = script("revoke.lua")
+	Schedule      = script("schedule.lua")
+	DrawPlace     = script("drawplace.lua")
+	DrawDone      = script("drawdone.lua")
+	End           = script("end.lua")
+	SoldOut       = script("soldout.lua")
+	InvitesCreate = script("invites_create.lua")
+	InvitesList   = script("invites_list.lua")
+	InvitesRevoke = script("invites_revoke.lua")
+	Limit         = script("limit.lua")
 	// A sharded pre-queue (queue/prequeue.go): the shard's join, freeze, leave and draw step,
 	// and the queue slot's freeze once every shard is counted.
-	PJoin     = script("pjoin.lua", false)
-	PFreeze   = script("pfreeze.lua", false)
-	PLeave    = script("pleave.lua", false)
-	PTake     = script("ptake.lua", false)
-	FreezeAll = script("freezeall.lua", true)
+	PJoin     = script("pjoin.lua", places)
+	PFreeze   = script("pfreeze.lua")
+	PLeave    = script("pleave.lua")
+	PTake     = script("ptake.lua")
+	FreezeAll = script("freezeall.lua", freeze)
 )
 
 // Scripts is every script file (without the prelude, which never runs alone) and the script

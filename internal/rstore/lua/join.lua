@@ -31,7 +31,8 @@
 --         clock says)
 -- ARGV[6] invite code ("" = none)
 -- ARGV[7] a fresh token (UUID) for a passthrough admission
--- The freeze at the start is freeze.lua's (Go puts that prelude before this text).
+-- The freeze at the start is freeze.lua's, the address cap places.lua's (Go puts those preludes
+-- before this text).
 --
 -- Answers a JSON object (cjson.encode; Go: joinAnswer in script.go). Every number in it
 -- stays below 10^14, within the 14 significant digits cjson writes; a field left out is
@@ -255,44 +256,13 @@ if need > 0 then
   if ARGV[4] == '' then return refuse('POW_REQUIRED', math.floor(need) .. ' bits') end
   if (tonumber(ARGV[4]) or 0) < need then return refuse('POW_TOO_EASY', math.floor(need) .. ' bits') end
 end
--- The per-address cap (places.go): places_per_ip and, where max_active is set, a share of
--- it (max(1, floor(max_active × share))). A place of the address counts from its join
--- until its ticket's row says it ended: it left, was abandoned, dropped or retired (no
--- row), its token was used (u) or has expired (a past its expiry, or e) — an admitted place
--- keeps counting while its token lives. An invite place never counts. The set is only
--- checked when it is full: its oldest members (at most SCAN) are read in one HMGET and
--- the ended ones dropped, so a join costs at most ZCARD, ZRANGE and one HMGET of SCAN
--- fields. The key expires a day after the address last joined (no token lives longer).
--- Places taken while the cap was 0 are not counted when a cap is set later.
-local cap = tonumber(cf[4] or '100') or 100
-if ARGV[3] ~= '' and cap > 0 then
-  local max_active = tonumber(cf[12] or '0') or 0
-  local ipshare = tonumber(cf[15] or '0.1') or 0.1
-  if max_active > 0 and ipshare > 0 then
-    cap = math.min(cap, math.max(1, math.floor(max_active * ipshare + 1e-9)))
-  end
-  local n = redis.call('ZCARD', KEYS[7])
-  if n >= cap then
-    local SCAN = 1000
-    local m = redis.call('ZRANGE', KEYS[7], 0, SCAN - 1)
-    local rows = redis.call('HMGET', KEYS[4], unpack(m))
-    local ended = {}
-    for i, tk in ipairs(m) do
-      local row = rows[i]
-      local live = false
-      if row and not string.match(row, ':[pb]$') then
-        local c = string.sub(row, 1, 1)
-        if c == 'w' or c == 'q' then
-          live = true
-        elseif c == 'a' then
-          live = (tonumber(string.match(row, '^a:%d+:[^:]*:(%d+)') or '0') or 0) > now
-        end
-      end
-      if not live then ended[#ended + 1] = tk end
-    end
-    if #ended > 0 then redis.call('ZREM', KEYS[7], unpack(ended)) end
-    if n - #ended >= cap then return refuse('TOO_MANY_PLACES', 'too many places from this address') end
-  end
+-- The per-address cap (places.go; the rule is places.lua's): places_per_ip and, where
+-- max_active is set, a share of it; an admitted place keeps counting while its token lives,
+-- an invite place never counts. The key expires a day after the address last joined (no token
+-- lives longer). Places taken while the cap was 0 are not counted when a cap is set later.
+local cap = address_cap(cf[4], cf[12], cf[15])
+if ARGV[3] ~= '' and cap > 0 and address_full(KEYS[7], KEYS[4], cap, now) then
+  return refuse('TOO_MANY_PLACES', 'too many places from this address')
 end
 -- After the cap: a proof refused for the cap is not spent. The challenge's expiry is
 -- checked on Redis time, and its record kept until then, so instances whose clocks

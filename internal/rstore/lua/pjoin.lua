@@ -58,26 +58,11 @@ if need > 0 then
   if ARGV[4] == '' then return refuse('POW_REQUIRED', math.floor(need) .. ' bits') end
   if (tonumber(ARGV[4]) or 0) < need then return refuse('POW_TOO_EASY', math.floor(need) .. ' bits') end
 end
--- The per-address cap, as join.lua's: every place of an address before the start is in the
+-- The per-address cap, join.lua's (places.lua): every place of an address before the start is in the
 -- shard its address maps to (queue/prequeue.go), so the cap holds across shards.
-local cap = tonumber(cf[4] or '100') or 100
-if ARGV[3] ~= '' and cap > 0 then
-  local max_active = tonumber(cf[11] or '0') or 0
-  local ipshare = tonumber(cf[13] or '0.1') or 0.1
-  if max_active > 0 and ipshare > 0 then
-    cap = math.min(cap, math.max(1, math.floor(max_active * ipshare + 1e-9)))
-  end
-  local n = redis.call('ZCARD', KEYS[4])
-  if n >= cap then
-    local m = redis.call('ZRANGE', KEYS[4], 0, 999)
-    local rows = redis.call('HMGET', KEYS[2], unpack(m))
-    local ended = {}
-    for i, tk in ipairs(m) do
-      if not rows[i] then ended[#ended + 1] = tk end
-    end
-    if #ended > 0 then redis.call('ZREM', KEYS[4], unpack(ended)) end
-    if n - #ended >= cap then return refuse('TOO_MANY_PLACES', 'too many places from this address') end
-  end
+local cap = address_cap(cf[4], cf[11], cf[13])
+if ARGV[3] ~= '' and cap > 0 and address_full(KEYS[4], KEYS[2], cap, now) then
+  return refuse('TOO_MANY_PLACES', 'too many places from this address')
 end
 if need > 0 then
   local cexp = tonumber(ARGV[5]) or 0
