@@ -1,8 +1,10 @@
 package static
 
 import (
+	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,30 +41,79 @@ type Catalog struct {
 // builtin is the catalogue of the built-in tables, made once; nothing changes it.
 var builtin = newCatalog(builtinTables())
 
-// Builtin returns the catalogue of the built-in tables (en, ko, ja).
+// Builtin returns the catalogue of the built-in tables.
 func Builtin() *Catalog { return builtin }
 
+// catalogueFS holds the built-in message files: i18n/<area>/<lang>.json, each one JSON
+// object {"key": "text"}. The areas are "buyer" (every page a buyer sees: the layout, the
+// index, the waiting and order pages, and their scripts) and "dashboard" (the dashboard and
+// the report); a key lives in one area. Translators edit these files, no Go involved
+// (docs/TRANSLATING.md).
+//
+//go:embed i18n
+var catalogueFS embed.FS
+
+// dashboardArea is the area whose keys are not buyer messages.
+const dashboardArea = "dashboard"
+
+// keyArea is the area of every key of the English files, read once.
+var keyArea map[string]string
+
 func builtinTables() map[string]map[string]string {
-	en := make(map[string]string, len(messages))
-	ko := make(map[string]string, len(messages))
-	for k, v := range messages {
-		en[k], ko[k] = v[0], v[1]
+	tables, areas, err := readCatalogue(catalogueFS)
+	if err != nil {
+		panic("static: the built-in message files: " + err.Error())
 	}
-	ja := make(map[string]string, len(messagesJA))
-	for k, v := range messagesJA {
-		ja[k] = v
+	if keyArea == nil {
+		keyArea = areas
 	}
-	for _, area := range messageAreas {
-		for k, v := range area {
-			en[k], ko[k], ja[k] = v[0], v[1], v[2]
-		}
-	}
-	return map[string]map[string]string{LangEnglish: en, LangKorean: ko, LangJapanese: ja}
+	return tables
 }
 
-// messageAreas are the tables written one per area of the pages, each
-// {English, Korean, Japanese} per key (messages_<area>.go).
-var messageAreas = []map[string][3]string{messagesOrder, messagesWaiting, messagesDashboard, messagesReport, messagesPlatform, messagesSnapshots, messagesTokens27, messagesPlaces27, messagesAck28, messagesSignIn}
+// readCatalogue reads i18n/<area>/<lang>.json from fsys: the tables by language and the
+// area of each English key. A key in two areas, or a file that is not a JSON object of
+// strings, is an error.
+func readCatalogue(fsys fs.FS) (map[string]map[string]string, map[string]string, error) {
+	names, err := fs.Glob(fsys, "i18n/*/*.json")
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	tables := map[string]map[string]string{}
+	areas := map[string]string{}
+	seen := map[string]string{} // lang + "\x00" + key → area
+	for _, name := range names {
+		parts := strings.Split(name, "/")
+		area, lang := parts[1], strings.TrimSuffix(parts[2], ".json")
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		var file map[string]string
+		if err := json.Unmarshal(b, &file); err != nil {
+			return nil, nil, fmt.Errorf("%s: want a JSON object of strings {\"key\": \"text\"}: %w", name, err)
+		}
+		table := tables[lang]
+		if table == nil {
+			table = map[string]string{}
+			tables[lang] = table
+		}
+		for k, v := range file {
+			if other, dup := seen[lang+"\x00"+k]; dup {
+				return nil, nil, fmt.Errorf("%s: key %q is in area %q too (a key lives in one area)", name, k, other)
+			}
+			seen[lang+"\x00"+k] = area
+			table[k] = v
+			if lang == LangEnglish {
+				areas[k] = area
+			}
+		}
+	}
+	if len(tables[LangEnglish]) == 0 {
+		return nil, nil, fmt.Errorf("no English messages (i18n/*/en.json)")
+	}
+	return tables, areas, nil
+}
 
 func newCatalog(tables map[string]map[string]string) *Catalog {
 	c := &Catalog{tables: tables, buyer: map[string]map[string]string{}, order: []string{LangEnglish, LangKorean, LangJapanese}}
@@ -261,20 +312,15 @@ func (cat *Catalog) BuyerMessages(lang string) map[string]string {
 	return cat.copyOf(cat.buyer, lang)
 }
 
-// isBuyerKey tells the buyer messages from the others by where a key is written, so
-// the split cannot drift: the keys of the dashboard's and the report's area tables
-// (messages_dashboard.go, messages_report.go) and, in the first table, the keys named
-// admin_… and report_… are not buyer messages; every other key is (the layout's, the
-// index's, the waiting and order pages', the order, waiting and platform areas'). The
-// static tests check that every key a buyer template or script uses is a buyer key.
+// isBuyerKey tells the buyer messages from the others by the area file a key is written
+// in (i18n/buyer or i18n/dashboard), so the split cannot drift. The static tests check
+// that every key a buyer template or script uses is a buyer key.
 func isBuyerKey(k string) bool {
-	if _, ok := messagesDashboard[k]; ok {
-		return false
+	if keyArea == nil {
+		builtinTables()
 	}
-	if _, ok := messagesReport[k]; ok {
-		return false
-	}
-	return !strings.HasPrefix(k, "admin_") && !strings.HasPrefix(k, "report_")
+	area, ok := keyArea[k]
+	return !ok || area != dashboardArea
 }
 
 // buyerKeyList returns the buyer keys of the built-in English table, sorted.

@@ -2,69 +2,53 @@ package static
 
 import (
 	"slices"
-	"sort"
 	"testing"
+	"testing/fstest"
 )
 
-// TestMessageTablesDoNotOverlap: each key is written in one place — the first tables
-// (messages with messagesJA beside it, key for key) or exactly one area table of
-// messageAreas — so a key added to an area never silently replaces another one's text.
-func TestMessageTablesDoNotOverlap(t *testing.T) {
+// TestMessageFilesDoNotOverlap: a key lives in one area file; the same key in two areas
+// of one language is refused when the catalogue is read, so an area never silently
+// replaces another one's text.
+func TestMessageFilesDoNotOverlap(t *testing.T) {
 	t.Parallel()
-	for k := range messages {
-		if _, ok := messagesJA[k]; !ok {
-			t.Errorf("%s: in messages, not in messagesJA", k)
-		}
+	fsys := fstest.MapFS{
+		"i18n/buyer/en.json":     {Data: []byte(`{"a": "A", "b": "B"}`)},
+		"i18n/dashboard/en.json": {Data: []byte(`{"b": "B again"}`)},
 	}
-	for k := range messagesJA {
-		if _, ok := messages[k]; !ok {
-			t.Errorf("%s: in messagesJA, not in messages", k)
-		}
+	if _, _, err := readCatalogue(fsys); err == nil {
+		t.Fatal("a key in two areas was read without an error")
 	}
-	names := []string{"messagesOrder", "messagesWaiting", "messagesDashboard", "messagesReport", "messagesPlatform", "messagesSnapshots", "messagesTokens27", "messagesPlaces27", "messagesAck28", "messagesSignIn"}
-	if len(names) != len(messageAreas) {
-		t.Fatalf("messageAreas has %d tables, this test names %d", len(messageAreas), len(names))
+	fsys["i18n/dashboard/en.json"] = &fstest.MapFile{Data: []byte(`{"c": "C"}`)}
+	tables, areas, err := readCatalogue(fsys)
+	if err != nil {
+		t.Fatal(err)
 	}
-	where := map[string][]string{}
-	for k := range messages {
-		where[k] = append(where[k], "messages")
+	if tables["en"]["c"] != "C" || areas["a"] != "buyer" || areas["c"] != "dashboard" {
+		t.Errorf("tables %v areas %v", tables, areas)
 	}
-	for i, area := range messageAreas {
-		for k := range area {
-			where[k] = append(where[k], names[i])
-		}
+	fsys["i18n/buyer/en.json"] = &fstest.MapFile{Data: []byte(`{"a": 1}`)}
+	if _, _, err := readCatalogue(fsys); err == nil {
+		t.Error("a file that is not an object of strings was read without an error")
 	}
-	var keys []string
-	for k, w := range where {
-		if len(w) > 1 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		t.Errorf("%s: defined in %v (one place only)", k, where[k])
+	if _, _, err := readCatalogue(fstest.MapFS{"i18n/buyer/ko.json": {Data: []byte(`{}`)}}); err == nil {
+		t.Error("a catalogue without English was read without an error")
 	}
 }
 
-// TestBuyerAreas: the dashboard's and the report's tables are not buyer messages, the
-// order, waiting and platform tables are.
+// TestBuyerAreas: the dashboard area's keys (the dashboard's and the report's) are not
+// buyer messages; the buyer area's are.
 func TestBuyerAreas(t *testing.T) {
 	t.Parallel()
-	for _, area := range []map[string][3]string{messagesDashboard, messagesReport} {
-		for k := range area {
-			if isBuyerKey(k) {
-				t.Errorf("%s: a dashboard or report key counted as a buyer key", k)
-			}
-		}
+	tables, areas, err := readCatalogue(catalogueFS)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, area := range []map[string][3]string{messagesOrder, messagesWaiting, messagesPlatform} {
-		for k := range area {
-			if !isBuyerKey(k) {
-				t.Errorf("%s: a buyer area's key not counted as a buyer key", k)
-			}
+	for k := range tables[LangEnglish] {
+		if isBuyerKey(k) != (areas[k] != dashboardArea) {
+			t.Errorf("%s: area %s, isBuyerKey %v", k, areas[k], isBuyerKey(k))
 		}
 	}
 	if !isBuyerKey("joining") || isBuyerKey("admin_title") || isBuyerKey("report_title") || !slices.Contains(buyerKeyList(), "brand") {
-		t.Error("the first table's keys are split by prefix: admin_ and report_ are not buyer keys")
+		t.Error("joining and brand are buyer keys, admin_title and report_title are not")
 	}
 }
