@@ -1,4 +1,4 @@
-// Package branding keeps each queue's logo and the rule that a page's accent colour stands
+// Package branding keeps each queue's logo, its own page template (page.go) and the rule that a page's accent colour stands
 // out. The logo lives beside the queue's other keys (rstore's Logo key, the queue's hash
 // tag) but is not about the line: nothing in package queue reads it except the overview's
 // ETag, which names the logo's URL. The other branding settings (name, colour, message,
@@ -53,9 +53,10 @@ func LogoTypeOf(data []byte) string {
 	return ""
 }
 
-// Store keeps the queues' logos in Redis.
+// Store keeps the queues' logos and page templates in Redis.
 type Store struct {
-	st *rstore.Store
+	st    *rstore.Store
+	pages pages
 }
 
 // New returns a Store on st (its client and per-call deadline).

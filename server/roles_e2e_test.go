@@ -50,6 +50,8 @@ func changingRoutes(png []byte, code, kid string) []changingRoute {
 		{"PUT", "/queues/:queue", "/admin/api/queues/newq", `{"rate_per_second":1}`, ""}, // would create it
 		{"PUT", "/queues/:queue/logo", "/admin/api/queues/rq/logo", png, "image/png"},
 		{"DELETE", "/queues/:queue/logo", "/admin/api/queues/rq/logo", nil, ""},
+		{"PUT", "/queues/:queue/template", "/admin/api/queues/rq/template", pageTemplateGood, "text/html"},
+		{"DELETE", "/queues/:queue/template", "/admin/api/queues/rq/template", nil, ""},
 		{"PUT", "/products/:id", "/admin/api/products/rp", `{"stock":1,"name":"changed"}`, ""},
 		{"PUT", "/products/:id", "/admin/api/products/newp", `{"stock":1}`, ""}, // would create it
 		{"POST", "/queues/:queue/invites", "/admin/api/queues/rq/invites", `{"count":1,"lane":"bypass"}`, ""},

@@ -39,6 +39,7 @@ const (
 	auditInviteCode                    // DELETE /queues/:queue/invites/:code
 	auditKeys                          // POST /keys/rotate
 	auditLimits                        // PUT /limits
+	auditPage                          // PUT and DELETE /queues/:queue/template
 )
 
 // auditCodePrefix is how much of a revoked invite code the log keeps: enough to tell codes
@@ -74,6 +75,11 @@ func (s *Server) audit(t auditTarget) fiber.Handler {
 			} else {
 				e.Action, e.After = "queue.logo.update", responseJSON(c)
 			}
+		case auditPage:
+			// The source of every version is kept (after), so an earlier page can be put back.
+			e.Target, e.Queue = "queue:"+name, name
+			e.Action = pick(c.Method() == fiber.MethodDelete, "queue.template.delete", "queue.template.update")
+			e.After = s.auditSnapshot(ctx, c, t)
 		case auditProduct:
 			e.Action, e.Target = pick(created, "product.create", "product.update"), "product:"+c.Params("id")
 			e.After = responseJSON(c)
@@ -114,6 +120,8 @@ func unchanged(t auditTarget, before, after json.RawMessage) bool {
 		return sameJSON(before, after, auditReadOnly...)
 	case auditLogo:
 		return sameJSON(before, after, "type", "bytes") // PUT answers these too
+	case auditPage:
+		return sameJSON(before, after, "version") // a save of the same source
 	}
 	return false
 }
@@ -170,6 +178,8 @@ func (s *Server) auditSnapshot(ctx context.Context, c *fiber.Ctx, t auditTarget)
 			u = &l
 		}
 		v = fiber.Map{"logo_url": u}
+	case auditPage:
+		v = s.pageSnapshot(ctx, c.Params("queue"))
 	case auditProduct:
 		id := c.Params("id")
 		if !queue.ValidName(id) {

@@ -67,12 +67,16 @@ type Invites interface {
 	RevokeInvite(ctx context.Context, name, code string) error
 }
 
-// Logos are the queues' logos (branding.go); LogoETag names a logo's URL without reading it.
+// Logos are the queues' logos (branding.go) and own page templates (pagetemplate.go);
+// LogoETag names a logo's URL without reading it.
 type Logos interface {
 	PutLogo(ctx context.Context, name, typ string, data []byte) (branding.Logo, error)
 	Logo(ctx context.Context, name string) (branding.Logo, error)
 	LogoETag(ctx context.Context, name string) (string, error)
 	DeleteLogo(ctx context.Context, name string) (bool, error)
+	PutPage(ctx context.Context, name, src string, origins []string) (branding.Page, error)
+	Page(ctx context.Context, name string) (branding.Page, error)
+	DeletePage(ctx context.Context, name string) (bool, error)
 }
 
 // Wakes tells the shared snapshot which queues changed (snapshot.go).

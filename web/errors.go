@@ -21,6 +21,7 @@ type Error struct {
 	RetryAfter int    // seconds; sets Retry-After when > 0
 	Scope      string // X-RateLimit-Scope on 429
 	Field      string // the input a 422 is about ("" when not one field)
+	Line       int    // the line of the input a 422 is about (a page template), 0 when none
 	Close      bool   // answer with Connection: close (the client should come back on a new connection)
 }
 
@@ -39,6 +40,7 @@ type body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 		Field   string `json:"field,omitempty"`
+		Line    int    `json:"line,omitempty"`
 	} `json:"error"`
 }
 
@@ -75,7 +77,7 @@ func handleError(log zerolog.Logger) fiber.ErrorHandler {
 			c.Set(fiber.HeaderConnection, "close")
 		}
 		var b body
-		b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field
+		b.Error.Code, b.Error.Message, b.Error.Field, b.Error.Line = e.Code, e.Message, e.Field, e.Line
 		return c.Status(e.Status).JSON(b)
 	}
 }

@@ -92,6 +92,7 @@ const QueuesKey = "wr:queues"
 
 // Per-queue keys read by one noun each.
 func (k Keys) Logo() string                { return k.p + "logo" }   // HASH: the queue's logo (branding)
+func (k Keys) Page() string                { return k.p + "page" }   // HASH: the queue's own page template (branding)
 func (k Keys) Health() string              { return k.p + "health" } // HASH: per-instance health windows (topology)
 func (k Keys) Revoked(token string) string { return k.p + "revoked:" + token }
 
