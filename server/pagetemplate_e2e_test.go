@@ -16,7 +16,7 @@ const pageTemplateGood = `<!doctype html>
 <head>{{.Head}}<title>{{.Brand}} {{.Queue}}</title>
 <link rel="stylesheet" href="https://cdn.shop.example/shop.css"></head>
 <body><h1 class="shop-title">{{if .Brand}}{{.Brand}}{{else}}{{.Queue}}{{end}}</h1>
-<p class="shop-pos">{{t "pos_label"}} {{slot "position"}}</p>
+<p class="shop-pos">{{t "pos_before"}} {{slot "position"}}</p>
 {{.Room}}
 {{.Scripts}}</body></html>
 `

@@ -15,17 +15,18 @@ import (
 // at once: each is asked in the confirmation dialog (admin.js CONFIRM_KINDS). Removing one
 // from the dashboard's table, or adding one, is a decision this list records.
 var irreversibleKinds = []string{
-	"close",         // PUT queue closed: true — nobody new may join
-	"pause",         // PUT queue paused: true — nobody is let in
-	"remove_logo",   // DELETE …/logo — the file is gone
-	"revoke_invite", // DELETE …/invites/{code} — the code stops working for good
-	"revoke_key",    // DELETE /admin/api/keys/{kid} — the key and every token it signed stop working
-	"rotate_key",    // POST /admin/api/keys/rotate — a new signing key
-	"start_now",     // PUT queue starts_at: null while scheduled — the draw runs, the seed is revealed
+	"close",           // PUT queue closed: true — nobody new may join
+	"pause",           // PUT queue paused: true — nobody is let in
+	"remove_logo",     // DELETE …/logo — the file is gone
+	"remove_template", // DELETE …/template — the default page at once (the audit log keeps the source)
+	"revoke_invite",   // DELETE …/invites/{code} — the code stops working for good
+	"revoke_key",      // DELETE /admin/api/keys/{kid} — the key and every token it signed stop working
+	"rotate_key",      // POST /admin/api/keys/rotate — a new signing key
+	"start_now",       // PUT queue starts_at: null while scheduled — the draw runs, the seed is revealed
 }
 
 // TestDashboardIrreversibleActionsConfirm reads admin.js: every request that changes
-// something leaves through api() or the logo's sendLogo(), and both refuse a request that
+// something leaves through api() or sendRaw() (the logo, the page template), and both refuse a request that
 // confirmKind marks unless it carries the dialog's confirmation of that kind; every
 // confirmAction call names a kind of CONFIRM_KINDS, every kind has a control that asks
 // it, and every request of an irreversible route passes the confirmation it got.
@@ -53,7 +54,7 @@ func TestDashboardIrreversibleActionsConfirm(t *testing.T) {
 		t.Errorf("CONFIRM_KINDS = %v, want %v", kinds, irreversibleKinds)
 	}
 
-	// Every fetch is in api(), sendLogo() or the stats stream (a GET).
+	// Every fetch is in api(), sendRaw() (the logo, the page template) or the stats stream (a GET).
 	fn := regexp.MustCompile(`function (\w+)\(`)
 	enclosing := func(at int) string {
 		all := fn.FindAllStringSubmatchIndex(src[:at], -1)
@@ -69,16 +70,16 @@ func TestDashboardIrreversibleActionsConfirm(t *testing.T) {
 	}
 	for _, f := range fetches {
 		switch name := enclosing(f[0]); name {
-		case "api", "sendLogo":
+		case "api", "sendRaw":
 		case "startStream":
 			if !strings.Contains(src[f[0]:f[0]+200], "'/admin/api/stream'") {
 				t.Errorf("startStream fetches something else than the stats stream")
 			}
 		default:
-			t.Errorf("a fetch in function %s: every change must go through api() or sendLogo(), which check confirmations", name)
+			t.Errorf("a fetch in function %s: every change must go through api() or sendRaw(), which check confirmations", name)
 		}
 	}
-	for _, name := range []string{"api", "sendLogo"} {
+	for _, name := range []string{"api", "sendRaw"} {
 		body := functionBody(t, src, name)
 		check := strings.Index(body, "confirmedFor(")
 		if check < 0 || check > strings.Index(body, "fetch(") {
@@ -119,9 +120,9 @@ func TestDashboardIrreversibleActionsConfirm(t *testing.T) {
 		if strings.HasPrefix(l, "//") || strings.HasPrefix(l, "*") {
 			continue
 		}
-		irreversible := strings.Contains(l, "api('DELETE'") || strings.Contains(l, "sendLogo('DELETE'") ||
+		irreversible := strings.Contains(l, "api('DELETE'") || strings.Contains(l, "sendLogo('DELETE'") || strings.Contains(l, "sendRaw('DELETE'") ||
 			strings.Contains(l, "'/admin/api/keys/rotate'") && strings.Contains(l, "api(")
-		if irreversible && !strings.Contains(l, "conf)") {
+		if irreversible && !strings.Contains(l, "conf)") && !strings.Contains(l, "conf,") {
 			t.Errorf("an irreversible request without its confirmation: %s", l)
 		}
 	}

@@ -208,7 +208,7 @@
 
   /** The control named `name` in a form or a table row. */
   function control(root, name) {
-    return root.querySelector('input[name="' + name + '"], select[name="' + name + '"]');
+    return root.querySelector('input[name="' + name + '"], select[name="' + name + '"], textarea[name="' + name + '"]');
   }
 
   /** The element next to a control that shows its error (made on first use). */
@@ -585,6 +585,7 @@
     setupInvites(entry);
     setupSale(entry);
     setupBranding(entry);
+    setupTemplate(entry);
     setupHistory(entry);
     nameControls(card, name);
     showRateMode(entry);
@@ -845,6 +846,35 @@
 
   // ---------- branding (per queue card) ----------
 
+  /**
+   * An authorised request whose body is not JSON (the logo's image, a page template's
+   * HTML), with the same confirmation rule as api(). Resolves {ok, body, headers} — body is
+   * the parsed JSON answer, or the text of a text/html one — or {ok:false, err}; a 413 or
+   * 415 is reported as an error of field.
+   */
+  async function sendRaw(method, path, body, type, conf, field, extraHeaders) {
+    if (!confirmedFor(method, path, undefined, conf)) return unconfirmed();
+    const headers = Object.assign({ Authorization: 'Bearer ' + token, Accept: 'application/json, text/html' }, extraHeaders || {});
+    if (type) headers['Content-Type'] = type;
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body, credentials: 'same-origin', cache: 'no-store' });
+    } catch (e) {
+      return { ok: false, err: { status: 0, code: 'network', message: String((e && e.message) || e) } };
+    }
+    if (res.status === 401) { showLogin(t('admin_token_refused')); return { ok: false, err: await readError(res) }; }
+    if (!res.ok) {
+      const err = await readFieldError(res);
+      if (res.status === 413 || res.status === 415) err.field = field;
+      err.status = res.status;
+      return { ok: false, err };
+    }
+    if (method !== 'GET' && !/\/preview$/.test(path)) auditAfterChange();
+    if (res.status === 204) return { ok: true, body: null, headers: res.headers };
+    const isHTML = (res.headers.get('Content-Type') || '').startsWith('text/html');
+    return { ok: true, body: isHTML ? await res.text() : await res.json().catch(() => null), headers: res.headers };
+  }
+
   const BRAND_FIELDS = ['brand_name', 'brand_color', 'brand_message', 'support_url'];
   const LOGO_MAX_BYTES = 100 * 1024; // the contract's 100 KB, built as 100 KiB (the server's limit)
 
@@ -866,24 +896,7 @@
     form.addEventListener('input', () => { entry.brand.dirty = true; });
     watchFieldErrors(form);
     const path = '/admin/api/queues/' + encodeURIComponent(c.dataset.queue) + '/logo';
-    async function sendLogo(method, body, type, conf) {
-      if (!confirmedFor(method, path, undefined, conf)) return unconfirmed();
-      const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
-      if (type) headers['Content-Type'] = type;
-      let res;
-      try {
-        res = await fetch(path, { method, headers, body, credentials: 'same-origin', cache: 'no-store' });
-      } catch (e) {
-        return { ok: false, err: { status: 0, code: 'network', message: String((e && e.message) || e) } };
-      }
-      if (res.status === 401) { showLogin(t('admin_token_refused')); return { ok: false, err: await readError(res) }; }
-      if (!res.ok) {
-        const err = await readFieldError(res);
-        if (res.status === 413 || res.status === 415) err.field = 'logo';
-        return { ok: false, err };
-      }
-      return { ok: true, body: res.status === 204 ? null : await res.json().catch(() => null) };
-    }
+    const sendLogo = (method, body, type, conf) => sendRaw(method, path, body, type, conf, 'logo');
     function showLogo(url) {
       const img = form.querySelector('[data-testid="brand-logo-preview"]');
       img.hidden = !url;
@@ -924,6 +937,74 @@
       if (entry.q) entry.q.logo_url = null;
       msg.dataset.state = 'ok';
       msg.textContent = t('admin_saved');
+    });
+  }
+
+  /**
+   * The queue's own page (docs/TEMPLATES.md): its template is read when the box is first
+   * opened; Preview renders it on the server with sample fields and shows it in a sandboxed
+   * frame (no script runs there, and it has an origin of its own); Save checks and stores it
+   * (422: the line and the reason next to the editor); Remove asks first and returns the
+   * queue to the default page.
+   */
+  function setupTemplate(entry) {
+    const c = entry.card;
+    const box = c.querySelector('[data-testid="template-box"]');
+    const form = box.querySelector('[data-testid="template-form"]');
+    const msg = form.querySelector('[data-testid="template-msg"]');
+    const frame = form.querySelector('[data-testid="template-frame"]');
+    const remove = form.querySelector('[data-testid="template-remove"]');
+    const path = '/admin/api/queues/' + encodeURIComponent(c.dataset.queue) + '/template';
+    watchFieldErrors(form);
+    const origins = () => form.elements.origins.value.split(/[\s,]+/).filter(Boolean).join(' ');
+    const say = (state, text) => { msg.dataset.state = state; msg.textContent = text; };
+    let loaded = false;
+    box.addEventListener('toggle', async () => {
+      if (!box.open || loaded) return;
+      loaded = true;
+      const r = await sendRaw('GET', path, undefined, '', undefined, 'template');
+      if (r.ok) {
+        form.elements.template.value = r.body || '';
+        form.elements.origins.value = r.headers.get('X-Template-Origins') || '';
+        remove.hidden = false;
+        say('ok', t('admin_template_version', { version: r.headers.get('X-Template-Version') || '1' }));
+      } else if (r.err.code === 'template_not_found') {
+        remove.hidden = true;
+        say('', t('admin_template_default'));
+      } else {
+        loaded = false;
+        showError(form, msg, r.err);
+      }
+    });
+    async function send(method, conf) {
+      clearFieldErrors(form);
+      const body = method === 'DELETE' ? undefined : form.elements.template.value;
+      const target = method === 'POST' ? path + '/preview' : path;
+      return sendRaw(method, target, body, body === undefined ? '' : 'text/html; charset=utf-8', conf, 'template', { 'X-Template-Origins': origins() });
+    }
+    form.querySelector('[data-testid="template-preview"]').addEventListener('click', async () => {
+      const r = await send('POST');
+      if (!r.ok) { frame.hidden = true; showError(form, msg, r.err); return; }
+      frame.srcdoc = r.body;
+      frame.hidden = false;
+      say('ok', t('admin_template_previewed'));
+    });
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      say('pending', t('admin_saving'));
+      const r = await send('PUT');
+      if (!r.ok) { showError(form, msg, r.err); return; }
+      remove.hidden = false;
+      say('ok', t('admin_template_version', { version: String(r.body && r.body.version) }));
+    });
+    remove.addEventListener('click', async () => {
+      const conf = await confirmAction('remove_template', t('admin_confirm_remove_template', { name: c.dataset.queue }), t('admin_template_remove'));
+      if (!conf) return;
+      const r = await sendRaw('DELETE', path, undefined, '', conf, 'template');
+      if (!r.ok && r.err.code !== 'template_not_found') { showError(form, msg, r.err); return; }
+      remove.hidden = true;
+      frame.hidden = true;
+      say('ok', t('admin_template_default'));
     });
   }
 
@@ -1616,6 +1697,7 @@
     revoke_key: { undo: false },    // a signing key and every token it signed stop working
     revoke_invite: { undo: false }, // the code stops working
     remove_logo: { undo: false },   // the logo file is deleted
+    remove_template: { undo: true }, // the queue's own page: the default page at once (the audit log keeps the source)
     pause: { undo: true },          // nobody is let in until resumed
     close: { undo: true },          // nobody new may join until reopened
   };
@@ -1626,6 +1708,7 @@
     if (method === 'DELETE') {
       if (/^\/admin\/api\/queues\/[^/]+\/invites\/[^/]+$/.test(p)) return 'revoke_invite';
       if (/^\/admin\/api\/queues\/[^/]+\/logo$/.test(p)) return 'remove_logo';
+      if (/^\/admin\/api\/queues\/[^/]+\/template$/.test(p)) return 'remove_template';
       if (/^\/admin\/api\/keys\/[^/]+$/.test(p)) return 'revoke_key';
       return 'delete';
     }
