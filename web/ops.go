@@ -22,6 +22,7 @@ type metrics struct {
 	connsShed     prometheus.Counter
 	connsBudget   prometheus.Gauge
 	streamsBudget prometheus.Gauge
+	pageFallbacks prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,6 +38,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		connsShed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "http_connections_shed_total", Help: "Connections closed at accept because the connection budget was full."}),
 		connsBudget:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "http_connections_budget", Help: "Most open client connections (WR_MAX_CONNS; 0 = none)."}),
 		streamsBudget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sse_streams_budget", Help: "Most open streams (WR_MAX_STREAMS; 0 = none)."}),
+		pageFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "waitroom_page_template_fallbacks_total",
+			Help: "Waiting pages shown as the default page because the queue's own page could not be read or rendered."}),
 	}
 	// Every series with a known label value exists from the start, at 0: a series that
 	// appears at its first event hides that event from rate() and increase(), and an alert
@@ -52,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.rejected, m.failOpen, m.streamErr, m.acceptErrors, m.connsShed,
-			m.connsBudget, m.streamsBudget)
+			m.connsBudget, m.streamsBudget, m.pageFallbacks)
 	}
 	return m
 }

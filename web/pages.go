@@ -122,6 +122,11 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 			data.ReturnTo, data.BadReturnTo, status = "", true, 400
 		}
 	}
+	if data.Exists && !data.BadReturnTo {
+		if done, err := s.ownPage(c, data, st); done || err != nil {
+			return err
+		}
+	}
 	return s.render(c, status, "queue", data)
 }
 

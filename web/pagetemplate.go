@@ -4,8 +4,10 @@ package web
 // (package pagetemplate checks it; package branding stores it).
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"html/template"
 	"mime"
 	"strconv"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"github.com/waitroom/waitroom/branding"
 	"github.com/waitroom/waitroom/pagetemplate"
 	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/static"
+	"github.com/waitroom/waitroom/stream"
 )
 
 // headerOrigins carries the origins a template may load from, space-separated: in the PUT
@@ -33,11 +37,10 @@ func (s *Server) putPageTemplate(c *fiber.Ctx) error {
 		return errorf(415, "unsupported_media_type", "Send the template as text/html.")
 	}
 	origins := strings.Fields(strings.ReplaceAll(c.Get(headerOrigins)+" "+c.Query("origins"), ",", " "))
-	p, err := s.d.Logos.PutPage(c.UserContext(), name, string(c.Body()), origins)
-	var te *pagetemplate.Error
-	if errors.As(err, &te) {
-		return &Error{Status: 422, Code: "invalid_template", Message: te.Error(), Field: "template", Line: te.Line}
+	if _, err := parsePageTemplate(string(c.Body()), origins); err != nil {
+		return err
 	}
+	p, err := s.d.Logos.PutPage(c.UserContext(), name, string(c.Body()), origins)
 	if err != nil {
 		return err
 	}
@@ -104,4 +107,106 @@ func (s *Server) pageSnapshot(ctx context.Context, name string) any {
 	m := pageJSON(p, len(p.Template.Source()))
 	m["source"] = p.Template.Source()
 	return m
+}
+
+// ownPage renders the queue's own page for data (a queue that exists, whose page joins) and
+// sends it with the CSP that lists its origins. done is false when the queue has none, or
+// when it could not be read or rendered: then the caller sends the default page (a failure
+// is logged and counted, never shown to the buyer).
+func (s *Server) ownPage(c *fiber.Ctx, data static.QueuePage, st queue.Settings) (done bool, err error) {
+	ctx := c.UserContext()
+	p, err := s.d.Logos.Page(ctx, data.Queue)
+	if errors.Is(err, branding.ErrPageNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		s.pageFallback(data.Queue, err)
+		return false, nil
+	}
+	out, err := s.renderOwn(ctx, p.Template, data, st)
+	if errors.Is(err, pagetemplate.ErrRender) {
+		s.pageFallback(data.Queue, err)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.Set("Content-Security-Policy", pagetemplate.CSP(p.Origins))
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return true, c.Status(fiber.StatusOK).Send(out)
+}
+
+// pageFallback logs and counts a queue's own page that was not shown.
+func (s *Server) pageFallback(name string, err error) {
+	s.m.pageFallbacks.Inc()
+	s.log.Warn().Err(err).Str("queue", name).Msg("page template render failed: the default page was shown")
+}
+
+// renderOwn renders tpl with the fields of data: the room's own parts rendered by its
+// templates, then the operator's template around them.
+func (s *Server) renderOwn(ctx context.Context, tpl *pagetemplate.Template, data static.QueuePage, st queue.Settings) ([]byte, error) {
+	f := pagetemplate.Fields{Lang: data.Lang, Dir: static.Dir(data.Lang), Queue: data.Queue, Brand: data.Brand.Name,
+		EndsAt: data.EndsAt, T: data.T}
+	if st.StartsAt != nil {
+		f.StartsAt = st.StartsAt.UTC().Format(stream.TimeFormat)
+	}
+	for _, part := range []struct {
+		name string
+		to   *template.HTML
+	}{{"queue_head", &f.Head}, {"queue_room", &f.Room}, {"queue_page_scripts", &f.Scripts}} {
+		var buf bytes.Buffer
+		if err := s.pages.ExecuteTemplate(&buf, part.name, data); err != nil {
+			return nil, err
+		}
+		*part.to = template.HTML(buf.String()) // the room's own templates, escaped by them
+	}
+	return tpl.Render(ctx, f)
+}
+
+// previewPageTemplate checks the body like putPageTemplate and answers the page it would
+// render for this queue now (text/html), saving nothing. The dashboard shows it in a frame
+// sandboxed without scripts; the answer's own CSP sandboxes it too.
+func (s *Server) previewPageTemplate(c *fiber.Ctx) error {
+	name := c.Params("queue")
+	st, err := s.d.Settings.Settings(c.UserContext(), name)
+	if err != nil {
+		return err
+	}
+	if mt, _, _ := mime.ParseMediaType(c.Get(fiber.HeaderContentType)); mt != fiber.MIMETextHTML {
+		return errorf(415, "unsupported_media_type", "Send the template as text/html.")
+	}
+	origins := strings.Fields(strings.ReplaceAll(c.Get(headerOrigins)+" "+c.Query("origins"), ",", " "))
+	tpl, err := parsePageTemplate(string(c.Body()), origins)
+	if err != nil {
+		return err
+	}
+	l, t := s.lang(c)
+	data := static.QueuePage{Lang: l, T: t, Queue: name, Exists: true, Closed: st.Closed, AutoRedirect: st.AutoRedirect}
+	data.Brand = s.pageBrand(c.UserContext(), st)
+	data.EndsAt, data.Ended = pageEnd(st)
+	out, err := s.renderOwn(c.UserContext(), tpl, data, st)
+	if errors.Is(err, pagetemplate.ErrRender) {
+		return &Error{Status: 422, Code: "invalid_template", Message: err.Error(), Field: "template"}
+	}
+	if err != nil {
+		return err
+	}
+	c.Set("Content-Security-Policy", "sandbox")
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	return c.Send(out)
+}
+
+// parsePageTemplate is pagetemplate's check with its refusal as the API's 422.
+func parsePageTemplate(src string, origins []string) (*pagetemplate.Template, error) {
+	err := pagetemplate.CheckOrigins(origins)
+	var tpl *pagetemplate.Template
+	if err == nil {
+		tpl, err = pagetemplate.Parse(src, origins)
+	}
+	var te *pagetemplate.Error
+	if errors.As(err, &te) {
+		return nil, &Error{Status: 422, Code: "invalid_template", Message: te.Error(), Field: "template", Line: te.Line}
+	}
+	return tpl, err
 }

@@ -284,6 +284,7 @@ func (s *Server) routes() {
 	admin.Get("/queues/:queue/template", s.getPageTemplate)
 	admin.Put("/queues/:queue/template", s.audit(auditPage), s.putPageTemplate)
 	admin.Delete("/queues/:queue/template", s.audit(auditPage), s.deletePageTemplate)
+	admin.Post("/queues/:queue/template/preview", s.previewPageTemplate)
 	admin.Put("/products/:id", s.audit(auditProduct), s.putProduct)
 	admin.Post("/queues/:queue/invites", s.audit(auditInvites), s.createInvites)
 	admin.Get("/queues/:queue/invites", s.listInvites)
