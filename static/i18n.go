@@ -16,7 +16,9 @@ import (
 )
 
 // Built-in languages. English is the fallback; every other table, built in or
-// read from an operator's directory (LoadMessagesDir), has the English keys.
+// read from an operator's directory (LoadMessagesDir), has the English keys. These
+// three have every area; the other built-in languages (i18n/buyer/<code>.json) have
+// the buyer pages only, and the dashboard and the report show them in English.
 const (
 	LangEnglish  = "en"
 	LangKorean   = "ko"
@@ -30,7 +32,7 @@ const (
 type Catalog struct {
 	tables map[string]map[string]string
 	buyer  map[string]map[string]string // each table without the dashboard's and report's keys
-	order  []string                     // preference on a tie: en, ko, ja, then the operator's by code
+	order  []string                     // preference on a tie: en, ko, ja, then the others by code
 	codes  string                       // the codes in order, space-separated (T.lang_codes)
 	// matcher matches Accept-Language tags to the languages of order that x/text knows;
 	// matched maps its index to theirs in order.
@@ -52,6 +54,10 @@ func Builtin() *Catalog { return builtin }
 //
 //go:embed i18n
 var catalogueFS embed.FS
+
+// MessageFiles returns the built-in message files, i18n/<area>/<lang>.json, for the
+// translators' check (static's tests, docs/TRANSLATING.md).
+func MessageFiles() fs.FS { return catalogueFS }
 
 // dashboardArea is the area whose keys are not buyer messages.
 const dashboardArea = "dashboard"
@@ -85,6 +91,9 @@ func readCatalogue(fsys fs.FS) (map[string]map[string]string, map[string]string,
 	for _, name := range names {
 		parts := strings.Split(name, "/")
 		area, lang := parts[1], strings.TrimSuffix(parts[2], ".json")
+		if !codeRE.MatchString(lang) {
+			return nil, nil, fmt.Errorf("%s: %q is not a language code in canonical form (ar, pt-BR, zh-Hant)", name, lang)
+		}
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, nil, err
@@ -147,17 +156,53 @@ func newCatalog(tables map[string]map[string]string) *Catalog {
 }
 
 // Languages returns the codes of every language the pages can be shown in:
-// en, ko, ja, then those added from a messages directory, by code.
+// en, ko, ja, then the other built-in ones and those added from a messages
+// directory, by code. A code is a BCP 47 tag in its canonical form: a language
+// ("ar"), with a script ("zh-Hans") or a region ("pt-BR") where one language has
+// two written forms.
 func (cat *Catalog) Languages() []string { return slices.Clone(cat.order) }
 
-// Supported reports whether code (any case, a region such as "ja-JP" is
-// dropped) names a language of Languages, and returns it in canonical form.
+// Supported reports whether code (a ?lang= value or the wr_lang cookie) names a
+// language of Languages, and returns that language's code. Case and "_" for "-"
+// do not matter ("PT_br" is "pt-BR"); a tag that is not one of the codes is
+// matched by x/text like an Accept-Language entry but more strictly — only a
+// close variant counts (ja-JP → ja, fr-CA → fr, zh-TW → zh-Hant, pt-PT → pt-BR,
+// iw → he), never a merely related language.
 func (cat *Catalog) Supported(code string) (string, bool) {
-	code = primary(strings.ToLower(strings.TrimSpace(code)))
-	if _, ok := cat.tables[code]; ok && code != "" {
-		return code, true
+	code = strings.TrimSpace(code)
+	if code == "" || len(code) > langMaxEntry {
+		return "", false
+	}
+	for _, c := range cat.order {
+		if strings.EqualFold(c, code) || strings.EqualFold(strings.ReplaceAll(code, "_", "-"), c) {
+			return c, true
+		}
+	}
+	tag, err := language.Parse(code)
+	if err != nil {
+		return "", false
+	}
+	if _, i, conf := cat.matcher.Match(tag); conf >= language.High {
+		return cat.order[cat.matched[i]], true
 	}
 	return "", false
+}
+
+// rtlScripts are the scripts written right to left that a language of the pages may use.
+var rtlScripts = map[string]bool{"Arab": true, "Hebr": true, "Syrc": true, "Thaa": true, "Nkoo": true, "Adlm": true, "Rohg": true, "Mand": true, "Samr": true}
+
+// Dir returns the writing direction of lang for <html dir>: "rtl" for a language
+// written right to left (ar, he, fa, ur, … — by the script x/text gives the tag),
+// else "ltr".
+func Dir(lang string) string {
+	tag, err := language.Parse(lang)
+	if err != nil {
+		return "ltr"
+	}
+	if script, _ := tag.Script(); rtlScripts[script.String()] {
+		return "rtl"
+	}
+	return "ltr"
 }
 
 // Bounds on the work Lang does for one header: browsers send a handful of short
@@ -178,7 +223,7 @@ const (
 // answer whenever no other language is wanted more. Only the first langMaxEntries
 // entries are read.
 func (cat *Catalog) Lang(acceptLanguage string) string {
-	var prefs [8]pref // by index in cat.order; a catalogue with more languages allocates
+	var prefs [32]pref // by index in cat.order; a catalogue with more languages allocates
 	p := prefs[:0]
 	if len(cat.order) > len(prefs) {
 		p = make([]pref, 0, len(cat.order))
@@ -271,13 +316,6 @@ func better(cur, p pref) pref {
 	return cur
 }
 
-func primary(tag string) string {
-	if i := strings.IndexAny(tag, "-_"); i >= 0 {
-		return tag[:i]
-	}
-	return tag
-}
-
 // Messages returns every UI string of the pages and scripts in lang (one of
 // Languages; anything else gives English). Keys are snake_case so templates
 // can write {{.T.key}}; the scripts read the same map from the page.
@@ -289,19 +327,37 @@ func (cat *Catalog) Messages(lang string) map[string]string {
 	return cat.copyOf(cat.tables, lang)
 }
 
-// copyOf is a fresh copy of the table of lang in tables (English when lang has none), with
-// lang_codes added.
+// copyOf is a fresh copy of the table of lang in tables over the English one (a key lang
+// lacks, such as every dashboard key of a buyer-only language, is in English), with
+// lang_codes added. A plural key lang has is taken with lang's variants only, never
+// English ones.
 func (cat *Catalog) copyOf(tables map[string]map[string]string, lang string) map[string]string {
-	table, ok := tables[lang]
-	if !ok {
-		table = tables[LangEnglish]
+	en := tables[LangEnglish]
+	table := tables[lang]
+	out := make(map[string]string, len(en)+1)
+	for k, v := range en {
+		if base, c := SplitVariant(k); c != "" && lang != LangEnglish {
+			if _, ok := table[base]; ok {
+				continue
+			}
+		}
+		out[k] = v
 	}
-	out := make(map[string]string, len(table)+1)
 	for k, v := range table {
 		out[k] = v
 	}
 	out["lang_codes"] = cat.codes
 	return out
+}
+
+// DashboardLang is the language the dashboard and the report are shown in when lang is
+// chosen: lang if it has the dashboard's messages (en, ko, ja, or an operator's file
+// with them), else English — the other languages are for buyers.
+func (cat *Catalog) DashboardLang(lang string) string {
+	if _, ok := cat.tables[lang]["admin_title"]; ok {
+		return lang
+	}
+	return LangEnglish
 }
 
 // BuyerMessages is Messages without the dashboard's and the report's keys: what the
@@ -335,21 +391,25 @@ func buyerKeyList() []string {
 	return out
 }
 
-// codeRE is the name of a message file without ".json": a primary language
-// subtag (ISO 639), lower case.
-var codeRE = regexp.MustCompile(`^[a-z]{2,3}$`)
+// codeRE is the name of a message file without ".json": a BCP 47 tag in its
+// canonical case — a language subtag (ISO 639, lower case), then optionally a
+// script (ISO 15924, "Hans") and a region (ISO 3166, "BR", or UN M.49, "419").
+var codeRE = regexp.MustCompile(`^[a-z]{2,3}(-[A-Z][a-z]{3})?(-[A-Z]{2}|-[0-9]{3})?$`)
 
 // LoadMessagesDir reads an operator's message files from dir (WR_MESSAGES_DIR)
 // and returns the catalogue of the built-in tables with them applied; dir "" gives
-// the built-in catalogue. Each file is named by its language code (en.json, ko.json,
-// ja.json, or a new one such as fr.json) and holds one JSON object
+// the built-in catalogue. Each file is named by its language code (en.json, ar.json,
+// pt-BR.json, or a new one such as sv.json) and holds one JSON object
 // {"key": "text", …} with keys of the English table. A file for a built-in
 // language overrides those keys; a file for a new language adds the language,
-// with the English text for every key it lacks. Unknown keys are ignored.
+// with the English text for every key it lacks (the dashboard and the report stay in
+// English unless the file has their keys). Unknown keys are ignored.
 // Other files (no .json, a name that is not a code) are skipped. The returned
 // notes say what was loaded, what is missing and what was ignored, one line
 // each, for the log. An unreadable directory or file, or a file that is not a
-// JSON object of strings, is an error (and no catalogue).
+// JSON object of strings, is an error (and no catalogue). A file may write the plural
+// variants of a plural key ("stock_left.few"); one that writes a plural key without
+// variants has that text for every count.
 func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 	if dir == "" {
 		return Builtin(), nil, nil
@@ -367,7 +427,7 @@ func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 	for _, name := range names {
 		code := strings.TrimSuffix(filepath.Base(name), ".json")
 		if !codeRE.MatchString(code) {
-			notes = append(notes, fmt.Sprintf("%s: skipped, not a language code (en.json, ja.json, fr.json, …)", name))
+			notes = append(notes, fmt.Sprintf("%s: skipped, not a language code (en.json, sv.json, pt-BR.json, zh-Hant.json, …)", name))
 			continue
 		}
 		b, err := os.ReadFile(name)
@@ -380,22 +440,33 @@ func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 		}
 		table, builtin := tables[code]
 		if !builtin {
-			table = make(map[string]string, len(en))
-			for k, v := range en {
-				table[k] = v
-			}
+			table = map[string]string{} // the pages fill each key it lacks from English
 		}
 		var unknown, missing, used []string
 		for k, v := range file {
-			if _, ok := en[k]; !ok {
+			if _, ok := en[k]; !ok && !knownVariant(en, k) {
 				unknown = append(unknown, k)
 				continue
 			}
 			table[k] = v
 			used = append(used, k)
 		}
+		// A plural key the file writes is taken with the file's variants only: the
+		// table's other variants (English, or the built-in text) would not match it.
+		for k := range table {
+			if base, c := SplitVariant(k); c != "" {
+				if _, setsBase := file[base]; setsBase {
+					if _, setsVariant := file[k]; !setsVariant {
+						delete(table, k)
+					}
+				}
+			}
+		}
 		if !builtin {
 			for k := range en {
+				if _, c := SplitVariant(k); c != "" || !isBuyerKey(k) {
+					continue // a variant (the base key serves every count), or the dashboard's (in English unless the file has them)
+				}
 				if _, ok := file[k]; !ok {
 					missing = append(missing, k)
 				}
@@ -413,11 +484,18 @@ func LoadMessagesDir(dir string) (cat *Catalog, notes []string, err error) {
 			notes = append(notes, fmt.Sprintf("%s: %s is not a known language code: chosen with ?lang=%s or the switcher, never from Accept-Language", name, code, code))
 		}
 		if len(missing) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: %d keys missing, shown in English: %s", name, len(missing), strings.Join(missing, ", ")))
+			notes = append(notes, fmt.Sprintf("%s: %d buyer keys missing, shown in English: %s", name, len(missing), strings.Join(missing, ", ")))
 		}
 		if len(unknown) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d unknown keys ignored: %s", name, len(unknown), strings.Join(unknown, ", ")))
 		}
 	}
 	return newCatalog(tables), notes, nil
+}
+
+// knownVariant reports whether k is a plural variant of a key of en ("stock_left.few").
+func knownVariant(en map[string]string, k string) bool {
+	base, c := SplitVariant(k)
+	_, ok := en[base]
+	return c != "" && ok
 }

@@ -1,10 +1,19 @@
 package static_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/text/feature/plural"
+	"golang.org/x/text/language"
 
 	"github.com/waitroom/waitroom/static"
 )
@@ -84,7 +93,7 @@ func TestLangBoundsTheWork(t *testing.T) {
 func TestLangMatchesLoadedLanguages(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, code := range []string{"he", "nb", "pt", "zz"} {
+	for _, code := range []string{"he", "nb", "pt-PT", "zz"} {
 		if err := os.WriteFile(filepath.Join(dir, code+".json"), []byte(`{"index_heading": "`+code+`"}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -96,9 +105,10 @@ func TestLangMatchesLoadedLanguages(t *testing.T) {
 	tests := []struct{ header, want string }{
 		{"iw", "he"}, // the old code of Hebrew
 		{"he-IL, en;q=0.5", "he"},
-		{"no", "nb"},           // Norwegian for Bokmål
-		{"nn, en;q=0.1", "nb"}, // Nynorsk reads Bokmål before English
-		{"pt-BR, en;q=0.9", "pt"},
+		{"no", "nb"},                 // Norwegian for Bokmål
+		{"nn, en;q=0.1", "nb"},       // Nynorsk reads Bokmål before English
+		{"pt-PT, en;q=0.9", "pt-PT"}, // an operator's Portugal Portuguese beside the built-in pt-BR
+		{"pt-BR, en;q=0.9", "pt-BR"},
 		{"zz, ko;q=0.1", "ko"},
 		{"zz", "en"},
 	}
@@ -113,4 +123,214 @@ func TestLangMatchesLoadedLanguages(t *testing.T) {
 	if all := strings.Join(notes, "\n"); !strings.Contains(all, "zz is not a known language code") {
 		t.Errorf("no note for zz in:\n%s", all)
 	}
+}
+
+// buyerLanguages are the languages of the buyer pages; the dashboard and the report are in
+// dashboardLanguages only (docs/TRANSLATING.md).
+var (
+	buyerLanguages = []string{"en", "ko", "ja", "ar", "de", "es", "fr", "he", "hi", "id", "it", "nl", "pl",
+		"pt-BR", "ru", "th", "tr", "uk", "vi", "zh-Hans", "zh-Hant"}
+	dashboardLanguages = []string{"en", "ko", "ja"}
+)
+
+// mayBeEmpty are the keys a language may leave empty where its word order needs no word.
+var mayBeEmpty = map[string]bool{"pos_after": true, "pos_before": true}
+
+// TestMessagesEveryLanguage is the translators' check (docs/TRANSLATING.md), on the
+// message files themselves: each i18n/<area>/<lang>.json is a JSON object of strings;
+// the dashboard area is in en, ko and ja, every other (buyer) area in every buyer
+// language; each file has every key of its area's English file, none empty, with the
+// same {placeholders}, no key English lacks, and the plural variants the language's CLDR
+// rules give whole numbers ("stock_left.few" in Russian) — each failure names the file,
+// the key and what is wrong.
+func TestMessagesEveryLanguage(t *testing.T) {
+	t.Parallel()
+	fsys := static.MessageFiles()
+	areas, err := fs.ReadDir(fsys, "i18n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for _, a := range areas {
+		area := a.Name()
+		want := buyerLanguages
+		if area == "dashboard" {
+			want = dashboardLanguages
+		}
+		en := readMessageFile(t, fsys, area, "en")
+		names, _ := fs.Glob(fsys, "i18n/"+area+"/*.json")
+		var got []string
+		for _, n := range names {
+			got = append(got, strings.TrimSuffix(path.Base(n), ".json"))
+		}
+		for _, lang := range want {
+			if !slices.Contains(got, lang) {
+				t.Errorf("i18n/%s/%s.json: missing (the %s area is in %v)", area, lang, area, want)
+			}
+		}
+		for _, lang := range got {
+			if !slices.Contains(want, lang) {
+				t.Errorf("i18n/%s/%s.json: %s is not a language of this area (%v): add it to the list in lang_test.go and docs/TRANSLATING.md", area, lang, lang, want)
+			}
+			for _, p := range messageProblems(area, lang, en, readMessageFile(t, fsys, area, lang)) {
+				t.Error(p)
+			}
+			files++
+		}
+	}
+	if files < len(buyerLanguages)+len(dashboardLanguages) {
+		t.Fatalf("checked %d files", files)
+	}
+	if got := static.Builtin().Languages(); !slices.Equal(got[:3], dashboardLanguages) || len(got) != len(buyerLanguages) {
+		t.Errorf("Languages() = %v, want en ko ja then the rest of %v", got, buyerLanguages)
+	}
+	if got := static.Builtin().Messages("en")["lang_codes"]; got != strings.Join(static.Builtin().Languages(), " ") {
+		t.Errorf("lang_codes = %q", got)
+	}
+}
+
+// readMessageFile reads i18n/<area>/<lang>.json as a JSON object of strings; anything
+// else fails the test, naming the file and the key.
+func readMessageFile(t *testing.T, fsys fs.FS, area, lang string) map[string]string {
+	t.Helper()
+	name := "i18n/" + area + "/" + lang + ".json"
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatalf("%s: not a JSON object: %v", name, err)
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		s, ok := v.(string)
+		if !ok {
+			t.Errorf("%s: key %q: the value is %T, want a string", name, k, v)
+			continue
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// messageProblems is what is wrong with file, the messages of lang in area, against the
+// area's English file en: one line per problem, "i18n/<area>/<lang>.json: key "k": …".
+func messageProblems(area, lang string, en, file map[string]string) []string {
+	name := "i18n/" + area + "/" + lang + ".json"
+	var out []string
+	bad := func(key, format string, args ...any) {
+		out = append(out, fmt.Sprintf("%s: key %q: ", name, key)+fmt.Sprintf(format, args...))
+	}
+	keys := slices.Sorted(maps.Keys(en))
+	for _, k := range keys {
+		if _, cat := static.SplitVariant(k); cat != "" {
+			continue // the variants a language needs are checked below
+		}
+		v, ok := file[k]
+		switch {
+		case !ok:
+			bad(k, "missing (English: %q)", en[k])
+		case strings.TrimSpace(v) == "" && !mayBeEmpty[k]:
+			bad(k, "empty")
+		case !slices.Equal(placeholders(en[k]), placeholders(v)):
+			bad(k, "placeholders %v, English has %v", placeholders(v), placeholders(en[k]))
+		case lang != "en" && v == en[k] && len(strings.Fields(en[k])) >= 3 && !sameInEveryLanguage(k, en[k]):
+			bad(k, "still the English text %q", v)
+		}
+	}
+	plural := static.PluralKeys()
+	for _, base := range plural {
+		if _, ok := en[base]; !ok {
+			continue // another area's key
+		}
+		for _, cat := range static.PluralCategories(lang) {
+			k := base + "." + cat
+			v, ok := file[k]
+			switch {
+			case !ok:
+				bad(k, "missing: %s counts take the CLDR category %q (%v), so the plural key %s needs this variant", lang, cat, static.PluralCategories(lang), base)
+			case strings.TrimSpace(v) == "":
+				bad(k, "empty")
+			case !slices.Equal(placeholders(en[base]), placeholders(v)) &&
+				!(onlyNumber(lang, cat) >= 0 && slices.Equal(slices.DeleteFunc(placeholders(en[base]), func(p string) bool { return p == "n" }), placeholders(v))):
+				bad(k, "placeholders %v, English has %v (only a category of one number, such as Arabic \"two\", may leave {n} out)", placeholders(v), placeholders(en[base]))
+			}
+		}
+	}
+	if lang == "en" {
+		for _, base := range plural {
+			if _, ok := en[base]; ok && en[base+".one"] == "" {
+				bad(base+".one", "missing: a plural key has its English variant")
+			}
+		}
+		for _, cat := range static.OrdinalCategories("en") {
+			if en["pos_number"] != "" && en["pos_number."+cat] == "" {
+				bad("pos_number."+cat, "missing: English places are written with the ordinal rules (1st, 2nd, 3rd)")
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(file)) {
+		base, cat := static.SplitVariant(k)
+		_, known := en[k]
+		switch {
+		case known && cat == "":
+		case cat != "" && static.IsOrdinalKey(base) && en[base] != "":
+			if !slices.Contains(static.OrdinalCategories(lang), cat) {
+				bad(k, "%s places have no ordinal category %q (only %v): remove it", lang, cat, static.OrdinalCategories(lang))
+			} else if !slices.Equal(placeholders(en[base]), placeholders(file[k])) {
+				bad(k, "placeholders %v, English has %v", placeholders(file[k]), placeholders(en[base]))
+			}
+		case cat != "" && slices.Contains(plural, base) && en[base] != "":
+			if !slices.Contains(static.PluralCategories(lang), cat) {
+				bad(k, "%s counts have no CLDR category %q (only %v): remove it", lang, cat, static.PluralCategories(lang))
+			}
+		case cat != "":
+			bad(k, "a plural variant of %q, which is no plural key of this area (those are the keys with a variant in en.json)", base)
+		default:
+			bad(k, "not a key of this area (i18n/%s/en.json has no %q)", area, k)
+		}
+	}
+	return out
+}
+
+// TestMessageCheckNamesTheProblem: the check above reports a missing key, a changed
+// placeholder, an empty text, a missing plural variant and an unknown key each with the
+// file and the key.
+func TestMessageCheckNamesTheProblem(t *testing.T) {
+	t.Parallel()
+	en := map[string]string{"stock_left": "{n} left", "stock_left.one": "{n} left", "joining": "Getting your place in line…", "leave": "Leave"}
+	ru := map[string]string{"stock_left": "Осталось {n}", "stock_left.one": "Остался {n}", "stock_left.few": "", "stock_left.two": "{n}", "joining": "{x}", "nope": "?", "leave.one": "?"}
+	got := strings.Join(messageProblems("buyer", "ru", en, ru), "\n")
+	for _, want := range []string{
+		`i18n/buyer/ru.json: key "leave": missing`,
+		`i18n/buyer/ru.json: key "joining": placeholders [x], English has []`,
+		`i18n/buyer/ru.json: key "stock_left.few": empty`,
+		`i18n/buyer/ru.json: key "stock_left.many": missing: ru counts take the CLDR category "many"`,
+		`i18n/buyer/ru.json: key "nope": not a key of this area`,
+		`i18n/buyer/ru.json: key "leave.one": a plural variant of "leave", which is no plural key`,
+		`i18n/buyer/ru.json: key "stock_left.two": ru counts have no CLDR category "two"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the problems lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// onlyNumber is the one whole number of CLDR category cat in lang (Arabic "two": 2), or
+// -1 when the category holds several (Russian "one": 1, 21, 31, …): a variant for one
+// number may say it in words instead of {n}.
+func onlyNumber(lang, cat string) int {
+	tag := language.MustParse(lang)
+	forms := map[string]plural.Form{"zero": plural.Zero, "one": plural.One, "two": plural.Two, "few": plural.Few, "many": plural.Many}
+	found := -1
+	for n := range 1001 {
+		if plural.Cardinal.MatchPlural(tag, n, 0, 0, 0, 0) == forms[cat] {
+			if found >= 0 {
+				return -1
+			}
+			found = n
+		}
+	}
+	return found
 }

@@ -15,6 +15,7 @@ import (
 	"html/template"
 	"io/fs"
 	"strconv"
+	"strings"
 )
 
 // FS holds the embedded files: assets/ (style.css and the scripts, served at
@@ -36,15 +37,45 @@ func Assets() fs.FS {
 
 // Templates parses every templates/*.html file into one set. Pages are
 // executed by name: "index", "queue", "order" and "admin"; they share the
-// "head", "header" and "footer" parts of layout.html. The set has two helper
-// functions: num, which groups the digits of an integer (1234 → "1,234";
-// English and Korean both group by thousands with a comma), and asset, the
-// content-hashed URL of a file of assets/ (AssetURL).
+// "head", "header" and "footer" parts of layout.html. The set has helper
+// functions: num, which groups the digits of an integer with a comma (1234 →
+// "1,234"; the pages' scripts write it again in the page's language), asset, the
+// content-hashed URL of a file of assets/ (AssetURL), dir, the writing direction of
+// a language (Dir: "rtl" or "ltr", for <html dir>), langs, the switcher's
+// languages from T.lang_codes with their names, and numIn / decimalIn, a number as
+// a language writes it (numIn "de" 1234 → "1.234", decimalIn "ar" 2.5 → "٢٫٥", one
+// decimal).
 //
 // Templates parses anew on each call: call it once at start-up and keep the
 // result (a *template.Template is safe for concurrent ExecuteTemplate).
 func Templates() (*template.Template, error) {
-	return template.New("waitroom").Funcs(template.FuncMap{"num": groupDigits, "asset": AssetURL}).ParseFS(FS, "templates/*.html")
+	return template.New("waitroom").Funcs(template.FuncMap{"num": groupDigits, "asset": AssetURL, "dir": Dir, "langs": langOptions, "numIn": numIn, "decimalIn": decimalIn}).ParseFS(FS, "templates/*.html")
+}
+
+// LangOption is one language of the footer's switcher: its code and its name in itself.
+type LangOption struct{ Code, Name string }
+
+// autonyms name the built-in languages in themselves, for the switcher without script;
+// a language an operator adds is shown by its code, and lang.js names it with
+// Intl.DisplayNames.
+var autonyms = map[string]string{
+	"en": "English", "ko": "한국어", "ja": "日本語", "ar": "العربية", "de": "Deutsch", "es": "Español",
+	"fr": "Français", "he": "עברית", "hi": "हिन्दी", "id": "Bahasa Indonesia", "it": "Italiano",
+	"nl": "Nederlands", "pl": "Polski", "pt-BR": "Português (Brasil)", "ru": "Русский", "th": "ไทย",
+	"tr": "Türkçe", "uk": "Українська", "vi": "Tiếng Việt", "zh-Hans": "简体中文", "zh-Hant": "繁體中文",
+}
+
+// langOptions is the switcher's list from T.lang_codes (the codes, space-separated).
+func langOptions(codes string) []LangOption {
+	var out []LangOption
+	for _, c := range strings.Fields(codes) {
+		name, ok := autonyms[c]
+		if !ok {
+			name = c
+		}
+		out = append(out, LangOption{Code: c, Name: name})
+	}
+	return out
 }
 
 func groupDigits(n int64) string {

@@ -36,9 +36,9 @@ func TestLang(t *testing.T) {
 		{"en-US,en;q=0.9,ja;q=0.8", "en"},
 		{"ko;q=0.8, ja;q=0.8", "ko"}, // a tie goes to the one listed first
 		{"ja;q=0.8, ko;q=0.8", "ja"},
-		{"fr, ja;q=0.5", "ja"},
-		{"fr, en;q=0.9, ko;q=0.8", "en"},
-		{"fr, ko;q=0.5", "ko"},
+		{"sv, ja;q=0.5", "ja"},
+		{"sv, en;q=0.9, ko;q=0.8", "en"},
+		{"sv, ko;q=0.5", "ko"},
 		{"ko, en", "ko"},
 		{"en, ko", "en"},
 		{"ko;q=0", "en"},
@@ -50,7 +50,21 @@ func TestLang(t *testing.T) {
 		{"ko;q=1.5", "en"},
 		{"ko ; q = 0.9 , en ; q = 0.3", "ko"},
 		{" , ;, ko", "ko"},
-		{"zh-CN,zh;q=0.9", "en"},
+		{"zh-CN,zh;q=0.9", "zh-Hans"},
+		{"zh-SG", "zh-Hans"},
+		{"zh-TW, en;q=0.5", "zh-Hant"},
+		{"zh-HK", "zh-Hant"},
+		{"zh", "zh-Hans"},
+		{"pt-BR", "pt-BR"},
+		{"pt-PT, en;q=0.8", "pt-BR"}, // the closest we have
+		{"pt", "pt-BR"},
+		{"iw", "he"}, // the old code of Hebrew
+		{"he-IL,he;q=0.9,en;q=0.5", "he"},
+		{"ar-EG, en;q=0.5", "ar"},
+		{"de-CH, fr;q=0.9", "de"},
+		{"es-419", "es"},
+		{"uk-UA, ru;q=0.9", "uk"},
+		{"sv, ar;q=0.1", "ar"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.header, func(t *testing.T) {
@@ -80,47 +94,6 @@ func placeholders(s string) []string {
 	return out
 }
 
-// TestMessagesEveryLanguage: every built-in language has exactly the keys of
-// English (a key missing in any language fails), none empty, with the same
-// {placeholders}.
-func TestMessagesEveryLanguage(t *testing.T) {
-	t.Parallel()
-	if got := static.Builtin().Languages(); !slices.Equal(got, []string{"en", "ko", "ja"}) {
-		t.Fatalf("Languages() = %v, want en ko ja", got)
-	}
-	en := static.Builtin().Messages("en")
-	mayBeEmpty := map[string]bool{"pos_after": true}
-	for _, lang := range []string{"ko", "ja"} {
-		m := static.Builtin().Messages(lang)
-		for k, e := range en {
-			v, ok := m[k]
-			if !ok {
-				t.Errorf("%s: no %s", k, lang)
-				continue
-			}
-			if v == "" && !mayBeEmpty[k] {
-				t.Errorf("%s: empty %s", k, lang)
-			}
-			if pe, pv := placeholders(e), placeholders(v); !slices.Equal(pe, pv) {
-				t.Errorf("%s: placeholders differ: en %v, %s %v", k, pe, lang, pv)
-			}
-		}
-		for k := range m {
-			if _, ok := en[k]; !ok {
-				t.Errorf("%s: %s has a key English lacks", k, lang)
-			}
-		}
-		for k, e := range en {
-			if v := m[k]; v == e && !sameInEveryLanguage(k, e) {
-				t.Errorf("%s: %s is the English text %q (translate it, or list it in sameEverywhere when it is a name or code)", k, lang, e)
-			}
-		}
-	}
-	if got := static.Builtin().Messages("en")["lang_codes"]; got != "en ko ja" {
-		t.Errorf("lang_codes = %q", got)
-	}
-}
-
 // sameEverywhere are the keys whose text is the same in every language: names and codes.
 var sameEverywhere = map[string]bool{
 	"brand":            true, // WaitRoom
@@ -137,16 +110,12 @@ func sameInEveryLanguage(key, english string) bool {
 	return sameEverywhere[key] || !letterRE.MatchString(placeholderRE.ReplaceAllString(english, ""))
 }
 
-// TestTheFirstTablesAreTranslated: the messages tables in static/messages.go and
-// static/messages_ja.go, and each area table (messages_<area>.go), hold every key in
-// English, Korean and Japanese with the same {placeholders} — checked on the tables the
-// pages get, so a key an area adds is checked the moment it lands.
+// TestTheFirstTablesAreTranslated: the dashboard's branding keys are in Korean and
+// Japanese on the tables the pages get (the files are checked one by one in
+// TestMessagesEveryLanguage).
 func TestTheFirstTablesAreTranslated(t *testing.T) {
 	t.Parallel()
 	en, ko, ja := static.Builtin().Messages("en"), static.Builtin().Messages("ko"), static.Builtin().Messages("ja")
-	if len(en) != len(ko) || len(en) != len(ja) {
-		t.Errorf("en %d keys, ko %d, ja %d", len(en), len(ko), len(ja))
-	}
 	for _, k := range []string{"admin_branding", "admin_brand_name", "admin_logo_remove", "admin_save_branding"} {
 		if ko[k] == "" || ja[k] == "" || ko[k] == en[k] || ja[k] == en[k] {
 			t.Errorf("%s: en %q ko %q ja %q", k, en[k], ko[k], ja[k])
@@ -157,15 +126,18 @@ func TestTheFirstTablesAreTranslated(t *testing.T) {
 func TestMessages(t *testing.T) {
 	t.Parallel()
 	en, ko := static.Builtin().Messages("en"), static.Builtin().Messages("ko")
-	if len(en) == 0 || len(en) != len(ko) {
+	if len(en) == 0 || len(ko) == 0 {
 		t.Fatalf("got %d English and %d Korean messages", len(en), len(ko))
 	}
-	if got := static.Builtin().Messages("fr"); got["brand"] != en["brand"] || got["joining"] != en["joining"] {
+	if got := static.Builtin().Messages("sv"); got["brand"] != en["brand"] || got["joining"] != en["joining"] {
 		t.Error("an unknown language should give English")
 	}
 	// Korean may leave a few fragments empty where word order needs none.
 	mayBeEmpty := map[string]bool{"pos_after": true}
 	for k, e := range en {
+		if _, variant := static.SplitVariant(k); variant != "" {
+			continue // Korean counts have one form: no variants
+		}
 		kv, ok := ko[k]
 		if !ok {
 			t.Errorf("%s: no Korean", k)
@@ -264,15 +236,17 @@ func TestTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, lang := range []string{"en", "ko", "ja"} {
+	codes := strings.Join(static.Builtin().Languages(), " ")
+	for _, lang := range []string{"en", "ko", "ja", "ar", "he", "zh-Hant"} {
 		for page, data := range pages(lang) {
 			t.Run(lang+"/"+page, func(t *testing.T) {
 				out := render(t, tmpl, page, data)
-				if !strings.Contains(out, `<html lang="`+lang+`">`) {
-					t.Error("missing <html lang>")
+				dir := map[bool]string{true: "rtl", false: "ltr"}[lang == "ar" || lang == "he"]
+				if !strings.Contains(out, `<html lang="`+lang+`" dir="`+dir+`">`) {
+					t.Errorf("missing <html lang=%q dir=%q>", lang, dir)
 				}
-				if !strings.Contains(out, `<option value="`+lang+`" lang="`+lang+`" selected>`) ||
-					!strings.Contains(out, `<select id="lang-select" name="lang" data-codes="en ko ja">`) ||
+				if !strings.Contains(out, `<option value="`+lang+`" lang="`+lang+`" dir="`+dir+`" selected>`) ||
+					!strings.Contains(out, `<select id="lang-select" name="lang" data-codes="`+codes+`">`) ||
 					!strings.Contains(out, `<label for="lang-select">`+static.Builtin().Messages(lang)["lang_label"]+`</label>`) {
 					t.Error("no language switcher with the page's language selected")
 				}
@@ -360,7 +334,7 @@ func TestEveryKeyUsedExists(t *testing.T) {
 		}
 	}
 	// t('key') and the dashboard's tx('key', 'English fallback').
-	jsKey := regexp.MustCompile(`\btx?\(\s*'(\w+)'\s*[,)]`)
+	jsKey := regexp.MustCompile(`\bt[xn]?\(\s*'(\w+)'\s*[,)]`)
 	for name, src := range readAll(t, "assets/*.js") {
 		for _, m := range jsKey.FindAllStringSubmatch(src, -1) {
 			check(name, m[1])
@@ -574,9 +548,10 @@ func TestQueueAutoRedirect(t *testing.T) {
 	}
 }
 
-// TestLoadMessagesDir: an operator's directory overrides built-in keys, adds a
-// language (English for each missing key, listed in the notes), ignores and
-// reports unknown keys, and "" gives the built-in tables.
+// TestLoadMessagesDir: an operator's directory overrides built-in keys (of a language
+// with every area, ja, and of a buyer-only one, ru), adds a language (English for each
+// missing key, listed in the notes), ignores and reports unknown keys, and "" gives the
+// built-in tables.
 func TestLoadMessagesDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -586,7 +561,10 @@ func TestLoadMessagesDir(t *testing.T) {
 		}
 	}
 	write("ja.json", `{"index_heading": "開いている列", "no_such_key": "x"}`)
-	write("fr.json", `{"index_heading": "Files ouvertes", "joining": "Obtention de votre place…"}`)
+	write("sv.json", `{"index_heading": "Öppna köer", "joining": "Hämtar din plats i kön…", "stock_left": "{n} kvar"}`)
+	// A built-in buyer language: its file overrides, and a plural key written without
+	// its variants has that text for every count.
+	write("ru.json", `{"index_heading": "Открытые очереди", "stock_left": "Осталось: {n}"}`)
 	write("README.txt", "not a message file")
 	write("Not-A-Code.json", `{}`)
 	cat, notes, err := static.LoadMessagesDir(dir)
@@ -595,32 +573,52 @@ func TestLoadMessagesDir(t *testing.T) {
 	}
 	all := strings.Join(notes, "\n")
 	t.Logf("notes:\n%s", all)
-	if got := cat.Languages(); !slices.Equal(got, []string{"en", "ko", "ja", "fr"}) {
+	builtin := static.Builtin().Languages()
+	if got := cat.Languages(); len(got) != len(builtin)+1 || !slices.Contains(got, "sv") || !slices.Equal(got[:3], []string{"en", "ko", "ja"}) {
 		t.Errorf("Languages() = %v", got)
 	}
-	ja, fr, en := cat.Messages("ja"), cat.Messages("fr"), cat.Messages("en")
+	if cat.DashboardLang("sv") != "en" || cat.DashboardLang("ru") != "en" || cat.DashboardLang("ja") != "ja" {
+		t.Errorf("the dashboard in sv, ru, ja: %s %s %s", cat.DashboardLang("sv"), cat.DashboardLang("ru"), cat.DashboardLang("ja"))
+	}
+	ja, fr, en := cat.Messages("ja"), cat.Messages("sv"), cat.Messages("en")
 	if ja["index_heading"] != "開いている列" || ja["joining"] != "順番を取得しています…" {
 		t.Errorf("ja override: %q %q", ja["index_heading"], ja["joining"])
 	}
 	if _, ok := ja["no_such_key"]; ok {
 		t.Error("an unknown key was taken")
 	}
-	if fr["index_heading"] != "Files ouvertes" || fr["leave"] != en["leave"] || len(fr) != len(en) {
-		t.Errorf("fr: %q %q, %d keys (en %d)", fr["index_heading"], fr["leave"], len(fr), len(en))
+	if fr["index_heading"] != "Öppna köer" || fr["leave"] != en["leave"] {
+		t.Errorf("sv: %q %q", fr["index_heading"], fr["leave"])
 	}
-	if en["lang_codes"] != "en ko ja fr" {
+	if en["lang_codes"] != strings.Join(cat.Languages(), " ") {
 		t.Errorf("lang_codes = %q", en["lang_codes"])
 	}
-	for _, want := range []string{"ja.json: 1 unknown keys ignored: no_such_key", "fr.json: new language fr, 2 keys", "keys missing, shown in English: ", "Not-A-Code.json: skipped"} {
+	for _, want := range []string{"ja.json: 1 unknown keys ignored: no_such_key", "sv.json: new language sv, 3 keys", "buyer keys missing, shown in English: ", "Not-A-Code.json: skipped", "ru.json: overrides ru, 2 keys"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("notes lack %q", want)
 		}
 	}
-	if got := cat.Lang("fr-FR, en;q=0.5"); got != "fr" {
-		t.Errorf("Lang(fr-FR) = %q after loading fr", got)
+	if strings.Contains(all, "stock_left.one") {
+		t.Error("a plural variant is listed as a missing key: the base key serves every count")
 	}
-	if l, ok := cat.Supported("FR-ca"); !ok || l != "fr" {
-		t.Errorf("Supported(FR-ca) = %q %v", l, ok)
+	if got := cat.Lang("sv-SE, en;q=0.5"); got != "sv" {
+		t.Errorf("Lang(sv-SE) = %q after loading sv", got)
+	}
+	if l, ok := cat.Supported("SV-fi"); !ok || l != "sv" {
+		t.Errorf("Supported(SV-fi) = %q %v", l, ok)
+	}
+	// The operator's plural text is used for every count, never the built-in or English
+	// variants it would contradict.
+	for _, n := range []int{1, 3, 5, 21} {
+		if got := cat.Count("ru", "stock_left", n); got != "Осталось: "+static.FormatNumber("ru", n) {
+			t.Errorf("ru stock_left %d: %q", n, got)
+		}
+		if got := cat.Count("sv", "stock_left", n); got != static.FormatNumber("sv", n)+" kvar" {
+			t.Errorf("sv stock_left %d: %q", n, got)
+		}
+	}
+	if ru := cat.Messages("ru"); ru["index_heading"] != "Открытые очереди" || ru["joining"] != static.Builtin().Messages("ru")["joining"] || ru["stock_left.few"] != "" {
+		t.Errorf("ru override: %q %q, stock_left.few %q", ru["index_heading"], ru["joining"], ru["stock_left.few"])
 	}
 	write("ko.json", `{"joining": 5}`)
 	if _, _, err := static.LoadMessagesDir(dir); err == nil {
@@ -629,7 +627,7 @@ func TestLoadMessagesDir(t *testing.T) {
 	if _, _, err := static.LoadMessagesDir(filepath.Join(dir, "nope")); err == nil {
 		t.Error("a missing directory must be an error")
 	}
-	if cat, _, err := static.LoadMessagesDir(""); err != nil || len(cat.Languages()) != 3 || cat.Lang("fr") != "en" {
+	if cat, _, err := static.LoadMessagesDir(""); err != nil || !slices.Equal(cat.Languages(), builtin) || cat.Lang("sv") != "en" {
 		t.Errorf("reset: %v %v", err, cat.Languages())
 	}
 }
@@ -699,7 +697,7 @@ func TestBuyerPagesCarryBuyerMessages(t *testing.T) {
 	t.Parallel()
 	all, buyer := static.Builtin().Messages("en"), static.Builtin().BuyerMessages("en")
 	tplKey := regexp.MustCompile(`\.T\.(\w+)|index \.T "(\w+)"`)
-	jsKey := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*[,)]`)
+	jsKey := regexp.MustCompile(`\btn?\(\s*'(\w+)'\s*[,)]`)
 	jsPrefix := regexp.MustCompile(`\bt\(\s*'(\w+)'\s*\+`)
 	literal := regexp.MustCompile(`'([a-z][a-z0-9_]*)'`)
 	used := 0

@@ -80,19 +80,28 @@ const langCookie = "wr_lang"
 func (s *Server) lang(c *fiber.Ctx) (string, map[string]string) {
 	c.Vary(fiber.HeaderAcceptLanguage, fiber.HeaderCookie)
 	cat := s.messages
-	messages := cat.BuyerMessages
+	l := s.chosenLang(c)
 	if strings.HasPrefix(c.Path(), "/admin") {
-		messages = cat.Messages
+		// The dashboard and the report are in en, ko and ja; a buyer language without
+		// them shows these pages in English (lang="en", so they are read as English).
+		l = cat.DashboardLang(l)
+		return l, cat.Messages(l)
 	}
+	return l, cat.BuyerMessages(l)
+}
+
+// chosenLang is the language of ?lang= (then remembered in the cookie), the cookie's, or
+// Accept-Language's.
+func (s *Server) chosenLang(c *fiber.Ctx) string {
+	cat := s.messages
 	if l, ok := cat.Supported(c.Query("lang")); ok {
 		c.Cookie(&fiber.Cookie{Name: langCookie, Value: l, Path: "/", MaxAge: 365 * 24 * 3600, SameSite: "Lax"})
-		return l, messages(l)
+		return l
 	}
 	if l, ok := cat.Supported(c.Cookies(langCookie)); ok {
-		return l, messages(l)
+		return l
 	}
-	l := cat.Lang(c.Get(fiber.HeaderAcceptLanguage))
-	return l, messages(l)
+	return cat.Lang(c.Get(fiber.HeaderAcceptLanguage))
 }
 
 func (s *Server) queuePage(c *fiber.Ctx) error {

@@ -24,7 +24,7 @@
   const shop = document.getElementById('shop');
   if (!W || !shop) return;
 
-  const { t, readError, retryDelayMs } = W.util;
+  const { t, tn, readError, retryDelayMs } = W.util;
   const queue = shop.dataset.queue;
   const pageState = shop.dataset.state || 'ready';
   let productId = shop.dataset.productId || '';
@@ -228,7 +228,7 @@
 
   function stockText(p) {
     if (p.gone) return t('order_moved');
-    return p.stock > 0 ? t('stock_left', { n: num.format(p.stock) }) : t('stock_sold_out');
+    return p.stock > 0 ? tn('stock_left', p.stock, { n: num.format(p.stock) }) : t('stock_sold_out');
   }
 
   /** renderChoices writes each choice's price and stock in the page's language. */
@@ -334,7 +334,7 @@
         refreshButton();
         return;
       }
-      el.resultText.textContent = t('order_slow_down', { n: left });
+      el.resultText.textContent = t('order_slow_down', { n: num.format(left) });
     };
     tick();
     blockTimer = setInterval(tick, 500);
@@ -347,7 +347,7 @@
     const qty = Number(el.qty.value);
     const maxQty = Number(el.qty.max) || MAX_QTY;
     if (!Number.isInteger(qty) || qty < 1 || qty > maxQty) {
-      showResult('invalid', t('order_qty_invalid', { max: maxQty }));
+      showResult('invalid', t('order_qty_invalid', { max: num.format(maxQty) }));
       el.qty.setAttribute('aria-invalid', 'true');
       el.qty.focus();
       return;
@@ -452,7 +452,7 @@
       showResult('sold_out', t('order_sold_out'));
       schedulePoll(0);
     } else if (res.status === 429) {
-      showResult('rate_limited', t('order_slow_down', { n: err.retryAfter == null ? 1 : err.retryAfter }));
+      showResult('rate_limited', t('order_slow_down', { n: num.format(err.retryAfter == null ? 1 : err.retryAfter) }));
       blockFor(Math.max(1, err.retryAfter == null ? 1 : err.retryAfter));
     } else if (res.status === 403 && (err.code === 'product_not_on_sale' || err.code === 'token_wrong_queue')) {
       // The product left this queue after the page was made. The token is still good for

@@ -85,7 +85,7 @@
   const roomEl = document.getElementById('room');
   if (!W || !roomEl) return; // unknown, ended or closed queue: the page says so, nothing to join
 
-  const { t, ordinal } = W.util;
+  const { t, tn } = W.util;
   const queue = roomEl.dataset.queue;
   const num = new Intl.NumberFormat(lang);
   const num1 = new Intl.NumberFormat(lang, { maximumFractionDigits: 1 });
@@ -266,9 +266,10 @@
 
   // ----- formatting -----
 
+  // The place in line in the page's language: pos_number's variant by the ordinal rules
+  // ("1st", "22nd", "23rd", "24th"; "23번"; "23."), the number in the page's digits.
   function positionText(n) {
-    const ord = lang === 'en' ? num.format(n) + ordinal(n).replace(/^\d+/, '') : num.format(n);
-    return t('pos_number', { n: num.format(n), ord });
+    return tn('pos_number', n, { n: num.format(n), ord: num.format(n) });
   }
 
   // waitText is the waiting ETA: from 30 s on it is a range, −20 % … +25 % of the estimate
@@ -278,21 +279,21 @@
     if (rate === 0 || seconds == null || !Number.isFinite(seconds) || seconds < 30) return etaText(seconds, rate);
     if (seconds < 120) {
       const lo = Math.max(5, Math.floor(seconds * 0.8 / 5) * 5), hi = Math.ceil(seconds * 1.25 / 5) * 5;
-      return t('eta_range_seconds', { lo, hi });
+      return t('eta_range_seconds', { lo: num.format(lo), hi: num.format(hi) });
     }
     const lo = Math.max(1, Math.floor(seconds * 0.8 / 60)), hi = Math.ceil(seconds * 1.25 / 60);
     if (hi >= 120) return etaText(seconds, rate);
-    return t('eta_range_minutes', { lo, hi });
+    return t('eta_range_minutes', { lo: num.format(lo), hi: num.format(hi) });
   }
 
   function etaText(seconds, rate) {
     if (rate === 0 || seconds == null || !Number.isFinite(seconds) || seconds < 0) return t('eta_unknown');
     const s = Math.round(seconds);
     if (s <= 1) return t('eta_soon');
-    if (s < 60) return t('eta_seconds', { n: s });
+    if (s < 60) return tn('eta_seconds', s, { n: num.format(s) });
     const m = Math.round(s / 60);
-    if (m < 60) return t('eta_minutes', { n: m });
-    return t('eta_hours', { h: Math.floor(s / 3600), m: Math.round((s % 3600) / 60) });
+    if (m < 60) return tn('eta_minutes', m, { n: num.format(m) });
+    return t('eta_hours', { h: num.format(Math.floor(s / 3600)), m: num.format(Math.round((s % 3600) / 60)) });
   }
 
   function clock(seconds) {
@@ -654,11 +655,11 @@
     if (lottery) {
       el.position.textContent = '–';
       el.position.dataset.position = '';
-      el.lotteryLine.textContent = t('lottery', { n: num.format(p.waiting) });
+      el.lotteryLine.textContent = tn('lottery', p.waiting, { n: num.format(p.waiting) });
       el.lotteryLine.dataset.value = String(p.waiting);
       document.title = baseTitle;
       if (started || lastMode !== mode) {
-        el.announce.textContent = t('announce_lottery', { n: num.format(p.waiting) });
+        el.announce.textContent = tn('announce_lottery', p.waiting, { n: num.format(p.waiting) });
       }
       lastMode = mode;
       return;
@@ -880,7 +881,7 @@
       onError(err) {
         if (!live()) return;
         if (err.fatal) { renderFatal(err); return; }
-        const vars = { n: err.retryIn || 1 };
+        const vars = { n: num.format(err.retryIn || 1) };
         if (err.status === 429) setNotice(t('notice_busy', vars));
         else if (err.status === 503) setNotice(t('notice_unavailable', vars));
         else setNotice(t('notice_network', vars));

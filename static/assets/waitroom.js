@@ -177,6 +177,27 @@
     return text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
   }
 
+  /**
+   * tn('stock_left', 3, {n: '3'}) → t() of the plural variant for the count 3 in the
+   * page's language: 'stock_left.few' when Intl.PluralRules picks "few" and the page
+   * has that key, else the base key (the "other" text). Keys listed in ORDINAL_KEYS
+   * (the place in line) choose by the ordinal rules: 'pos_number.one' → "1st".
+   */
+  const ORDINAL_KEYS = { pos_number: true };
+  const pluralRules = {};
+  function tn(key, count, vars) {
+    const lang = (typeof document !== 'undefined' && document.documentElement.lang) || 'en';
+    const type = ORDINAL_KEYS[key] ? 'ordinal' : 'cardinal';
+    let category = 'other';
+    try {
+      const id = lang + ':' + type;
+      pluralRules[id] = pluralRules[id] || new Intl.PluralRules(lang, { type });
+      category = pluralRules[id].select(Math.abs(Number(count)));
+    } catch (_) { /* no Intl.PluralRules: the base text */ }
+    const variant = key + '.' + category;
+    return t(category !== 'other' && typeof messages()[variant] === 'string' ? variant : key, vars);
+  }
+
   /** English ordinal: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 23rd, 111th. */
   function ordinal(n) {
     const v = Math.abs(n) % 100;
@@ -1133,6 +1154,6 @@
     redirectUrl,
     takeReturnedToken,
     ticket: (queue, opts) => storedTicket(String((opts && opts.baseUrl) || '').replace(/\/+$/, ''), queue),
-    util: Object.freeze({ parseRetryAfter, readError, retryDelayMs, backoffMs, messages, t, ordinal, safeRedirect }),
+    util: Object.freeze({ parseRetryAfter, readError, retryDelayMs, backoffMs, messages, t, tn, ordinal, safeRedirect }),
   });
 })(typeof window !== 'undefined' ? window : globalThis);
