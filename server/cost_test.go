@@ -64,7 +64,7 @@ var costBounds = []costRoute{
 	{"GET /api/verify", 6, 0},
 	{"POST /api/redeem", 5, 0},
 	{"GET /", 0, 0},
-	{"GET /q/{queue}", 2, 0},
+	{"GET /q/{queue}", 3, 0},
 	{"GET /q/{queue}/order", 2, 0},
 	{"GET /q/{queue}/logo", 1, 0},
 	{"GET /q/{queue}/brand.css", 1, 0},

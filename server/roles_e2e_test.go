@@ -52,6 +52,7 @@ func changingRoutes(png []byte, code, kid string) []changingRoute {
 		{"DELETE", "/queues/:queue/logo", "/admin/api/queues/rq/logo", nil, ""},
 		{"PUT", "/queues/:queue/template", "/admin/api/queues/rq/template", pageTemplateGood, "text/html"},
 		{"DELETE", "/queues/:queue/template", "/admin/api/queues/rq/template", nil, ""},
+		{"POST", "/queues/:queue/template/preview", "/admin/api/queues/rq/template/preview", pageTemplateGood, "text/html"},
 		{"PUT", "/products/:id", "/admin/api/products/rp", `{"stock":1,"name":"changed"}`, ""},
 		{"PUT", "/products/:id", "/admin/api/products/newp", `{"stock":1}`, ""}, // would create it
 		{"POST", "/queues/:queue/invites", "/admin/api/queues/rq/invites", `{"count":1,"lane":"bypass"}`, ""},

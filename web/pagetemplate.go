@@ -123,7 +123,7 @@ func (s *Server) ownPage(c *fiber.Ctx, data static.QueuePage, st queue.Settings)
 		s.pageFallback(data.Queue, err)
 		return false, nil
 	}
-	out, err := s.renderOwn(ctx, p.Template, data, st)
+	out, err := s.renderOwn(ctx, p.Template, data, st, false)
 	if errors.Is(err, pagetemplate.ErrRender) {
 		s.pageFallback(data.Queue, err)
 		return false, nil
@@ -145,7 +145,8 @@ func (s *Server) pageFallback(name string, err error) {
 
 // renderOwn renders tpl with the fields of data: the room's own parts rendered by its
 // templates, then the operator's template around them.
-func (s *Server) renderOwn(ctx context.Context, tpl *pagetemplate.Template, data static.QueuePage, st queue.Settings) ([]byte, error) {
+// A preview carries no scripts (its frame would not run them anyway).
+func (s *Server) renderOwn(ctx context.Context, tpl *pagetemplate.Template, data static.QueuePage, st queue.Settings, preview bool) ([]byte, error) {
 	f := pagetemplate.Fields{Lang: data.Lang, Dir: static.Dir(data.Lang), Queue: data.Queue, Brand: data.Brand.Name,
 		EndsAt: data.EndsAt, T: data.T}
 	if st.StartsAt != nil {
@@ -160,6 +161,9 @@ func (s *Server) renderOwn(ctx context.Context, tpl *pagetemplate.Template, data
 			return nil, err
 		}
 		*part.to = template.HTML(buf.String()) // the room's own templates, escaped by them
+	}
+	if preview {
+		f.Scripts = "<!-- the page's scripts: not run in a preview -->"
 	}
 	return tpl.Render(ctx, f)
 }
@@ -185,7 +189,7 @@ func (s *Server) previewPageTemplate(c *fiber.Ctx) error {
 	data := static.QueuePage{Lang: l, T: t, Queue: name, Exists: true, Closed: st.Closed, AutoRedirect: st.AutoRedirect}
 	data.Brand = s.pageBrand(c.UserContext(), st)
 	data.EndsAt, data.Ended = pageEnd(st)
-	out, err := s.renderOwn(c.UserContext(), tpl, data, st)
+	out, err := s.renderOwn(c.UserContext(), tpl, data, st, true)
 	if errors.Is(err, pagetemplate.ErrRender) {
 		return &Error{Status: 422, Code: "invalid_template", Message: err.Error(), Field: "template"}
 	}

@@ -959,5 +959,32 @@
   el.leave.addEventListener('click', () => askLeave(el.leave));
   el.prequeueLeave.addEventListener('click', () => askLeave(el.prequeueLeave));
 
+  // ----- an operator's own page: the slots it placed (docs/TEMPLATES.md) -----
+
+  /**
+   * {{slot "name"}} in a queue's own page is a [data-wr-slot] element outside the room; it
+   * shows what the room's own element shows (already in the page's language), kept in step
+   * by watching the room. "state" is the visible card's title, else the connection's state.
+   */
+  const slotSources = { position: el.position, ahead: el.ahead, eta: el.eta, rate: el.rate, waiting: el.waitingCount, starts_in: el.startsCountdown };
+  function slotText(name) {
+    if (name === 'state') {
+      const visible = sections.find((sec) => !sec.hidden);
+      const h = visible && visible.querySelector('h2');
+      return ((h && h.textContent) || el.conn.textContent || '').trim();
+    }
+    return slotSources[name] ? slotSources[name].textContent : null;
+  }
+  function fillSlots() {
+    for (const node of document.querySelectorAll('[data-wr-slot]')) {
+      const text = slotText(node.dataset.wrSlot);
+      if (text != null && node.textContent !== text) node.textContent = text;
+    }
+  }
+  if (document.querySelector('[data-wr-slot]')) {
+    new MutationObserver(fillSlots).observe(roomEl, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ['hidden'] });
+    fillSlots();
+  }
+
   start();
 })();
