@@ -182,10 +182,17 @@ func (cat *Catalog) Supported(code string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	if _, i, conf := cat.matcher.Match(tag); conf >= language.High {
-		return cat.order[cat.matched[i]], true
+	if got, i, conf := cat.matcher.Match(tag); conf >= language.High {
+		if b1, _ := got.Base(); b1 == base(tag) { // not a related language (be for ru)
+			return cat.order[cat.matched[i]], true
+		}
 	}
 	return "", false
+}
+
+func base(t language.Tag) language.Base {
+	b, _ := t.Base()
+	return b
 }
 
 // rtlScripts are the scripts written right to left that a language of the pages may use.

@@ -334,3 +334,77 @@ func onlyNumber(lang, cat string) int {
 	}
 	return found
 }
+
+// TestLangTags: ?lang= and the cookie take a tag in any case, with "_" or "-", and a close
+// variant of a language finds it; a related language does not; the writing direction
+// follows the script.
+func TestLangTags(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	for in, want := range map[string]string{
+		"zh-Hant": "zh-Hant", "ZH_hant": "zh-Hant", "zh-TW": "zh-Hant", "zh-HK": "zh-Hant", "zh-CN": "zh-Hans",
+		"zh-SG": "zh-Hans", "zh": "zh-Hans", "pt-br": "pt-BR", "pt": "pt-BR", "pt-PT": "pt-BR", "iw": "he",
+		"he-IL": "he", "ar-SA": "ar", "ko-KR": "ko", "FR-ca": "fr", "en-GB": "en",
+		"be": "", "sv": "", "xx": "", "": "", "zh-Hant-TW-x-" + strings.Repeat("a", 80): "",
+	} {
+		got, ok := cat.Supported(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("Supported(%q) = %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for lang, want := range map[string]string{"ar": "rtl", "he": "rtl", "fa": "rtl", "ur": "rtl", "en": "ltr", "zh-Hant": "ltr", "ja": "ltr", "zz": "ltr"} {
+		if got := static.Dir(lang); got != want {
+			t.Errorf("Dir(%q) = %q, want %q", lang, got, want)
+		}
+	}
+}
+
+// TestPluralAndOrdinal: Go picks the same variant as the pages' scripts (CLDR rules of
+// each language) and writes the count in the language's digits.
+func TestPluralAndOrdinal(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	ar := cat.Messages("ar")
+	tests := []struct {
+		lang, key string
+		n         int
+		want      string
+	}{
+		{"en", "stock_left", 1, "1 left"},
+		{"en", "announce_lottery", 1, "You are in the draw. 1 person is waiting."},
+		{"en", "announce_lottery", 1234, "You are in the draw. 1,234 people are waiting."},
+		{"ar", "stock_left", 1, ar["stock_left.one"]},
+		{"ar", "stock_left", 2, ar["stock_left.two"]},
+		{"ar", "stock_left", 3, strings.ReplaceAll(ar["stock_left.few"], "{n}", "٣")},
+		{"ar", "stock_left", 11, strings.ReplaceAll(ar["stock_left.many"], "{n}", "١١")},
+		{"ar", "stock_left", 100, strings.ReplaceAll(ar["stock_left"], "{n}", "١٠٠")},
+		{"ru", "announce_lottery", 21, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.one"], "{n}", "21")},
+		{"ru", "announce_lottery", 3, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.few"], "{n}", "3")},
+		{"ru", "announce_lottery", 5, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.many"], "{n}", "5")},
+		{"ja", "stock_left", 1, strings.ReplaceAll(cat.Messages("ja")["stock_left"], "{n}", "1")},
+		{"de", "stock_left", 1234, strings.ReplaceAll(cat.Messages("de")["stock_left"], "{n}", "1.234")},
+		{"sv", "stock_left", 1, "1 left"}, // not a language of the catalogue: English
+	}
+	for _, tt := range tests {
+		if got := cat.Count(tt.lang, tt.key, tt.n); got != tt.want {
+			t.Errorf("Count(%s, %s, %d) = %q, want %q", tt.lang, tt.key, tt.n, got, tt.want)
+		}
+	}
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 22: "22nd", 23: "23rd", 111: "111th", 1001: "1,001st"} {
+		if got := cat.Ordinal("en", n); got != want {
+			t.Errorf("Ordinal(en, %d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := cat.Ordinal("ko", 23); got != "23번" {
+		t.Errorf("Ordinal(ko, 23) = %q", got)
+	}
+	if got := cat.Ordinal("tr", 23); got != "23." {
+		t.Errorf("Ordinal(tr, 23) = %q", got)
+	}
+	if got := static.PluralCategories("ar"); !slices.Equal(got, []string{"zero", "one", "two", "few", "many"}) {
+		t.Errorf("PluralCategories(ar) = %v", got)
+	}
+	if got := static.PluralKeys(); !slices.Equal(got, []string{"announce_lottery", "eta_minutes", "eta_seconds", "lottery", "stock_left"}) {
+		t.Errorf("PluralKeys() = %v", got)
+	}
+}

@@ -497,7 +497,7 @@ func TestDropDay(t *testing.T) {
 	for _, want := range []string{
 		`<a id="draw-verify" href="/api/queues/demo/draw">`,
 		`<section id="sold-out" class="card warning" hidden role="status"`,
-		`<strong id="starts-countdown" class="countdown countdown-big" role="timer" data-seconds="">`,
+		`<strong id="starts-countdown" dir="ltr" class="countdown countdown-big" role="timer" data-seconds="">`,
 		`<details id="draw-id-box"`,
 	} {
 		if !strings.Contains(q, want) {
