@@ -409,3 +409,47 @@ func TestPluralAndOrdinal(t *testing.T) {
 		t.Errorf("PluralKeys() = %v", got)
 	}
 }
+
+// TestQueueOverrides: a queue's overrides of buyer texts are checked against the catalogue
+// (language, buyer key, plural form, placeholders, empty) and applied to that language's
+// table only; a plural key overridden without variants drops the built-in variants.
+func TestQueueOverrides(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	for raw, want := range map[string]string{
+		``: "",
+		`{"en": {"queue_heading": "Drop"}, "ar": {"stock_left.two": "تبقّى زوجان", "stock_left.few": "{n} أزواج"}}`: "",
+		`{"pt-BR": {"pos_number": "{n}º"}}`:     "",
+		`{"en": {"pos_number.two": "{n}nd!"}}`:  "",
+		`{"sv": {"leave": "Lämna"}}`:            `messages.sv: "sv" is not a language`,
+		`{"en": {"admin_title": "x"}}`:          `messages.en.admin_title: "admin_title" is not a message of the buyer pages`,
+		`{"en": {"lang_codes": "x"}}`:           "is not a message of the buyer pages",
+		`{"en": {"leave.one": "x"}}`:            "leave is not a plural key",
+		`{"en": {"stock_left.lots": "x"}}`:      "is not a message of the buyer pages",
+		`{"ru": {"stock_left.two": "{n}"}}`:     `stock_left is not a plural key with a "two" form in ru`,
+		`{"ru": {"stock_left.one": "Остался"}}`: "the text has the placeholders []",
+		`{"ko": {"pos_number.one": "{n}"}}`:     `ko places have no ordinal form "one"`,
+		`{"en": {"order_error": "Failed"}}`:     "the text has the placeholders [], it must have those of",
+		`{"en": {"leave": ""}}`:                 "the text is empty",
+		`["en"]`:                                "must be an object",
+	} {
+		err := cat.CheckOverrides(raw)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", raw, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+	raw := `{"ru": {"stock_left": "Осталось: {n}"}, "en": {"leave": "Go"}}`
+	ru := cat.Overridden(cat.BuyerMessages("ru"), "ru", raw)
+	if ru["stock_left"] != "Осталось: {n}" || ru["stock_left.few"] != "" || ru["leave"] != cat.Messages("ru")["leave"] {
+		t.Errorf("ru: %q few %q leave %q", ru["stock_left"], ru["stock_left.few"], ru["leave"])
+	}
+	if en := cat.Overridden(cat.BuyerMessages("en"), "en", raw); en["leave"] != "Go" || en["stock_left.one"] == "" {
+		t.Errorf("en: %q, stock_left.one %q", en["leave"], en["stock_left.one"])
+	}
+	if ja := cat.Overridden(cat.BuyerMessages("ja"), "ja", `not json`); ja["leave"] != cat.Messages("ja")["leave"] {
+		t.Error("an unreadable setting changed the page")
+	}
+}
