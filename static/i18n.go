@@ -173,8 +173,9 @@ func (cat *Catalog) Supported(code string) (string, bool) {
 	if code == "" || len(code) > langMaxEntry {
 		return "", false
 	}
+	code = strings.ReplaceAll(code, "_", "-")
 	for _, c := range cat.order {
-		if strings.EqualFold(c, code) || strings.EqualFold(strings.ReplaceAll(code, "_", "-"), c) {
+		if strings.EqualFold(c, code) {
 			return c, true
 		}
 	}

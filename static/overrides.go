@@ -43,9 +43,9 @@ func (cat *Catalog) CheckOverrides(raw string) error {
 				return fmt.Errorf("messages.%s.%s: %q is not a message of the buyer pages", lang, key, key)
 			case form != "" && !ordinalKeys[base] && !slices.Contains(pluralCategories, form):
 				return fmt.Errorf("messages.%s.%s: %q is no plural category", lang, key, form)
-			case form != "" && !ordinalKeys[base] && (!slices.Contains(PluralKeys(), base) || !slices.Contains(PluralCategories(lang), form)):
+			case form != "" && !ordinalKeys[base] && (!slices.Contains(pluralKeys(), base) || !slices.Contains(PluralCategories(lang), form)):
 				return fmt.Errorf("messages.%s.%s: %s is not a plural key with a %q form in %s (plural keys: %s; %s counts take %v)",
-					lang, key, base, form, lang, strings.Join(PluralKeys(), ", "), lang, PluralCategories(lang))
+					lang, key, base, form, lang, strings.Join(pluralKeys(), ", "), lang, PluralCategories(lang))
 			case form != "" && ordinalKeys[base] && !slices.Contains(OrdinalCategories(lang), form):
 				return fmt.Errorf("messages.%s.%s: %s places have no ordinal form %q", lang, key, lang, form)
 			case strings.TrimSpace(text) == "":

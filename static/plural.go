@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/text/feature/plural"
 	"golang.org/x/text/language"
@@ -44,16 +45,18 @@ func SplitVariant(key string) (base, category string) {
 
 // PluralKeys returns the plural keys (the English file has a variant of them), sorted;
 // ordinal keys are not among them.
-func PluralKeys() []string {
+func PluralKeys() []string { return slices.Clone(pluralKeys()) }
+
+var pluralKeys = sync.OnceValue(func() []string {
 	var out []string
-	for k := range builtinTables()[LangEnglish] {
+	for k := range builtin.tables[LangEnglish] {
 		if base, cat := SplitVariant(k); cat != "" && !ordinalKeys[base] && !slices.Contains(out, base) {
 			out = append(out, base)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
+})
 
 // PluralCategories returns the categories other than "other" that CLDR's cardinal rules
 // for lang (x/text, CLDR 32) give whole numbers: what a plural key of lang needs as
