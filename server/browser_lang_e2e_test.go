@@ -151,6 +151,19 @@ func TestBrowserLangSwitch(t *testing.T) {
 		p.do("viewport 1280", 5*time.Second, chromedp.EmulateViewport(1280, 900))
 		t.Logf("waiting page in %s: %q", lang, p.eval(`document.getElementById('position').closest('p, div').textContent.replace(/\s+/g, ' ').trim()`))
 	}
+	// The index and the order page in Arabic (then by the cookie): mirrored too, and as
+	// narrow as the screen. Screenshots /tmp/wr-shots/lang-ar-{index,order}-375.png.
+	p.do("viewport 375", 5*time.Second, chromedp.EmulateViewport(375, 900))
+	for _, pg := range []struct{ path, name string }{{"/?lang=ar", "index"}, {"/q/lq/order", "order"}} {
+		p.navigate(in.url + pg.path)
+		p.waitJS("the "+pg.name+" page in Arabic", 10*time.Second, `document.documentElement.lang === 'ar' && document.documentElement.dir === 'rtl' &&
+			getComputedStyle(document.querySelector('h1')).direction === 'rtl'`)
+		if over := p.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
+			t.Errorf("the %s page in Arabic at 375 px is %s px wider than the screen", pg.name, over)
+		}
+		p.viewportShot(receiptShots, "lang-ar-"+pg.name+"-375")
+	}
+	p.do("viewport 1280", 5*time.Second, chromedp.EmulateViewport(1280, 900))
 	// The dashboard has no Arabic: it is in English, left to right, for the same cookie.
 	p.navigate(in.url + "/admin")
 	p.waitJS("the dashboard in English", 10*time.Second, `document.documentElement.lang === 'en' && document.documentElement.dir === 'ltr'`)
