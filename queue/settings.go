@@ -47,6 +47,10 @@ type Settings struct {
 	BrandColor   string `json:"brand_color"` // #rrggbb, lower case
 	BrandMessage string `json:"brand_message"`
 	SupportURL   string `json:"support_url"` // https://… or a same-origin path "/…"
+	// Messages replaces texts of the queue's buyer pages per language: a JSON object
+	// {"<lang>": {"<key>": "text"}} ("" = none; messages.go). The keys and placeholders are
+	// checked against the message catalogue by the admin API (web).
+	Messages string `json:"messages"`
 	// RateMode is how the rate is set: RateFixed (the operator's number) or RateAuto (the
 	// controller, package autorate, moves it between AutoMin and AutoMax, keeping the protected
 	// backend's p95 latency under AutoTargetP95; RatePerSecond is then its current rate).
@@ -146,6 +150,7 @@ type SettingsPatch struct {
 	BrandColor   *string
 	BrandMessage *string
 	SupportURL   *string
+	Messages     *string
 	// Rate mode and the auto controller's bounds and target; the adaptive TTL.
 	RateMode        *RateMode
 	AutoMin         *float64
@@ -207,6 +212,9 @@ func (s Settings) Validate() error {
 		return invalid("starts_at", "starts_at must be before ends_at.")
 	}
 	if err := s.validateBrand(); err != nil {
+		return err
+	}
+	if err := validateMessages(s.Messages); err != nil {
 		return err
 	}
 	switch {

@@ -30,6 +30,7 @@ const (
 	KindChoice                      // a string type with Choices; stored as is
 	KindList                        // []string; a JSON array; stored as that JSON
 	KindTime                        // *time.Time; RFC 3339 or null; stored in Unix milliseconds (0: none)
+	KindObject                      // string holding a JSON object; the admin API's value is that object ({} or null clears); stored as that JSON
 )
 
 // Setting is one row of the table.
@@ -115,6 +116,7 @@ var settingsTable = []Setting{
 	{JSON: "brand_color", Go: "BrandColor", Hash: "brand_color", Kind: KindText, Form: "branding"},
 	{JSON: "brand_message", Go: "BrandMessage", Hash: "brand_message", Kind: KindText, Form: "branding"},
 	{JSON: "support_url", Go: "SupportURL", Hash: "support_url", Kind: KindText, Form: "branding"},
+	{JSON: "messages", Go: "Messages", Hash: "messages", Kind: KindObject},
 	{JSON: "rate_mode", Go: "RateMode", Hash: "rate_mode", Kind: KindChoice, Default: RateFixed,
 		Choices: []string{string(RateFixed), string(RateAuto)}, ChoiceLabel: "admin_rate_", Refusal: "rate_mode must be fixed or auto.",
 		Form: "settings", Label: "admin_rate_mode_label", TestID: "rate-mode-select"},
@@ -205,7 +207,7 @@ func kindFits(k SettingKind, t reflect.Type) bool {
 		return t.Kind() == reflect.Bool
 	case KindDuration:
 		return t == durationType
-	case KindText, KindChoice:
+	case KindText, KindChoice, KindObject:
 		return t.Kind() == reflect.String
 	case KindList:
 		return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String
@@ -255,6 +257,12 @@ func (s Setting) JSONValue(st Settings, timeFormat string) any {
 		if v.Len() == 0 {
 			return []string{}
 		}
+	case KindObject:
+		o := map[string]any{}
+		if v.String() != "" {
+			_ = json.Unmarshal([]byte(v.String()), &o)
+		}
+		return o
 	case KindChoice:
 		if v.String() == "" {
 			return s.Choices[0]

@@ -23,12 +23,13 @@ func bidiControl(s string) (rune, bool) {
 // forbids in new values: bidi controls in the branding texts a page shows. It judges the
 // patch only (Put calls it), so a stored value the rule refuses (written by an older
 // release) does not block a change of another setting; Settings.Validate checks ranges of
-// the whole result.
+// the whole result. The messages' JSON is checked as stored: web writes it with
+// json.Marshal, which leaves these controls as themselves.
 func (p SettingsPatch) Validate() error {
 	for _, f := range []struct {
 		field string
 		v     *string
-	}{{"brand_name", p.BrandName}, {"brand_message", p.BrandMessage}} {
+	}{{"brand_name", p.BrandName}, {"brand_message", p.BrandMessage}, {"messages", p.Messages}} {
 		if f.v == nil {
 			continue
 		}

@@ -22,6 +22,8 @@ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromi
 # 3.5 MB + 1.6 MB; fonts-noto-cjk would be 56 MB, 91 MB installed).
 fc-list :lang=ja 2>/dev/null | grep -q . || need+=(fonts-ipafont-gothic)
 fc-list :lang=ko 2>/dev/null | grep -q . || need+=(fonts-wqy-microhei)
+# Arabic and Hebrew glyphs for the right-to-left screenshots (1 MB, both scripts).
+{ fc-list :lang=ar | grep -q . && fc-list :lang=he | grep -q .; } 2>/dev/null || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   SUDO=""

@@ -289,3 +289,81 @@ func logoOfSize(t *testing.T, png []byte, n int) []byte {
 	}
 	return append(append([]byte(nil), png...), bytes.Repeat([]byte{0}, n-len(png))...)
 }
+
+// TestBrandingMessages: a queue's own wording of its buyer pages (the setting messages,
+// {"<language>": {"<key>": "text"}}): each wrong override is a 422 naming the field and
+// saying which language and key and why, and changes nothing; a good one is stored, shown in
+// the answer and the stats, and used by that queue's waiting and order pages in that
+// language only (another queue and another language keep the built-in text); a plural key
+// overridden without variants is the same for every count; null clears.
+func TestBrandingMessages(t *testing.T) {
+	t.Parallel()
+	in := brandingInstance(t)
+	mustAdmin(t, in, "PUT", "/admin/api/queues/b", map[string]any{"messages": map[string]any{"en": map[string]string{"queue_heading": "The Sneaker Drop"}}})
+	mustAdmin(t, in, "PUT", "/admin/api/queues/other", map[string]any{"rate_per_second": 1})
+	for _, c := range []struct {
+		value any
+		says  string
+	}{
+		{map[string]any{"xx": map[string]string{"queue_heading": "?"}}, `messages.xx: "xx" is not a language`},
+		{map[string]any{"en": map[string]string{"admin_title": "?"}}, `messages.en.admin_title: "admin_title" is not a message of the buyer pages`},
+		{map[string]any{"en": map[string]string{"no_such_key": "?"}}, "is not a message of the buyer pages"},
+		{map[string]any{"en": map[string]string{"stock_left": "{count} left"}}, "messages.en.stock_left: the text has the placeholders [count]"},
+		{map[string]any{"ja": map[string]string{"stock_left.one": "残り{n}"}}, `messages.ja.stock_left.one: stock_left is not a plural key with a "one" form in ja`},
+		{map[string]any{"en": map[string]string{"leave": " "}}, "messages.en.leave: the text is empty"},
+		{map[string]any{"en": map[string]string{"leave": "Leave \u202eenil"}}, "bidirectional controls"},
+		{map[string]any{"en": map[string]string{"leave": strings.Repeat("x", 601)}}, "at most 600 characters"},
+		{map[string]any{"en": "Leave"}, "must be an object"},
+		{[]string{"en"}, "must be an object"},
+	} {
+		var e brandingErr
+		res := call(t, "PUT", in.url+"/admin/api/queues/b", adminToken, map[string]any{"messages": c.value}, &e)
+		if res.StatusCode != 422 || e.Error.Field != "messages" || !strings.Contains(e.Error.Message, c.says) {
+			t.Errorf("messages %v: %d field %q %q, want 422 naming messages and saying %q", c.value, res.StatusCode, e.Error.Field, e.Error.Message, c.says)
+		}
+	}
+	var q struct {
+		Messages map[string]map[string]string `json:"messages"`
+	}
+	good := map[string]map[string]string{
+		"en": {"queue_heading": "The Sneaker Drop", "order_heading": "Buy your pair", "stock_left": "{n} pairs left"},
+		"ar": {"queue_heading": "إطلاق الأحذية", "stock_left.two": "تبقّى زوجان"},
+	}
+	if res := call(t, "PUT", in.url+"/admin/api/queues/b", adminToken, map[string]any{"messages": good}, &q); res.StatusCode != 200 || q.Messages["ar"]["stock_left.two"] != "تبقّى زوجان" || len(q.Messages) != 2 {
+		t.Fatalf("PUT good messages: %d %+v", res.StatusCode, q.Messages)
+	}
+	if st := statsOf[struct {
+		Messages map[string]map[string]string `json:"messages"`
+	}](t, in, "b"); st.Messages["en"]["order_heading"] != "Buy your pair" {
+		t.Errorf("stats: %+v", st.Messages)
+	}
+	page := func(path string) string {
+		t.Helper()
+		res := call(t, "GET", in.url+path, "", nil, nil)
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	en, ar := page("/q/b?lang=en"), page("/q/b?lang=ar")
+	if !strings.Contains(en, "<h1>The Sneaker Drop ") || !strings.Contains(en, `"stock_left":"{n} pairs left"`) || strings.Contains(en, `"stock_left.one"`) {
+		t.Errorf("the waiting page in English lacks the overrides, or keeps stock_left.one: %.300s", en)
+	}
+	if !strings.Contains(ar, "<h1>إطلاق الأحذية ") || !strings.Contains(ar, `"stock_left.two":"تبقّى زوجان"`) || !strings.Contains(ar, `"stock_left.few"`) {
+		t.Errorf("the waiting page in Arabic lacks its overrides or its other plural forms")
+	}
+	if ko := page("/q/b?lang=ko"); strings.Contains(ko, "Sneaker") {
+		t.Error("the Korean page took the English overrides")
+	}
+	if order := page("/q/b/order?lang=en"); !strings.Contains(order, "Buy your pair") {
+		t.Error("the order page lacks the override")
+	}
+	if other := page("/q/other?lang=en"); strings.Contains(other, "Sneaker") {
+		t.Error("another queue's page took the overrides")
+	}
+	q.Messages = nil // json would merge the answer into the map
+	if res := call(t, "PUT", in.url+"/admin/api/queues/b", adminToken, map[string]any{"messages": nil}, &q); res.StatusCode != 200 || q.Messages == nil || len(q.Messages) != 0 {
+		t.Fatalf("null clears: %d %+v", res.StatusCode, q.Messages)
+	}
+	if strings.Contains(page("/q/b?lang=en"), "Sneaker") {
+		t.Error("a cleared override is still shown")
+	}
+}

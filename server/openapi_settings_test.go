@@ -71,6 +71,8 @@ func openAPIType(k queue.SettingKind) string {
 		return "boolean"
 	case queue.KindList:
 		return "array"
+	case queue.KindObject:
+		return "object"
 	}
 	return "string"
 }

@@ -334,3 +334,122 @@ func onlyNumber(lang, cat string) int {
 	}
 	return found
 }
+
+// TestLangTags: ?lang= and the cookie take a tag in any case, with "_" or "-", and a close
+// variant of a language finds it; a related language does not; the writing direction
+// follows the script.
+func TestLangTags(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	for in, want := range map[string]string{
+		"zh-Hant": "zh-Hant", "ZH_hant": "zh-Hant", "zh-TW": "zh-Hant", "zh-HK": "zh-Hant", "zh-CN": "zh-Hans",
+		"zh-SG": "zh-Hans", "zh": "zh-Hans", "pt-br": "pt-BR", "pt": "pt-BR", "pt-PT": "pt-BR", "iw": "he",
+		"he-IL": "he", "ar-SA": "ar", "ko-KR": "ko", "FR-ca": "fr", "en-GB": "en",
+		"be": "", "sv": "", "xx": "", "": "", "zh-Hant-TW-x-" + strings.Repeat("a", 80): "",
+	} {
+		got, ok := cat.Supported(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("Supported(%q) = %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for lang, want := range map[string]string{"ar": "rtl", "he": "rtl", "fa": "rtl", "ur": "rtl", "en": "ltr", "zh-Hant": "ltr", "ja": "ltr", "zz": "ltr"} {
+		if got := static.Dir(lang); got != want {
+			t.Errorf("Dir(%q) = %q, want %q", lang, got, want)
+		}
+	}
+}
+
+// TestPluralAndOrdinal: Go picks the same variant as the pages' scripts (CLDR rules of
+// each language) and writes the count in the language's digits.
+func TestPluralAndOrdinal(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	ar := cat.Messages("ar")
+	tests := []struct {
+		lang, key string
+		n         int
+		want      string
+	}{
+		{"en", "stock_left", 1, "1 left"},
+		{"en", "announce_lottery", 1, "You are in the draw. 1 person is waiting."},
+		{"en", "announce_lottery", 1234, "You are in the draw. 1,234 people are waiting."},
+		{"ar", "stock_left", 1, ar["stock_left.one"]},
+		{"ar", "stock_left", 2, ar["stock_left.two"]},
+		{"ar", "stock_left", 3, strings.ReplaceAll(ar["stock_left.few"], "{n}", "3")},
+		{"ar", "stock_left", 11, strings.ReplaceAll(ar["stock_left.many"], "{n}", "11")},
+		{"ar", "stock_left", 100, strings.ReplaceAll(ar["stock_left"], "{n}", "100")},
+		{"ru", "announce_lottery", 21, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.one"], "{n}", "21")},
+		{"ru", "announce_lottery", 3, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.few"], "{n}", "3")},
+		{"ru", "announce_lottery", 5, strings.ReplaceAll(cat.Messages("ru")["announce_lottery.many"], "{n}", "5")},
+		{"ja", "stock_left", 1, strings.ReplaceAll(cat.Messages("ja")["stock_left"], "{n}", "1")},
+		{"de", "stock_left", 1234, strings.ReplaceAll(cat.Messages("de")["stock_left"], "{n}", "1.234")},
+		{"sv", "stock_left", 1, "1 left"},                                                     // not a language of the catalogue: English
+		{"ar", "stock_left", 1234, strings.ReplaceAll(ar["stock_left.many"], "{n}", "1,234")}, // Latin digits, as Intl.NumberFormat("ar")
+	}
+	for _, tt := range tests {
+		if got := cat.Count(tt.lang, tt.key, tt.n); got != tt.want {
+			t.Errorf("Count(%s, %s, %d) = %q, want %q", tt.lang, tt.key, tt.n, got, tt.want)
+		}
+	}
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 22: "22nd", 23: "23rd", 111: "111th", 1001: "1,001st"} {
+		if got := cat.Ordinal("en", n); got != want {
+			t.Errorf("Ordinal(en, %d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := cat.Ordinal("ko", 23); got != "23번" {
+		t.Errorf("Ordinal(ko, 23) = %q", got)
+	}
+	if got := cat.Ordinal("tr", 23); got != "23." {
+		t.Errorf("Ordinal(tr, 23) = %q", got)
+	}
+	if got := static.PluralCategories("ar"); !slices.Equal(got, []string{"zero", "one", "two", "few", "many"}) {
+		t.Errorf("PluralCategories(ar) = %v", got)
+	}
+	if got := static.PluralKeys(); !slices.Equal(got, []string{"announce_lottery", "eta_minutes", "eta_seconds", "lottery", "stock_left"}) {
+		t.Errorf("PluralKeys() = %v", got)
+	}
+}
+
+// TestQueueOverrides: a queue's overrides of buyer texts are checked against the catalogue
+// (language, buyer key, plural form, placeholders, empty) and applied to that language's
+// table only; a plural key overridden without variants drops the built-in variants.
+func TestQueueOverrides(t *testing.T) {
+	t.Parallel()
+	cat := static.Builtin()
+	for raw, want := range map[string]string{
+		``: "",
+		`{"en": {"queue_heading": "Drop"}, "ar": {"stock_left.two": "تبقّى زوجان", "stock_left.few": "{n} أزواج"}}`: "",
+		`{"pt-BR": {"pos_number": "{n}º"}}`:     "",
+		`{"en": {"pos_number.two": "{n}nd!"}}`:  "",
+		`{"sv": {"leave": "Lämna"}}`:            `messages.sv: "sv" is not a language`,
+		`{"en": {"admin_title": "x"}}`:          `messages.en.admin_title: "admin_title" is not a message of the buyer pages`,
+		`{"en": {"lang_codes": "x"}}`:           "is not a message of the buyer pages",
+		`{"en": {"leave.one": "x"}}`:            "leave is not a plural key",
+		`{"en": {"stock_left.lots": "x"}}`:      "is not a message of the buyer pages",
+		`{"ru": {"stock_left.two": "{n}"}}`:     `stock_left is not a plural key with a "two" form in ru`,
+		`{"ru": {"stock_left.one": "Остался"}}`: "the text has the placeholders []",
+		`{"ko": {"pos_number.one": "{n}"}}`:     `ko places have no ordinal form "one"`,
+		`{"en": {"order_error": "Failed"}}`:     "the text has the placeholders [], it must have those of",
+		`{"en": {"leave": ""}}`:                 "the text is empty",
+		`["en"]`:                                "must be an object",
+	} {
+		err := cat.CheckOverrides(raw)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", raw, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+	raw := `{"ru": {"stock_left": "Осталось: {n}"}, "en": {"leave": "Go"}}`
+	ru := cat.Overridden(cat.BuyerMessages("ru"), "ru", raw)
+	if ru["stock_left"] != "Осталось: {n}" || ru["stock_left.few"] != "" || ru["leave"] != cat.Messages("ru")["leave"] {
+		t.Errorf("ru: %q few %q leave %q", ru["stock_left"], ru["stock_left.few"], ru["leave"])
+	}
+	if en := cat.Overridden(cat.BuyerMessages("en"), "en", raw); en["leave"] != "Go" || en["stock_left.one"] == "" {
+		t.Errorf("en: %q, stock_left.one %q", en["leave"], en["stock_left.one"])
+	}
+	if ja := cat.Overridden(cat.BuyerMessages("ja"), "ja", `not json`); ja["leave"] != cat.Messages("ja")["leave"] {
+		t.Error("an unreadable setting changed the page")
+	}
+}

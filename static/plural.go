@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/text/feature/plural"
 	"golang.org/x/text/language"
@@ -44,16 +45,18 @@ func SplitVariant(key string) (base, category string) {
 
 // PluralKeys returns the plural keys (the English file has a variant of them), sorted;
 // ordinal keys are not among them.
-func PluralKeys() []string {
+func PluralKeys() []string { return slices.Clone(pluralKeys()) }
+
+var pluralKeys = sync.OnceValue(func() []string {
 	var out []string
-	for k := range builtinTables()[LangEnglish] {
+	for k := range builtin.tables[LangEnglish] {
 		if base, cat := SplitVariant(k); cat != "" && !ordinalKeys[base] && !slices.Contains(out, base) {
 			out = append(out, base)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
+})
 
 // PluralCategories returns the categories other than "other" that CLDR's cardinal rules
 // for lang (x/text, CLDR 32) give whole numbers: what a plural key of lang needs as
@@ -141,19 +144,35 @@ func (cat *Catalog) Ordinal(lang string, n int) string {
 // FormatNumber writes n as lang writes whole numbers, with x/text's CLDR data; an
 // unknown code gets plain digits.
 func FormatNumber(lang string, n int) string {
-	tag, err := language.Parse(lang)
-	if err != nil {
+	tag, ok := numberTag(lang)
+	if !ok {
 		return strconv.Itoa(n)
 	}
 	return message.NewPrinter(tag).Sprint(number.Decimal(n))
 }
 
-func numIn(lang string, n int64) string { return FormatNumber(lang, int(n)) }
-
-// decimalIn writes x with one decimal as lang does ("2.5", "2,5", "٢٫٥").
-func decimalIn(lang string, x float64) string {
+// numberTag is the tag numbers of lang are written by. Arabic takes the Latin digits, as
+// current CLDR (and so the browsers' Intl.NumberFormat("ar")) does; x/text's older data
+// would write Arabic-Indic ones, and the server's numbers would differ from the scripts'.
+func numberTag(lang string) (language.Tag, bool) {
 	tag, err := language.Parse(lang)
 	if err != nil {
+		return tag, false
+	}
+	if b, _ := tag.Base(); b.String() == "ar" {
+		if t, err := tag.SetTypeForKey("nu", "latn"); err == nil {
+			tag = t
+		}
+	}
+	return tag, true
+}
+
+func numIn(lang string, n int64) string { return FormatNumber(lang, int(n)) }
+
+// decimalIn writes x with one decimal as lang does ("2.5", "2,5").
+func decimalIn(lang string, x float64) string {
+	tag, ok := numberTag(lang)
+	if !ok {
 		return strconv.FormatFloat(x, 'f', 1, 64)
 	}
 	return message.NewPrinter(tag).Sprint(number.Decimal(x, number.Scale(1)))

@@ -43,7 +43,7 @@ func Assets() fs.FS {
 // content-hashed URL of a file of assets/ (AssetURL), dir, the writing direction of
 // a language (Dir: "rtl" or "ltr", for <html dir>), langs, the switcher's
 // languages from T.lang_codes with their names, and numIn / decimalIn, a number as
-// a language writes it (numIn "de" 1234 → "1.234", decimalIn "ar" 2.5 → "٢٫٥", one
+// a language writes it (numIn "de" 1234 → "1.234", decimalIn "fr" 2.5 → "2,5", one
 // decimal).
 //
 // Templates parses anew on each call: call it once at start-up and keep the

@@ -452,6 +452,8 @@ func TestAdminEditsHardeningSettings(t *testing.T) {
 	}
 }
 
+// TestIndexGroupsDigits: the index writes its counts and rates as the page's language
+// does, as the scripts' Intl.NumberFormat would.
 func TestIndexGroupsDigits(t *testing.T) {
 	t.Parallel()
 	tmpl, err := static.Templates()
@@ -459,16 +461,21 @@ func TestIndexGroupsDigits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
+		lang string
 		n    int64
 		want string
-	}{{0, ">0<"}, {999, ">999<"}, {1000, ">1,000<"}, {1234567, ">1,234,567<"}, {-1234, ">-1,234<"}} {
+	}{{"en", 0, ">0<"}, {"en", 999, ">999<"}, {"en", 1000, ">1,000<"}, {"en", 1234567, ">1,234,567<"}, {"en", -1234, ">-1,234<"},
+		{"de", 1234567, ">1.234.567<"}, {"hi", 1234567, ">12,34,567<"}, {"ar", 1234, ">1,234<"}, {"ko", 1234, ">1,234<"}} {
 		var buf bytes.Buffer
-		data := static.IndexPage{Lang: "en", T: static.Builtin().Messages("en"), Queues: []static.QueueInfo{{Name: "q", Waiting: tt.n}}}
+		data := static.IndexPage{Lang: tt.lang, T: static.Builtin().BuyerMessages(tt.lang), Queues: []static.QueueInfo{{Name: "q", Waiting: tt.n, RatePerSecond: 2.5}}}
 		if err := tmpl.ExecuteTemplate(&buf, "index", data); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(buf.String(), tt.want) {
-			t.Errorf("waiting %d: output lacks %q", tt.n, tt.want)
+			t.Errorf("%s: waiting %d: output lacks %q", tt.lang, tt.n, tt.want)
+		}
+		if rate := map[bool]string{true: ">2,5<", false: ">2.5<"}[tt.lang == "de"]; !strings.Contains(buf.String(), rate) {
+			t.Errorf("%s: the rate is not %s", tt.lang, rate)
 		}
 	}
 }
@@ -497,7 +504,7 @@ func TestDropDay(t *testing.T) {
 	for _, want := range []string{
 		`<a id="draw-verify" href="/api/queues/demo/draw">`,
 		`<section id="sold-out" class="card warning" hidden role="status"`,
-		`<strong id="starts-countdown" class="countdown countdown-big" role="timer" data-seconds="">`,
+		`<strong id="starts-countdown" dir="ltr" class="countdown countdown-big" role="timer" data-seconds="">`,
 		`<details id="draw-id-box"`,
 	} {
 		if !strings.Contains(q, want) {

@@ -185,6 +185,11 @@ func (s *Server) putQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if p.Messages != nil {
+		if err := s.messages.CheckOverrides(*p.Messages); err != nil {
+			return &Error{Status: 422, Code: "invalid_settings", Field: "messages", Message: err.Error()}
+		}
+	}
 	_, created, err := s.d.Settings.Put(c.UserContext(), name, p)
 	if err != nil {
 		return err

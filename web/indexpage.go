@@ -99,7 +99,7 @@ func (s *Server) indexPage(c *fiber.Ctx) error {
 	}
 	data := static.IndexPage{Lang: l, T: t, Queues: listed, Page: page, Pages: pages}
 	if pages > 1 {
-		data.PageLabel = strings.NewReplacer("{page}", strconv.Itoa(page), "{pages}", strconv.Itoa(pages)).Replace(t["index_page_of"])
+		data.PageLabel = strings.NewReplacer("{page}", static.FormatNumber(l, page), "{pages}", static.FormatNumber(l, pages)).Replace(t["index_page_of"])
 	}
 	if page > 1 {
 		data.PrevURL = "/?page=" + strconv.Itoa(page-1)

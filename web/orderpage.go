@@ -35,6 +35,7 @@ func (s *Server) orderPage(c *fiber.Ctx) error {
 		return s.render(c, 404, "order", data)
 	case err == nil:
 		data.Brand = s.pageBrand(ctx, st)
+		data.T = s.messages.Overridden(data.T, l, st.Messages)
 	}
 	// Another error: the page is shown unbranded rather than failed (the products decide it).
 

@@ -121,6 +121,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 	default:
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
 		data.Brand = s.pageBrand(c.UserContext(), st)
+		data.T = s.messages.Overridden(data.T, l, st.Messages)
 		data.EndsAt, data.Ended = pageEnd(st)
 		s.demoPage(c.UserContext(), name, &data)
 	}

@@ -44,7 +44,7 @@ func bodyFieldType(k queue.SettingKind) reflect.Type {
 	case queue.KindList:
 		return reflect.TypeFor[*[]string]()
 	}
-	return reflect.TypeFor[json.RawMessage]() // KindText, KindTime
+	return reflect.TypeFor[json.RawMessage]() // KindText, KindTime, KindObject
 }
 
 // newQueueBody is a pointer to an empty queue settings body.
@@ -83,6 +83,12 @@ func parseQueueBody(body []byte) (p queue.SettingsPatch, err error) {
 				return p, err
 			}
 			row.SetPatch(&p, s)
+		case queue.KindObject:
+			s, err := parseMessages(row.JSON, f.Interface().(json.RawMessage))
+			if err != nil {
+				return p, err
+			}
+			row.SetPatch(&p, s)
 		default:
 			row.SetPatch(&p, f.Elem().Interface())
 		}
@@ -103,6 +109,24 @@ func parseText(field string, raw json.RawMessage) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// parseMessages reads the messages setting: null and {} clear it; otherwise an object of
+// objects of strings, stored as compact JSON (json.Marshal: keys sorted).
+func parseMessages(field string, raw json.RawMessage) (string, error) {
+	var o map[string]map[string]string
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return "", &Error{Status: 422, Code: "invalid_settings", Field: field,
+			Message: field + ` must be an object {"<language>": {"<key>": "text"}} or null.`}
+	}
+	if len(o) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // appendSettings writes every setting of st as members of a JSON object ("key":value,…),

@@ -4,9 +4,10 @@
  * switch is a reload of the same address with lang set: the query (return_to,
  * product, …) and the fragment are kept, and the buyer's place is kept because
  * the ticket is in its own cookie. Once the page is shown, ?lang= is dropped
- * from the address bar (the cookie remembers it). Languages an operator added
- * with WR_MESSAGES_DIR arrive in data-codes and are named in themselves with
- * Intl.DisplayNames.
+ * from the address bar (the cookie remembers it). The server lists every
+ * language (data-codes too) and names the built-in ones in themselves; one an
+ * operator added with WR_MESSAGES_DIR comes named by its code and is named here
+ * with Intl.DisplayNames.
  */
 'use strict';
 (function () {
@@ -16,14 +17,17 @@
   const current = document.documentElement.lang || 'en';
   const codes = (select.getAttribute('data-codes') || '').split(/\s+/).filter(Boolean);
   for (const code of codes) {
-    if (Array.from(select.options).some((o) => o.value === code)) continue;
-    const o = document.createElement('option');
-    o.value = code;
-    o.lang = code;
+    let o = Array.from(select.options).find((x) => x.value === code);
+    if (o && o.textContent !== code) continue; // named by the server
+    if (!o) {
+      o = document.createElement('option');
+      o.value = code;
+      o.lang = code;
+      select.appendChild(o);
+    }
     let name = code;
     try { name = new Intl.DisplayNames([code], { type: 'language' }).of(code) || code; } catch (_) { /* old browser */ }
     o.textContent = name;
-    select.appendChild(o);
   }
   select.value = current;
   form.addEventListener('submit', (e) => {
