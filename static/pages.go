@@ -89,6 +89,20 @@ type QueuePage struct {
 	// demo queue's waiting page ("" when it does not exist).
 	Demo       string
 	DemoSwitch string
+	// Email: e-mail reminders are configured; the page offers the address field.
+	Email bool
+}
+
+// BackPage is the data of the "back" template, the page of an e-mail reminder's link
+// /q/{queue}/back/{code}. Live: the link is unspent; its button POSTs to Action. Spent: a
+// POST found it used or expired. Queue is "" when the queue or the feature is unknown.
+type BackPage struct {
+	Lang   string
+	T      map[string]string
+	Queue  string
+	Live   bool
+	Spent  bool
+	Action string
 }
 
 // The zero-config demo's lines (QueuePage.Demo).

@@ -198,12 +198,14 @@ func pages(lang string) map[string]any {
 			{Name: "paused-one", Waiting: 3, RatePerSecond: 0.5, Paused: true},
 			{Name: "gone", Closed: true},
 		}},
-		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true},
+		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Email: true},
 		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
 		"admin":   static.AdminPage{Lang: lang, T: all, Settings: web.SettingsForm(all)},
 		"report":  static.ReportPage{Lang: lang, T: all, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
 		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},
+		"back":    static.BackPage{Lang: lang, T: T, Queue: "demo", Live: true, Action: "/q/demo/back/x"},
+		"spent":   static.BackPage{Lang: lang, T: T, Queue: "demo", Spent: true},
 	}
 }
 
@@ -211,6 +213,9 @@ func pages(lang string) map[string]any {
 func templateName(page string) string {
 	if page == "nothing" || page == "closed" {
 		return "queue"
+	}
+	if page == "spent" {
+		return "back"
 	}
 	return page
 }

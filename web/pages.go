@@ -32,6 +32,8 @@ func (s *Server) pageRoutes() {
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
 	pages.Get("/q/:queue/order", s.orderPage)
+	pages.Get("/q/:queue/back/:code", s.backPage)
+	pages.Post("/q/:queue/back/:code", s.spendBack)
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/admin", s.adminPage)
@@ -111,6 +113,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		return err
 	default:
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
+		data.Email = s.d.Reminders != nil
 		data.Brand = s.pageBrand(c.UserContext(), st)
 		data.EndsAt, data.Ended = pageEnd(st)
 		s.demoPage(c.UserContext(), name, &data)
