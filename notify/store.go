@@ -33,6 +33,12 @@ const (
 	Turn Kind = "turn" // the place has been admitted
 )
 
+// Hold is how long a registration lasts at most, and how long it keeps its waiting place
+// from being abandoned for want of an open stream: a day, the longest a ticket cookie
+// keeps a place. At the turn the place is admitted (no longer subject to abandonment) and
+// its token's TTL runs as for everyone.
+const Hold = 24 * time.Hour
+
 // Store keeps the registrations and links in Redis, beside the places (every key in the
 // queue's hash tag, internal/rstore). rdb may be a Cluster client: each call touches one
 // queue's slot.
