@@ -101,7 +101,7 @@ type app struct {
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
 	srv      *web.Server
-	notifier *notify.Notifier   // the e-mail reminders' scan and sender (nil: WR_SMTP_URL is empty)
+	notifier *notify.Notifier    // the e-mail reminders' scan and sender (nil: WR_SMTP_URL is empty)
 	profiler *telemetry.Profiler // the Go profiler on its loopback address (nil: WR_PPROF_ADDR is empty)
 }
 
