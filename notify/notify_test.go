@@ -1,0 +1,410 @@
+package notify_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime/quotedprintable"
+	"net"
+	"net/mail"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	"github.com/rs/zerolog"
+
+	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/notify"
+	"github.com/waitroom/waitroom/queue"
+	"github.com/waitroom/waitroom/queue/redistest"
+)
+
+// Received is one message the test's SMTP server accepted.
+type Received struct {
+	From, To string
+	Header   mail.Header
+	Body     string // quoted-printable decoded
+}
+
+// Inbox is an in-process SMTP server (github.com/emersion/go-smtp) that keeps what it
+// receives. RejectRcpt makes it refuse every recipient with a 550 that repeats the address
+// (as real servers do).
+type Inbox struct {
+	Addr       string
+	RejectRcpt bool
+	mu         sync.Mutex
+	got        []Received
+}
+
+// StartInbox starts the SMTP server on a loopback port, closed when the test ends.
+func StartInbox(t testing.TB) *Inbox {
+	t.Helper()
+	in := &Inbox{}
+	s := smtp.NewServer(in)
+	s.Domain = "localhost"
+	s.AllowInsecureAuth = true
+	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Addr = ln.Addr().String()
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close() })
+	return in
+}
+
+// Messages is what has arrived so far.
+func (in *Inbox) Messages() []Received {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]Received(nil), in.got...)
+}
+
+// NewSession implements smtp.Backend.
+func (in *Inbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{in: in}, nil }
+
+type session struct {
+	in       *Inbox
+	from, to string
+}
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.from = from; return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if s.in.RejectRcpt {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "mailbox " + to + " unavailable"}
+	}
+	s.to = to
+	return nil
+}
+func (s *session) Data(r io.Reader) error {
+	m, err := mail.ReadMessage(r)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(quotedprintable.NewReader(m.Body))
+	if err != nil {
+		return err
+	}
+	s.in.mu.Lock()
+	s.in.got = append(s.in.got, Received{From: s.from, To: s.to, Header: m.Header, Body: string(body)})
+	s.in.mu.Unlock()
+	return nil
+}
+func (s *session) Reset()        {}
+func (s *session) Logout() error { return nil }
+
+// linkRe finds a reminder's link in a message body.
+var linkRe = regexp.MustCompile(`https?://\S+/q/[\w-]+/back/[\w-]+`)
+
+// fixture is one Redis, a queue, a notifier sending to an inbox, and a captured log.
+type fixture struct {
+	q      *queue.Queue
+	a      *queue.Admitter
+	store  *notify.Store
+	n      *notify.Notifier
+	inbox  *Inbox
+	signer *queue.Signer
+	logs   *bytes.Buffer
+	logMu  *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func newFixture(t *testing.T, grace time.Duration, cfg notify.Config) *fixture {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	f := &fixture{q: queue.New(rdb, queue.Config{Grace: grace}, nil), inbox: StartInbox(t),
+		signer: queue.NewSigner([]byte("0123456789abcdef0123")), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	f.a = queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "t"})
+	sender, err := notify.ParseSMTP("smtp://" + f.inbox.Addr + "?from=" + "Rooms%20%3Crooms@example.com%3E")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store = notify.NewStore(rdb, notify.Hold, 2*time.Second)
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://rooms.example.com"
+	}
+	cfg.Log = zerolog.New(lockedWriter{f.logMu, f.logs})
+	f.n = notify.New(f.store, sender, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return f
+}
+
+func (f *fixture) logText() string {
+	f.logMu.Lock()
+	defer f.logMu.Unlock()
+	return f.logs.String()
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// join places n new tickets in queue name and returns them with their raw forms.
+func (f *fixture) join(t *testing.T, name string, n int) ([]queue.Ticket, []string) {
+	t.Helper()
+	var tks []queue.Ticket
+	var raws []string
+	for range n {
+		tk, raw := f.signer.New(name)
+		if _, _, err := f.q.Join(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		tks, raws = append(tks, tk), append(raws, raw)
+	}
+	return tks, raws
+}
+
+func TestNotifyNearAndTurnOnceEach(t *testing.T) {
+	f := newFixture(t, -1, notify.Config{Near: 2, Retries: -1})
+	ctx := context.Background()
+	const name = "mailq"
+	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(1000.0), MaxActive: ptr(int64(1)), TokenTTL: ptr(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	tks, raws := f.join(t, name, 5)
+	// The fifth place registers; the first is within near already.
+	addr5, addr1 := "buyer.five@example.com", "one@example.org"
+	if err := f.store.Register(ctx, name, tks[4].ID, raws[4], addr5, "en"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Register(ctx, name, tks[0].ID, raws[0], addr1, "en"); err != nil {
+		t.Fatal(err)
+	}
+	// max_active 1: one place is admitted at a time; its token is revoked to let the next in.
+	// A scan runs after every tick, and once more to show that nothing is claimed twice.
+	for i := range 5 {
+		testwait.For(t, 10*time.Second, "place "+strconv.Itoa(i+1)+" admitted", func() bool {
+			if _, err := f.a.TickOnce(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := f.n.Scan(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := f.q.TicketState(ctx, tks[i])
+			return err == nil && p.State == queue.StateAdmitted
+		})
+		if _, err := f.q.RevokeTicketToken(ctx, tks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.For(t, 10*time.Second, "four messages", func() bool { return len(f.inbox.Messages()) >= 4 })
+	msgs := f.inbox.Messages()
+	if len(msgs) != 4 {
+		t.Fatalf("got %d messages, want 4 (near and turn for two places)", len(msgs))
+	}
+	kinds := map[string][]string{}
+	for _, m := range msgs {
+		kinds[m.To] = append(kinds[m.To], m.Header.Get("X-Waitroom-Reminder"))
+		if got := m.Header.Get("From"); got != `"Rooms" <rooms@example.com>` && got != "Rooms <rooms@example.com>" {
+			t.Errorf("From = %q", got)
+		}
+		if m.From != "rooms@example.com" {
+			t.Errorf("MAIL FROM = %q", m.From)
+		}
+		if m.Header.Get("To") != "<"+m.To+">" || m.Header.Get("Auto-Submitted") != "auto-generated" || m.Header.Get("Message-ID") == "" || m.Header.Get("Date") == "" {
+			t.Errorf("headers of the message to %s: %v", m.To, m.Header)
+		}
+		if !strings.Contains(m.Header.Get("Content-Type"), "charset=utf-8") {
+			t.Errorf("Content-Type = %q", m.Header.Get("Content-Type"))
+		}
+		if !linkRe.MatchString(m.Body) {
+			t.Errorf("no link in the message to %s: %q", m.To, m.Body)
+		}
+	}
+	for _, a := range []string{addr1, addr5} {
+		if got := strings.Join(kinds[a], ","); got != "near,turn" {
+			t.Errorf("messages to %s = %s, want near then turn", a, got)
+		}
+	}
+	// The addresses are gone once the turn's message is claimed.
+	if err := f.store.Register(ctx, name, tks[4].ID, raws[4], addr5, "en"); !errors.Is(err, notify.ErrNotWaiting) {
+		t.Errorf("register after the turn: %v, want ErrNotWaiting", err)
+	}
+	for _, a := range []string{addr1, addr5, "buyer.five", "example.org"} {
+		if strings.Contains(f.logText(), a) {
+			t.Errorf("a log line holds %q:\n%s", a, f.logText())
+		}
+	}
+}
+
+func TestNotifyLinkSpentOnceAndOnlyByPost(t *testing.T) {
+	f := newFixture(t, -1, notify.Config{Near: 5, Retries: -1})
+	ctx := context.Background()
+	const name = "links"
+	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(0.0)}); err != nil {
+		t.Fatal(err)
+	}
+	tks, raws := f.join(t, name, 1)
+	if err := f.store.Register(ctx, name, tks[0].ID, raws[0], "a@example.com", "en"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Scan(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the near message", func() bool { return len(f.inbox.Messages()) == 1 })
+	link := linkRe.FindString(f.inbox.Messages()[0].Body)
+	code := link[strings.LastIndexByte(link, '/')+1:]
+	for range 2 { // looking is not spending
+		live, err := f.store.LinkLive(ctx, name, code)
+		if err != nil || !live {
+			t.Fatalf("LinkLive = %v, %v; want true", live, err)
+		}
+	}
+	raw, kind, err := f.store.SpendLink(ctx, name, code)
+	if err != nil || raw != raws[0] || kind != notify.Near {
+		t.Fatalf("SpendLink = %q, %q, %v; want the ticket, near", raw, kind, err)
+	}
+	if _, _, err := f.store.SpendLink(ctx, name, code); !errors.Is(err, notify.ErrLinkSpent) {
+		t.Errorf("replayed link: %v, want ErrLinkSpent", err)
+	}
+	if live, _ := f.store.LinkLive(ctx, name, code); live {
+		t.Error("a spent link is still live")
+	}
+	if _, _, err := f.store.SpendLink(ctx, name, "not-a-code"); !errors.Is(err, notify.ErrLinkSpent) {
+		t.Errorf("malformed code: %v, want ErrLinkSpent", err)
+	}
+}
+
+func TestNotifyRegisteredPlaceIsNotAbandoned(t *testing.T) {
+	f := newFixture(t, 300*time.Millisecond, notify.Config{Near: 1, Retries: -1})
+	ctx := context.Background()
+	const name = "hold"
+	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(1.0), Paused: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	tks, raws := f.join(t, name, 2)
+	if err := f.store.Register(ctx, name, tks[1].ID, raws[1], "held@example.com", "en"); err != nil {
+		t.Fatal(err)
+	}
+	// A sign of life (a status call) after the registration does not cut its hold short.
+	if _, err := f.q.Status(ctx, tks[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.q.Touch(ctx, name, []string{tks[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the silent place without an address to be abandoned", func() bool {
+		if _, err := f.a.TickOnce(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.q.TicketState(ctx, tks[0]) // reads only: Status would be a sign of life
+		return errors.Is(err, queue.ErrNoPlace)
+	})
+	if _, err := f.a.TickOnce(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.q.TicketState(ctx, tks[1]); err != nil || p.State != queue.StateWaiting {
+		t.Fatalf("the registered place: %+v, %v; want it still waiting", p, err)
+	}
+	// Leaving forgets the address at once.
+	if err := f.q.Leave(ctx, tks[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Forget(ctx, name, tks[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Scan(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.inbox.Messages()); n != 0 {
+		t.Errorf("%d messages for a place that left", n)
+	}
+}
+
+func TestNotifyRefusedRecipientIsNotLogged(t *testing.T) {
+	f := newFixture(t, -1, notify.Config{Near: 5, Retries: 1, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
+	f.inbox.RejectRcpt = true
+	ctx := context.Background()
+	const name = "refused"
+	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(0.0)}); err != nil {
+		t.Fatal(err)
+	}
+	tks, raws := f.join(t, name, 1)
+	const addr = "Secret.Person@Example.com"
+	if err := f.store.Register(ctx, name, tks[0].ID, raws[0], addr, "en"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Scan(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the failure's log line", func() bool { return strings.Contains(f.logText(), "message not sent") })
+	logs := strings.ToLower(f.logText())
+	if !strings.Contains(logs, "<recipient>") {
+		t.Errorf("the server's answer is not in the log line (redacted): %s", logs)
+	}
+	if strings.Contains(logs, strings.ToLower(addr)) || strings.Contains(logs, "secret.person") {
+		t.Errorf("the address is in a log line: %s", logs)
+	}
+}
+
+func TestCheckAddress(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 65) + "@example.com"
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"name@example.com", "name@example.com", true},
+		{"Name.Tag+x@Example.COM", "Name.Tag+x@example.com", true},
+		{"user@bücher.de", "user@bücher.de", true},
+		{"", "", false},
+		{"name", "", false},
+		{"name@localhost", "", false},
+		{"Bob <bob@example.com>", "", false},
+		{"a@b@example.com", "", false},
+		{"name@example.com\r\nBcc: x@example.com", "", false},
+		{"name@[192.0.2.1]", "", false},
+		{"name@-bad.example.com", "", false},
+		{long, "", false},
+		{"x@" + strings.Repeat("a", 250) + ".com", "", false},
+		{"two@example.com, three@example.com", "", false},
+	} {
+		got, err := notify.CheckAddress(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("CheckAddress(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestParseSMTP(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"smtp://mail.example.com?from=rooms@example.com", true},
+		{"smtps://user:pw@mail.example.com:2465?from=rooms@example.com", true},
+		{"smtp://mail.example.com?from=rooms@example.com&starttls=required", true},
+		{"smtp://mail.example.com", false},
+		{"http://mail.example.com?from=rooms@example.com", false},
+		{"smtp://?from=rooms@example.com", false},
+		{"smtp://mail.example.com?from=rooms@example.com&starttls=maybe", false},
+	} {
+		_, err := notify.ParseSMTP(tc.url)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseSMTP(%q): %v, want ok %v", tc.url, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "pw") {
+			t.Errorf("the error repeats the URL: %v", err)
+		}
+	}
+}
