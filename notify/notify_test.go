@@ -4,103 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"mime/quotedprintable"
-	"net"
-	"net/mail"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/notify"
+	"github.com/waitroom/waitroom/notify/smtptest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
-
-// Received is one message the test's SMTP server accepted.
-type Received struct {
-	From, To string
-	Header   mail.Header
-	Body     string // quoted-printable decoded
-}
-
-// Inbox is an in-process SMTP server (github.com/emersion/go-smtp) that keeps what it
-// receives. RejectRcpt makes it refuse every recipient with a 550 that repeats the address
-// (as real servers do).
-type Inbox struct {
-	Addr       string
-	RejectRcpt bool
-	mu         sync.Mutex
-	got        []Received
-}
-
-// StartInbox starts the SMTP server on a loopback port, closed when the test ends.
-func StartInbox(t testing.TB) *Inbox {
-	t.Helper()
-	in := &Inbox{}
-	s := smtp.NewServer(in)
-	s.Domain = "localhost"
-	s.AllowInsecureAuth = true
-	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Addr = ln.Addr().String()
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() { _ = s.Close() })
-	return in
-}
-
-// Messages is what has arrived so far.
-func (in *Inbox) Messages() []Received {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return append([]Received(nil), in.got...)
-}
-
-// NewSession implements smtp.Backend.
-func (in *Inbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{in: in}, nil }
-
-type session struct {
-	in       *Inbox
-	from, to string
-}
-
-func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.from = from; return nil }
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	if s.in.RejectRcpt {
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "mailbox " + to + " unavailable"}
-	}
-	s.to = to
-	return nil
-}
-func (s *session) Data(r io.Reader) error {
-	m, err := mail.ReadMessage(r)
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(quotedprintable.NewReader(m.Body))
-	if err != nil {
-		return err
-	}
-	s.in.mu.Lock()
-	s.in.got = append(s.in.got, Received{From: s.from, To: s.to, Header: m.Header, Body: string(body)})
-	s.in.mu.Unlock()
-	return nil
-}
-func (s *session) Reset()        {}
-func (s *session) Logout() error { return nil }
-
-// linkRe finds a reminder's link in a message body.
-var linkRe = regexp.MustCompile(`https?://\S+/q/[\w-]+/back/[\w-]+`)
 
 // fixture is one Redis, a queue, a notifier sending to an inbox, and a captured log.
 type fixture struct {
@@ -108,7 +25,7 @@ type fixture struct {
 	a      *queue.Admitter
 	store  *notify.Store
 	n      *notify.Notifier
-	inbox  *Inbox
+	inbox  *smtptest.Inbox
 	signer *queue.Signer
 	logs   *bytes.Buffer
 	logMu  *sync.Mutex
@@ -128,7 +45,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 func newFixture(t *testing.T, grace time.Duration, cfg notify.Config) *fixture {
 	t.Helper()
 	rdb := redistest.Start(t).Client()
-	f := &fixture{q: queue.New(rdb, queue.Config{Grace: grace}, nil), inbox: StartInbox(t),
+	f := &fixture{q: queue.New(rdb, queue.Config{Grace: grace}, nil), inbox: smtptest.StartInbox(t),
 		signer: queue.NewSigner([]byte("0123456789abcdef0123")), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	f.a = queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "t"})
 	sender, err := notify.ParseSMTP("smtp://" + f.inbox.Addr + "?from=" + "Rooms%20%3Crooms@example.com%3E")
@@ -226,7 +143,7 @@ func TestNotifyNearAndTurnOnceEach(t *testing.T) {
 		if !strings.Contains(m.Header.Get("Content-Type"), "charset=utf-8") {
 			t.Errorf("Content-Type = %q", m.Header.Get("Content-Type"))
 		}
-		if !linkRe.MatchString(m.Body) {
+		if !smtptest.LinkPattern.MatchString(m.Body) {
 			t.Errorf("no link in the message to %s: %q", m.To, m.Body)
 		}
 	}
@@ -261,7 +178,7 @@ func TestNotifyLinkSpentOnceAndOnlyByPost(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, 10*time.Second, "the near message", func() bool { return len(f.inbox.Messages()) == 1 })
-	link := linkRe.FindString(f.inbox.Messages()[0].Body)
+	link := smtptest.LinkPattern.FindString(f.inbox.Messages()[0].Body)
 	code := link[strings.LastIndexByte(link, '/')+1:]
 	for range 2 { // looking is not spending
 		live, err := f.store.LinkLive(ctx, name, code)
@@ -332,7 +249,7 @@ func TestNotifyRegisteredPlaceIsNotAbandoned(t *testing.T) {
 
 func TestNotifyRefusedRecipientIsNotLogged(t *testing.T) {
 	f := newFixture(t, -1, notify.Config{Near: 5, Retries: 1, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
-	f.inbox.RejectRcpt = true
+	f.inbox.RejectRcpt.Store(true)
 	ctx := context.Background()
 	const name = "refused"
 	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(0.0)}); err != nil {
