@@ -112,6 +112,9 @@ func (s *Server) backPage(c *fiber.Ctx) error {
 		return s.render(c, 410, "back", data)
 	}
 	data.Live, data.Action = true, "/q/"+name+"/back/"+c.Params("code")
+	// The pages' no-referrer would make the form's POST carry Origin: null, which the
+	// same-origin check refuses: this page sends its origin to itself only.
+	c.Set("Referrer-Policy", "same-origin")
 	return s.render(c, 200, "back", data)
 }
 
