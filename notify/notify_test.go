@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/notify/smtptest"
@@ -21,6 +24,7 @@ import (
 
 // fixture is one Redis, a queue, a notifier sending to an inbox, and a captured log.
 type fixture struct {
+	rdb    redis.UniversalClient
 	q      *queue.Queue
 	a      *queue.Admitter
 	store  *notify.Store
@@ -44,8 +48,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 func newFixture(t *testing.T, grace time.Duration, cfg notify.Config) *fixture {
 	t.Helper()
-	rdb := redistest.Start(t).Client()
-	f := &fixture{q: queue.New(rdb, queue.Config{Grace: grace}, nil), inbox: smtptest.StartInbox(t),
+	return newFixtureOn(t, redistest.Start(t).Client(), grace, cfg)
+}
+
+// newFixtureOn is newFixture on the Redis rdb (miniredis: the zero-config server's).
+func newFixtureOn(t *testing.T, rdb redis.UniversalClient, grace time.Duration, cfg notify.Config) *fixture {
+	t.Helper()
+	f := &fixture{rdb: rdb, q: queue.New(rdb, queue.Config{Grace: grace}, nil), inbox: smtptest.StartInbox(t),
 		signer: queue.NewSigner([]byte("0123456789abcdef0123")), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	f.a = queue.NewAdmitter(f.q, queue.AdmitConfig{Owner: "t"})
 	sender, err := notify.ParseSMTP("smtp://" + f.inbox.Addr + "?from=" + "Rooms%20%3Crooms@example.com%3E")
@@ -88,8 +97,18 @@ func (f *fixture) join(t *testing.T, name string, n int) ([]queue.Ticket, []stri
 	return tks, raws
 }
 
+// TestNotifyNearAndTurnOnceEach runs on redis-server and on miniredis, whose Lua and
+// commands (ZADD GT, GETDEL) the zero-config server relies on.
 func TestNotifyNearAndTurnOnceEach(t *testing.T) {
-	f := newFixture(t, -1, notify.Config{Near: 2, Retries: -1})
+	t.Run("redis", func(t *testing.T) { testNearAndTurn(t, newFixture(t, -1, notify.Config{Near: 2, Retries: -1})) })
+	t.Run("miniredis", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		testNearAndTurn(t, newFixtureOn(t, c, -1, notify.Config{Near: 2, Retries: -1}))
+	})
+}
+
+func testNearAndTurn(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	const name = "mailq"
 	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(1000.0), MaxActive: ptr(int64(1)), TokenTTL: ptr(time.Minute)}); err != nil {
@@ -201,8 +220,19 @@ func TestNotifyLinkSpentOnceAndOnlyByPost(t *testing.T) {
 	}
 }
 
+// TestNotifyRegisteredPlaceIsNotAbandoned runs on redis-server and on miniredis (touch.lua
+// and join.lua's ZADD GT there).
 func TestNotifyRegisteredPlaceIsNotAbandoned(t *testing.T) {
-	f := newFixture(t, 300*time.Millisecond, notify.Config{Near: 1, Retries: -1})
+	cfg := notify.Config{Near: 1, Retries: -1}
+	t.Run("redis", func(t *testing.T) { testNotAbandoned(t, newFixture(t, 300*time.Millisecond, cfg)) })
+	t.Run("miniredis", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		testNotAbandoned(t, newFixtureOn(t, c, 300*time.Millisecond, cfg))
+	})
+}
+
+func testNotAbandoned(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	const name = "hold"
 	if _, _, err := f.q.Put(ctx, name, queue.SettingsPatch{RatePerSecond: ptr(1.0), Paused: ptr(true)}); err != nil {
@@ -218,6 +248,10 @@ func TestNotifyRegisteredPlaceIsNotAbandoned(t *testing.T) {
 	}
 	if err := f.q.Touch(ctx, name, []string{tks[1].ID}); err != nil {
 		t.Fatal(err)
+	}
+	// The hold stands: the place's sign of life is still about a day ahead.
+	if score, err := f.rdb.ZScore(ctx, rstore.KeysFor(name).Seen(), tks[1].ID).Result(); err != nil || time.UnixMilli(int64(score)).Before(time.Now().Add(23*time.Hour)) {
+		t.Fatalf("the registered place's sign of life: %v %v, want about a day ahead", time.UnixMilli(int64(score)), err)
 	}
 	testwait.For(t, 10*time.Second, "the silent place without an address to be abandoned", func() bool {
 		if _, err := f.a.TickOnce(ctx, name); err != nil {

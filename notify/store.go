@@ -129,6 +129,9 @@ func (s *Store) scan(ctx context.Context, name string, near, limit int) (scanAns
 		return scanAnswer{}, fmt.Errorf("scan reminders %s: %w", name, err)
 	}
 	var a scanAnswer
+	if text == "[]" {
+		return a, nil // nothing due: an empty table, which miniredis's cjson writes as an array
+	}
 	if err := json.Unmarshal([]byte(text), &a); err != nil {
 		return scanAnswer{}, fmt.Errorf("scan reminders %s: %w", name, err)
 	}
