@@ -69,6 +69,8 @@ type QueuePage struct {
 	Queue  string
 	Exists bool
 	Closed bool
+	// Email: e-mail reminders are configured; the page offers the address field.
+	Email bool
 	// ReturnTo is the checked return_to of the redirect flow: at admission the page sends
 	// the buyer there with the token in the fragment (#wr_token=…). BadReturnTo: a
 	// return_to was given and refused; the page says so and joins nothing.
@@ -89,20 +91,6 @@ type QueuePage struct {
 	// demo queue's waiting page ("" when it does not exist).
 	Demo       string
 	DemoSwitch string
-	// Email: e-mail reminders are configured; the page offers the address field.
-	Email bool
-}
-
-// BackPage is the data of the "back" template, the page of an e-mail reminder's link
-// /q/{queue}/back/{code}. Live: the link is unspent; its button POSTs to Action. Spent: a
-// POST found it used or expired. Queue is "" when the queue or the feature is unknown.
-type BackPage struct {
-	Lang   string
-	T      map[string]string
-	Queue  string
-	Live   bool
-	Spent  bool
-	Action string
 }
 
 // The zero-config demo's lines (QueuePage.Demo).

@@ -32,10 +32,10 @@ func (s *Server) pageRoutes() {
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
 	pages.Get("/q/:queue/order", s.orderPage)
-	pages.Get("/q/:queue/back/:code", s.backPage)
-	pages.Post("/q/:queue/back/:code", s.spendBack)
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
+	pages.Get("/q/:queue/back/:code", s.backPage) // a reminder's link (notify.go)
+	pages.Post("/q/:queue/back/:code", s.spendBack)
 	pages.Get("/admin", s.adminPage)
 	pages.Get("/admin/queues/:queue/report", s.reportPage)
 }
