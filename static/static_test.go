@@ -201,7 +201,6 @@ func pages(lang string) map[string]any {
 		"queue":   static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Email: true},
 		"order":   static.OrderPage{Lang: lang, T: T, Queue: "demo", ProductID: "demo"},
 		"back":    static.BackPage{Lang: lang, T: T, Queue: "demo", Live: true, Action: "/q/demo/back/x"},
-		"spent":   static.BackPage{Lang: lang, T: T, Queue: "demo", Spent: true},
 		"admin":   static.AdminPage{Lang: lang, T: all, Settings: web.SettingsForm(all)},
 		"report":  static.ReportPage{Lang: lang, T: all, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
@@ -211,9 +210,6 @@ func pages(lang string) map[string]any {
 
 // templateName maps the extra sample cases onto the template they execute.
 func templateName(page string) string {
-	if page == "spent" {
-		return "back"
-	}
 	if page == "nothing" || page == "closed" {
 		return "queue"
 	}
