@@ -231,5 +231,26 @@ func TestNotifyEmailReminders(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("log lines checked: %d and %d", strings.Count(in.logs.String(), "\n"), strings.Count(plain.logs.String(), "\n"))
+	// Nor does a link's code (a bearer of the place until spent): the access log names it :code.
+	for kind, link := range links {
+		if code := link[strings.LastIndexByte(link, '/')+1:]; strings.Contains(in.logs.String(), code) {
+			t.Errorf("the %s link's code is in a log line", kind)
+		}
+	}
+	if !strings.Contains(in.logs.String(), `"path":"/q/`+q+`/back/:code"`) {
+		t.Error("no log line of a link's page: the check above saw nothing")
+	}
+	// The check is not vacuous: the notify requests were logged (debug level), without their body.
+	var notifyLines []string
+	for _, line := range strings.Split(in.logs.String(), "\n") {
+		if strings.Contains(line, "/notify") {
+			notifyLines = append(notifyLines, line)
+		}
+	}
+	if len(notifyLines) == 0 {
+		t.Error("no log line of a notify request: the log was not captured")
+	} else {
+		t.Logf("a notify request's log line: %s", notifyLines[0])
+	}
+	t.Logf("log lines checked: %d and %d (%d of notify requests)", strings.Count(in.logs.String(), "\n"), strings.Count(plain.logs.String(), "\n"), len(notifyLines))
 }
