@@ -62,7 +62,9 @@ func TestNotifyEmailReminders(t *testing.T) {
 	rs := redistest.Start(t)
 	db := pgtest.MustDB(t)
 	inbox := smtptest.StartInbox(t)
-	in := startMailInstance(t, "mail", rs.URL(), db, inbox, nil)
+	// Behind a trusted proxy (the test), so the limits' subtest can come from an address of
+	// its own; requests without the header are 127.0.0.1's.
+	in := startMailInstance(t, "mail", rs.URL(), db, inbox, map[string]string{"WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1"})
 	plain := startInProcess(t, "nomail", tolerantEnv(rs.URL(), db, nil))
 	const q = "mailq"
 	if res := admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true, "rate_per_second": 2, "places_per_ip": 0, "token_ttl_seconds": 120}); res.StatusCode >= 300 {
@@ -162,6 +164,11 @@ func TestNotifyEmailReminders(t *testing.T) {
 	if n := mailKeys(); n != 0 {
 		t.Errorf("%d registrations after the turn's message, want 0", n)
 	}
+	// Admitted now: there is nothing to remind this place of.
+	var ne notifyErr
+	if res := call(t, "POST", notifyURL, tickets[3], map[string]any{"email": addr}, &ne); res.StatusCode != 409 || ne.Error.Code != "not_waiting" {
+		t.Errorf("notify after the turn: %d %+v, want 409 not_waiting", res.StatusCode, ne)
+	}
 
 	t.Run("a link restores the place once in another browser; a look spends nothing", func(t *testing.T) {
 		for _, kind := range []string{"near", "turn"} {
@@ -201,18 +208,19 @@ func TestNotifyEmailReminders(t *testing.T) {
 			t.Fatalf("pause: %d", res.StatusCode)
 		}
 		more := joinUsers(t, in, q, 1, 1)
+		fromClient := []string{"X-Forwarded-For", "192.0.2.10"} // a client address of its own
 		same := "limit@example.com"
 		codes := []int{}
 		for range 4 {
-			codes = append(codes, call(t, "POST", notifyURL, more[0], map[string]any{"email": same}, nil).StatusCode)
+			codes = append(codes, call(t, "POST", notifyURL, more[0], map[string]any{"email": same}, nil, fromClient...).StatusCode)
 		}
-		res := call(t, "POST", notifyURL, more[0], map[string]any{"email": same}, nil)
+		res := call(t, "POST", notifyURL, more[0], map[string]any{"email": same}, nil, fromClient...)
 		if got := res.Header.Get("X-RateLimit-Scope"); res.StatusCode != 429 || got != "email" {
 			t.Errorf("the same address again: %d scope %q (earlier %v), want 429 email", res.StatusCode, got, codes)
 		}
 		var last *http.Response
 		for i := range 8 {
-			last = call(t, "POST", notifyURL, more[0], map[string]any{"email": "other" + strconv.Itoa(i) + "@example.com"}, nil)
+			last = call(t, "POST", notifyURL, more[0], map[string]any{"email": "other" + strconv.Itoa(i) + "@example.com"}, nil, fromClient...)
 			if last.StatusCode == 429 {
 				break
 			}
