@@ -3,6 +3,8 @@ package notify_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"strconv"
 	"strings"
@@ -358,4 +360,62 @@ func TestParseSMTP(t *testing.T) {
 			t.Errorf("the error repeats the URL: %v", err)
 		}
 	}
+}
+
+// TestSMTPTransportSecurity: smtps:// speaks TLS from the first byte; smtp:// upgrades with
+// STARTTLS when the server offers it, and with starttls=required refuses a server that does
+// not. The server's certificate is checked (the test's own roots).
+func TestSMTPTransportSecurity(t *testing.T) {
+	t.Parallel()
+	msg := []byte("From: <rooms@example.com>\r\nTo: <a@example.com>\r\nSubject: t\r\n\r\nhello\r\n")
+	send := func(t *testing.T, url string, roots *x509.CertPool) error {
+		t.Helper()
+		s, err := notify.ParseSMTP(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if roots != nil {
+			s.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return s.Send(ctx, "a@example.com", msg)
+	}
+	for _, tc := range []struct {
+		name    string
+		mode    smtptest.Mode
+		scheme  string
+		query   string
+		wantTLS bool
+		wantErr bool
+	}{
+		{"smtps", smtptest.ImplicitTLS, "smtps", "", true, false},
+		{"starttls offered", smtptest.StartTLS, "smtp", "", true, false},
+		{"starttls required and offered", smtptest.StartTLS, "smtp", "&starttls=required", true, false},
+		{"plain server, starttls required", smtptest.Plain, "smtp", "&starttls=required", false, true},
+		{"plain server", smtptest.Plain, "smtp", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, roots := smtptest.StartInboxWith(t, tc.mode)
+			err := send(t, tc.scheme+"://"+in.Addr+"?from=rooms%40example.com"+tc.query, roots)
+			if tc.wantErr {
+				if err == nil || len(in.Messages()) != 0 {
+					t.Fatalf("sent (%v, %d messages), want a refusal", err, len(in.Messages()))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := in.Messages(); len(m) != 1 || m[0].TLS != tc.wantTLS {
+				t.Fatalf("messages %+v, want one with TLS %v", m, tc.wantTLS)
+			}
+		})
+	}
+	t.Run("an untrusted certificate is refused", func(t *testing.T) {
+		in, _ := smtptest.StartInboxWith(t, smtptest.ImplicitTLS)
+		if err := send(t, "smtps://"+in.Addr+"?from=rooms%40example.com", nil); err == nil || len(in.Messages()) != 0 {
+			t.Fatalf("sent over TLS to a certificate nobody trusts: %v", err)
+		}
+	})
 }

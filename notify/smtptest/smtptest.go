@@ -3,7 +3,15 @@
 package smtptest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"io"
+	"log"
+	"math/big"
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
@@ -24,6 +32,7 @@ type Received struct {
 	From, To string
 	Header   mail.Header
 	Body     string // quoted-printable decoded
+	TLS      bool   // the message came over TLS (smtps, or after STARTTLS)
 }
 
 // Inbox is an in-process SMTP server (github.com/emersion/go-smtp) that keeps what it
@@ -37,22 +46,73 @@ type Inbox struct {
 	got        []Received
 }
 
-// StartInbox starts the SMTP server on a loopback port, closed when the test ends.
+// StartInbox starts the SMTP server (no TLS) on a loopback port, closed when the test ends.
 func StartInbox(t testing.TB) *Inbox {
 	t.Helper()
-	in := &Inbox{}
+	in, _ := StartInboxWith(t, Plain)
+	return in
+}
+
+// Mode is how the server speaks TLS.
+type Mode int
+
+// The modes of StartInboxWith.
+const (
+	Plain       Mode = iota // no TLS
+	StartTLS                // plain, offering STARTTLS
+	ImplicitTLS             // TLS from the first byte (smtps)
+)
+
+// StartInboxWith starts the SMTP server in mode on a loopback port (a certificate for
+// 127.0.0.1 made here), closed when the test ends; roots trusts that certificate.
+func StartInboxWith(t testing.TB, mode Mode) (in *Inbox, roots *x509.CertPool) {
+	t.Helper()
+	in = &Inbox{}
 	s := smtp.NewServer(in)
 	s.Domain = "localhost"
 	s.AllowInsecureAuth = true
 	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
+	s.ErrorLog = log.New(io.Discard, "", 0) // a refused handshake is a test's expectation, not noise
+	var cfg *tls.Config
+	if mode != Plain {
+		cfg, roots = selfSigned(t)
+		s.TLSConfig = cfg
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if mode == ImplicitTLS {
+		ln = tls.NewListener(ln, cfg)
+	}
 	in.Addr = ln.Addr().String()
 	go func() { _ = s.Serve(ln) }()
 	t.Cleanup(func() { _ = s.Close() })
-	return in
+	return in, roots
+}
+
+// selfSigned makes a certificate for 127.0.0.1 and the pool that trusts it.
+func selfSigned(t testing.TB) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "smtptest"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, roots
 }
 
 // Messages is what has arrived so far.
@@ -63,10 +123,13 @@ func (in *Inbox) Messages() []Received {
 }
 
 // NewSession implements smtp.Backend.
-func (in *Inbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{in: in}, nil }
+func (in *Inbox) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{in: in, conn: c}, nil
+}
 
 type session struct {
 	in       *Inbox
+	conn     *smtp.Conn
 	from, to string
 }
 
@@ -89,7 +152,8 @@ func (s *session) Data(r io.Reader) error {
 		return err
 	}
 	s.in.mu.Lock()
-	s.in.got = append(s.in.got, Received{From: s.from, To: s.to, Header: m.Header, Body: string(body)})
+	_, isTLS := s.conn.TLSConnectionState()
+	s.in.got = append(s.in.got, Received{From: s.from, To: s.to, Header: m.Header, Body: string(body), TLS: isTLS})
 	s.in.mu.Unlock()
 	return nil
 }
