@@ -164,6 +164,11 @@ func TestNotifyEmailReminders(t *testing.T) {
 	if n := mailKeys(); n != 0 {
 		t.Errorf("%d registrations after the turn's message, want 0", n)
 	}
+	// The sender counted them (waitroom_notify_sent_total, by kind).
+	testwait.For(t, 10*time.Second, "the sent counters", func() bool {
+		m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
+		return strings.Contains(m, `waitroom_notify_sent_total{kind="near"} 1`) && strings.Contains(m, `waitroom_notify_sent_total{kind="turn"} 1`)
+	})
 	// Admitted now: there is nothing to remind this place of.
 	var ne notifyErr
 	if res := call(t, "POST", notifyURL, tickets[3], map[string]any{"email": addr}, &ne); res.StatusCode != 409 || ne.Error.Code != "not_waiting" {
