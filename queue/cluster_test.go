@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/trust"
@@ -124,6 +125,23 @@ func TestScriptsKeepToOneSlot(t *testing.T) {
 	}
 	if d, err := q.Draw(ctx, name); err != nil || d.Phase != queue.DrawDone || d.Participants != 3 {
 		t.Fatalf("draw: %+v %v", d, err)
+	}
+	// E-mail reminders (mailjoin.lua, mailscan.lua, mailforget.lua): a drawn member
+	// registers, the leader's scan claims its near message (and makes its link), the
+	// registration is forgotten.
+	ms := notify.NewStore(cc, notify.Hold, q.OpTimeout())
+	if err := ms.Register(ctx, name, tks[1].ID, signer.String(tks[1]), "proof@example.com", "en"); err != nil {
+		t.Fatalf("reminder: %v", err)
+	}
+	sender, err := notify.ParseSMTP("smtp://127.0.0.1:1?from=proof@example.com") // never dialled: nothing runs the sender
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := notify.New(ms, sender, notify.Config{BaseURL: "http://proof.example", Near: 1000}).Scan(ctx, name); err != nil {
+		t.Fatalf("reminder scan: %v", err)
+	}
+	if err := ms.Forget(ctx, name, tks[1].ID); err != nil {
+		t.Fatal(err)
 	}
 	// A join after the start queues behind the draw (join.lua) and leaves (leave.lua).
 	late, _ := signer.New(name)

@@ -177,12 +177,13 @@ func TestCLIConfig(t *testing.T) {
 	env := []string{"WR_SECRET=" + secret, "WR_ADMIN_TOKEN=" + token, "WR_ADMIN_VIEWER_TOKEN=" + viewer,
 		"WR_ADMIN_TOKENS=alice:operator:" + named, "DATABASE_URL=postgres://u:" + dbPass + "@h/db",
 		"REDIS_URL=redis://h:6379?password=" + redisPass + "&addr=h2:6379", "WR_DEMO_RATE=3", "WR_DEMO_RAET=4",
-		"HOME=/nowhere", "WR_DEMO_RATE=99"} // a repeated name: the first wins, as in os.Getenv
+		"HOME=/nowhere", "WR_DEMO_RATE=99", // a repeated name: the first wins, as in os.Getenv
+		"WR_SMTP_URL=smtp://mailer:smtppass654@mail.example.com?from=rooms%40example.com", "WR_PUBLIC_URL=https://rooms.example.com"}
 	code, out, errOut := runCLI(t, env, "config")
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, s := range []string{secret, token, viewer, named, dbPass, redisPass} {
+	for _, s := range []string{secret, token, viewer, named, dbPass, redisPass, "smtppass654", "mailer"} {
 		if strings.Contains(out, s) {
 			t.Errorf("config shows the secret %q:\n%s", s, out)
 		}
@@ -205,7 +206,7 @@ func TestCLIConfig(t *testing.T) {
 		"WR_SECRET": "*** # environment", "WR_ADMIN_TOKEN": "*** # environment", "WR_ADMIN_VIEWER_TOKEN": "*** # environment",
 		"WR_ADMIN_TOKENS": "alice:operator:*** # environment", "DATABASE_URL": "postgres://u:***@h/db # environment",
 		"REDIS_URL": "redis://h:6379?password=***&addr=h2:6379 # environment", "WR_DEMO_RATE": "3 # environment",
-		"WR_TICK": "100ms # default", "WR_INSTANCE_ID": "# default",
+		"WR_TICK": "100ms # default", "WR_INSTANCE_ID": "# default", "WR_SMTP_URL": "*** # environment",
 	} {
 		if got := strings.Join(strings.Fields(lines[name]), " "); got != want {
 			t.Errorf("%s=%q, want %q", name, got, want)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/waitroom/waitroom/internal/telemetry"
+	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/web"
 )
@@ -46,6 +47,9 @@ type config struct {
 	DrawBatch        int
 	LeaseTTL         time.Duration
 	Grace            time.Duration
+	SMTPURL          string // WR_SMTP_URL: e-mail reminders ("" = off)
+	PublicURL        string // WR_PUBLIC_URL: the origin reminder links start with
+	NotifyNear       int    // WR_NOTIFY_NEAR
 	UpdateInterval   time.Duration
 	UpdateFront      int
 	BackEvery        int
@@ -262,6 +266,22 @@ var settings = []setting{
 	{"WR_DRAW_BATCH", "5000", "pre-queue members placed per Redis script call of a draw (smaller: shorter Redis pauses, a longer draw)", intSetting(func(c *config) *int { return &c.DrawBatch }, 1, 7000)},
 	{"WR_LEASE_TTL", "2s", "admission lease; a dead leader is replaced within it", durSetting(func(c *config) *time.Duration { return &c.LeaseTTL }, 500*time.Millisecond)},
 	{"WR_GRACE", "60s", "a waiting place with no open stream and no status call for this long is abandoned", durSetting(func(c *config) *time.Duration { return &c.Grace }, 5*time.Second)},
+	{"WR_SMTP_URL", "", "e-mail reminders on the waiting page, sent through this SMTP server: smtp://[user:pass@]host[:port]?from=rooms@example.com (port 587, STARTTLS when offered; add &starttls=required to insist) or smtps://… (TLS, port 465); a secret, never shown; empty = no reminders, no address field, POST /api/queues/{queue}/notify answers 404 notify_unavailable", custom(accepts{Kind: "secret", Rule: "an smtp:// or smtps:// URL with from="}, func(c *config, v string) error {
+		if _, err := notify.ParseSMTP(v); err != nil {
+			return err
+		}
+		c.SMTPURL = v
+		return nil
+	})},
+	{"WR_PUBLIC_URL", "", "the public origin of the waiting room (https://rooms.example.com), which the reminders' links start with; required with WR_SMTP_URL (a link is never made from a request's Host header)", custom(accepts{Kind: "text", Rule: "an http:// or https:// origin without a path"}, func(c *config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("must be an http:// or https:// origin without a path")
+		}
+		c.PublicURL = strings.TrimRight(v, "/")
+		return nil
+	})},
+	{"WR_NOTIFY_NEAR", "20", "with WR_SMTP_URL: a place this close to the door (position) gets its \"nearly your turn\" e-mail; one value for every queue", intSetting(func(c *config) *int { return &c.NotifyNear }, 1, 1_000_000)},
 	{"WR_UPDATE_INTERVAL", "1s", "at most one position event per stream per interval", durSetting(func(c *config) *time.Duration { return &c.UpdateInterval }, 100*time.Millisecond)},
 	{"WR_UPDATE_FRONT", "5000", "positions 1…N get a position event every interval (when it changed)", intSetting(func(c *config) *int { return &c.UpdateFront }, 1, 100_000_000)},
 	{"WR_UPDATE_BACK_EVERY", "3", "waiters behind the front get one every N-th interval, spread evenly (1 = every interval)", intSetting(func(c *config) *int { return &c.BackEvery }, 1, 3600)},
@@ -410,6 +430,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("invalid WR_KEY_PUBLISH_DELAY=%v: must be longer than WR_KEY_REFRESH (%v) + WR_JWKS_MAX_AGE (%v) = %v, or a verifier may meet a token signed by a key it has not seen yet",
 			c.KeyPublishDelay, c.KeyRefresh, c.JWKSMaxAge, c.KeyRefresh+c.JWKSMaxAge)
 	}
+	if c.SMTPURL != "" && c.PublicURL == "" {
+		return config{}, fmt.Errorf("invalid WR_SMTP_URL: WR_PUBLIC_URL must be set too (the reminders' links start with it)")
+	}
 	if err := web.CheckAdminTokens(c.AdminToken, c.AdminViewerToken, c.AdminTokens); err != nil {
 		return config{}, fmt.Errorf("invalid admin tokens: %v", err)
 	}
@@ -477,7 +500,7 @@ func shown(name, v string) string {
 }
 
 // secretSettings are the settings whose value an error never shows.
-var secretSettings = map[string]bool{"WR_SECRET": true, "WR_ADMIN_TOKEN": true, "WR_ADMIN_VIEWER_TOKEN": true, "WR_ADMIN_TOKENS": true}
+var secretSettings = map[string]bool{"WR_SECRET": true, "WR_ADMIN_TOKEN": true, "WR_ADMIN_VIEWER_TOKEN": true, "WR_ADMIN_TOKENS": true, "WR_SMTP_URL": true}
 
 var passwordParam = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 

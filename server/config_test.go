@@ -37,7 +37,8 @@ func TestSecretsMaskedInStartLog(t *testing.T) {
 	t.Parallel()
 	cfg, err := loadConfig(func(k string) string {
 		return map[string]string{"WR_SECRET": "super-secret-value-123", "WR_ADMIN_TOKEN": "admin-secret-456",
-			"DATABASE_URL": "postgres://u:dbpass789@h/db?sslmode=disable", "REDIS_URL": "redis://h:6379?password=redispass321&addr=h2:6379"}[k]
+			"DATABASE_URL": "postgres://u:dbpass789@h/db?sslmode=disable", "REDIS_URL": "redis://h:6379?password=redispass321&addr=h2:6379",
+			"WR_SMTP_URL": "smtps://mailer:smtppass654@mail.example.com?from=rooms%40example.com", "WR_PUBLIC_URL": "https://rooms.example.com"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestSecretsMaskedInStartLog(t *testing.T) {
 	var out bytes.Buffer
 	log := newTestLogger(&out)
 	cfg.logFields(log.Info()).Msg("starting")
-	for _, secret := range []string{"super-secret-value-123", "admin-secret-456", "dbpass789", "redispass321"} {
+	for _, secret := range []string{"super-secret-value-123", "admin-secret-456", "dbpass789", "redispass321", "smtppass654", "mailer"} {
 		if strings.Contains(out.String(), secret) {
 			t.Fatalf("start log shows %q: %s", secret, out.String())
 		}
@@ -64,7 +65,7 @@ func TestSecretsMaskedInStartLog(t *testing.T) {
 			t.Errorf("%s is a secret but not in secretSettings: the log and config would show it", s.name)
 		}
 	}
-	if line.Settings["WR_SECRET"] != "***" || line.Settings["DATABASE_URL"] != "postgres://u:***@h/db?sslmode=disable" {
+	if line.Settings["WR_SECRET"] != "***" || line.Settings["DATABASE_URL"] != "postgres://u:***@h/db?sslmode=disable" || line.Settings["WR_SMTP_URL"] != "***" {
 		t.Errorf("masked: %v", line.Settings)
 	}
 }
@@ -153,6 +154,36 @@ func TestEverySettingAcceptsWhatItSays(t *testing.T) {
 		}
 		if len(a.Choices) > 0 {
 			take("no-such-choice", false)
+		}
+	}
+}
+
+// TestSMTPSettings: e-mail needs WR_PUBLIC_URL beside WR_SMTP_URL; a bad SMTP URL or public
+// origin stops the start with one line that never repeats the SMTP URL (it holds a password).
+func TestSMTPSettings(t *testing.T) {
+	t.Parallel()
+	const good = "smtp://mailer:smtppass654@mail.example.com?from=rooms%40example.com"
+	for _, tc := range []struct {
+		env     map[string]string
+		wantErr string
+	}{
+		{map[string]string{"WR_SMTP_URL": good, "WR_PUBLIC_URL": "https://rooms.example.com"}, ""},
+		{map[string]string{}, ""},
+		{map[string]string{"WR_SMTP_URL": good}, "WR_PUBLIC_URL must be set"},
+		{map[string]string{"WR_SMTP_URL": "smtp://mailer:smtppass654@mail.example.com", "WR_PUBLIC_URL": "https://rooms.example.com"}, "from= must be"},
+		{map[string]string{"WR_SMTP_URL": "http://mailer:smtppass654@mail.example.com?from=a%40b.example", "WR_PUBLIC_URL": "https://rooms.example.com"}, "scheme must be smtp"},
+		{map[string]string{"WR_SMTP_URL": good, "WR_PUBLIC_URL": "https://rooms.example.com/shop"}, "origin without a path"},
+	} {
+		cfg, err := loadConfig(func(k string) string { return tc.env[k] })
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: error %v, want one saying %q", tc.env, err, tc.wantErr)
+		case err != nil && (strings.Contains(err.Error(), "smtppass654") || strings.Contains(err.Error(), "mailer")):
+			t.Errorf("the error repeats the SMTP URL: %v", err)
+		case err == nil && tc.env["WR_SMTP_URL"] != "" && (cfg.SMTPURL != good || cfg.PublicURL != "https://rooms.example.com"):
+			t.Errorf("parsed %q %q", cfg.SMTPURL, cfg.PublicURL)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
+	"github.com/waitroom/waitroom/notify/smtptest"
 	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -54,6 +55,7 @@ var costBounds = []costRoute{
 	{"POST /api/queues/{queue}/challenge", 3, 0},
 	{"GET /api/queues/{queue}/status", 5, 0},
 	{"DELETE /api/queues/{queue}/ticket", 7, 0},
+	{"POST /api/queues/{queue}/notify", 4, 0},
 	{"GET /api/queues/{queue}/stream", 6, 0},
 	{"HEAD /api/queues/{queue}/stream", 5, 0},
 	{"GET /api/queues/{queue}/draw", 3, 0},
@@ -68,6 +70,8 @@ var costBounds = []costRoute{
 	{"GET /q/{queue}/order", 2, 0},
 	{"GET /q/{queue}/logo", 1, 0},
 	{"GET /q/{queue}/brand.css", 1, 0},
+	{"GET /q/{queue}/back/{code}", 1, 0},
+	{"POST /q/{queue}/back/{code}", 1, 0},
 	{"GET /admin", 0, 0},
 	{"GET /admin/queues/{queue}/report", 1, 0},
 	{"GET /static/{file}", 0, 0},
@@ -417,7 +421,11 @@ func TestCostPerRequest(t *testing.T) {
 func costPerRequest(t *testing.T, many int) {
 	rs := redistest.Start(t)
 	hook := &costHook{}
-	in := startCounted(t, "cost", costEnv(rs.URL(), pgtest.MustDB(t)), hook)
+	// E-mail on, so that the reminder routes and the leave's forgetting are measured.
+	env := costEnv(rs.URL(), pgtest.MustDB(t))
+	env["WR_SMTP_URL"] = "smtp://" + smtptest.StartInbox(t).Addr + "?from=rooms%40example.com"
+	env["WR_PUBLIC_URL"] = "http://rooms.example"
+	in := startCounted(t, "cost", env, hook)
 	m := &costMeter{t: t, in: in, hook: hook, max: map[string]int{}, worst: map[string]string{}, seen: map[string]int{}, queues: map[string]int{}, inner: map[string]int{}}
 
 	put := func(name string, body map[string]any) {
@@ -579,6 +587,24 @@ func costPerRequest(t *testing.T, many int) {
 			m.req("DELETE /api/queues/{queue}/ticket", v+" gone", "DELETE", "/api/queues/cost-wait/ticket", nil, append(slices.Clone(h), "Authorization", "Bearer "+tk)...)
 			m.req("DELETE /api/queues/{queue}/ticket", v+" forged", "DELETE", "/api/queues/cost-wait/ticket", nil, append(slices.Clone(h), "Authorization", "Bearer "+forgedTicket)...)
 			m.req("DELETE /api/queues/{queue}/ticket", v+" cookies only", "DELETE", "/api/queues/cost-09/ticket", nil, h...)
+		}
+		// E-mail reminders: a registration of its own place (again and again: the limits
+		// refuse), a bad address, a forged ticket, cookies only; a link's page and its spend
+		// with a code that has the shape and one that has not.
+		for v, h := range variants(hostile, few) {
+			v = phase + " " + v
+			tk := joinUsers(t, in, "cost-wait", 1, 1)[0]
+			own := append(slices.Clone(h), "Authorization", "Bearer "+tk)
+			for i := range 3 {
+				m.req("POST /api/queues/{queue}/notify", v+" own "+strconv.Itoa(i), "POST", "/api/queues/cost-wait/notify", `{"email":"cost@example.com"}`, own...)
+			}
+			m.req("POST /api/queues/{queue}/notify", v+" invalid", "POST", "/api/queues/cost-wait/notify", `{"email":"nope"}`, own...)
+			m.req("POST /api/queues/{queue}/notify", v+" forged", "POST", "/api/queues/cost-wait/notify", `{"email":"cost@example.com"}`, append(slices.Clone(h), "Authorization", "Bearer "+forgedTicket)...)
+			m.req("POST /api/queues/{queue}/notify", v+" cookies only", "POST", "/api/queues/cost-09/notify", `{"email":"cost@example.com"}`, h...)
+			for cn, code := range map[string]string{"shaped": strings.Repeat("A", 43), "unshaped": "x"} {
+				m.req("GET /q/{queue}/back/{code}", v+" "+cn, "GET", "/q/cost-wait/back/"+code, nil, h...)
+				m.req("POST /q/{queue}/back/{code}", v+" "+cn, "POST", "/q/cost-wait/back/"+code, nil, h...)
+			}
 		}
 		// Tokens: a live signed one with its ticket, the same used up, forged, bare (the
 		// release before's form) with 50 ticket cookies, and none.

@@ -35,6 +35,7 @@ import (
 	"github.com/waitroom/waitroom/crowd"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/telemetry"
+	"github.com/waitroom/waitroom/notify"
 	"github.com/waitroom/waitroom/orders"
 	"github.com/waitroom/waitroom/orders/pglocal"
 	"github.com/waitroom/waitroom/queue"
@@ -100,6 +101,7 @@ type app struct {
 	keys     *admission.KeyRing
 	limits   *queue.LiveLimits
 	srv      *web.Server
+	notifier *notify.Notifier    // the e-mail reminders' scan and sender (nil: WR_SMTP_URL is empty)
 	profiler *telemetry.Profiler // the Go profiler on its loopback address (nil: WR_PPROF_ADDR is empty)
 }
 
@@ -250,6 +252,17 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 	a.autoRate = autorate.New(rst, autorate.Config{Log: log})
 	a.health = web.NewHealth(topo, cfg.InstanceID, log)
 	observers := []queue.TickObserver{a.autoRate, a.history}
+	var reminders web.Reminders // nil: no e-mail
+	if cfg.SMTPURL != "" {
+		smtpSender, err := notify.ParseSMTP(cfg.SMTPURL) // checked by loadConfig
+		if err != nil {
+			return a, closeAll, fmt.Errorf("WR_SMTP_URL: %v", err)
+		}
+		mailStore := notify.NewStore(rdb, notify.Hold, cfg.RedisTimeout)
+		a.notifier = notify.New(mailStore, smtpSender, notify.Config{BaseURL: cfg.PublicURL, Near: cfg.NotifyNear, Registry: reg, Log: log})
+		observers = append(observers, a.notifier)
+		reminders = mailStore
+	}
 	if tracing.Enabled() {
 		observers = append(observers, tracing.TickObserver())
 	}
@@ -284,7 +297,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		Signer: queue.NewSigner([]byte(cfg.Secret)), Keys: keys, BareTokens: cfg.TokenFormat == "uuid",
 		AcceptBareTokens: cfg.AcceptBareTokens, Hub: a.hub, Orders: store,
 		Limiter: queue.NewLimiter(rdb, "wr:"), Limits: a.limits, Gatherer: reg, Registry: reg, Log: log, Audit: auditLog,
-		Health: a.health, Analytics: history, Tracer: tracer,
+		Health: a.health, Analytics: history, Tracer: tracer, Reminders: reminders,
 	})
 	a.srv = srv
 	if err == nil {
@@ -370,6 +383,9 @@ func (a app) serve(ctx context.Context, cfg config, log zerolog.Logger, ln net.L
 		g.Go(func() error { return a.keys.Run(bgCtx) })
 		g.Go(func() error { return a.health.Run(bgCtx) })
 		g.Go(func() error { return a.history.Run(bgCtx) })
+		if a.notifier != nil {
+			g.Go(func() error { return a.notifier.Run(bgCtx) })
+		}
 		_ = g.Wait()
 	}()
 	go func() { serveDone <- a.srv.Serve(ln) }()

@@ -69,6 +69,8 @@ type QueuePage struct {
 	Queue  string
 	Exists bool
 	Closed bool
+	// Email: e-mail reminders are configured; the page offers the address field.
+	Email bool
 	// ReturnTo is the checked return_to of the redirect flow: at admission the page sends
 	// the buyer there with the token in the fragment (#wr_token=…). BadReturnTo: a
 	// return_to was given and refused; the page says so and joins nothing.

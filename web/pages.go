@@ -34,6 +34,8 @@ func (s *Server) pageRoutes() {
 	pages.Get("/q/:queue/order", s.orderPage)
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
+	pages.Get("/q/:queue/back/:code", s.backPage) // a reminder's link (notify.go)
+	pages.Post("/q/:queue/back/:code", s.spendBack)
 	pages.Get("/admin", s.adminPage)
 	pages.Get("/admin/queues/:queue/report", s.reportPage)
 }
@@ -120,6 +122,7 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		return err
 	default:
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
+		data.Email = s.d.Reminders != nil
 		data.Brand = s.pageBrand(c.UserContext(), st)
 		data.T = s.messages.Overridden(data.T, l, st.Messages)
 		data.EndsAt, data.Ended = pageEnd(st)

@@ -111,6 +111,8 @@ type Deps struct {
 	Audit            AuditLog          // the audit log of admin changes (audit.go; nil: not recorded)
 	Health           *Health           // measures the order route for the auto rate controller (nil: off)
 	Analytics        HistoryStore      // the queues' history and reports (history.go; nil: answered 503)
+	// Reminders are the e-mail reminders (notify.go); nil: e-mail is not configured.
+	Reminders Reminders
 	// Tracer makes the requests' spans (trace.go); nil: requests are not traced.
 	Tracer   trace.Tracer
 	Gatherer prometheus.Gatherer
@@ -264,6 +266,7 @@ func (s *Server) routes() {
 	api.Get("/queues/:queue/status", s.status)
 	api.Delete("/queues/:queue/ticket", s.leave)
 	api.Get("/queues/:queue/stream", s.stream)
+	api.Post("/queues/:queue/notify", s.notifyMe)
 	api.Get("/queues/:queue/draw", s.drawInfo)
 	api.Get("/queues/:queue/draw/order", s.drawOrder)
 	api.Get("/products", s.products)

@@ -168,6 +168,7 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	if err := s.d.Line.Leave(c.UserContext(), t); err != nil {
 		return err
 	}
+	s.forgetReminder(c.UserContext(), t.Queue, t.ID)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 

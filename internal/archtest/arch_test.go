@@ -111,15 +111,15 @@ func TestImportRules(t *testing.T) {
 	all := imports(t)
 	// One owner of Redis: the key names and scripts are rstore's; go-redis is used by the
 	// nouns over it and by the wiring.
-	only(t, all, "github.com/redis/go-redis/v9", "internal/rstore", "queue", "trust", "topology", "branding", "autorate", "server", "k6")
-	only(t, all, module+"internal/rstore", "queue", "trust", "topology", "branding", "autorate", "server", "k6")
-	never(t, all, "internal/rstore", "queue", "trust", "topology", "branding", "autorate", "web", "stream", "orders", "analytics", "admission", "soldout", "server")
+	only(t, all, "github.com/redis/go-redis/v9", "internal/rstore", "queue", "trust", "topology", "branding", "autorate", "notify", "server", "k6")
+	only(t, all, module+"internal/rstore", "queue", "trust", "topology", "branding", "autorate", "notify", "server", "k6")
+	never(t, all, "internal/rstore", "queue", "trust", "topology", "branding", "autorate", "notify", "web", "stream", "orders", "analytics", "admission", "soldout", "server")
 	// Fiber only in web; PostgreSQL only in the stores that own tables.
 	only(t, all, "github.com/gofiber/fiber/v2", "web", "server")
 	only(t, all, "github.com/jackc/pgx/v5", "orders", "analytics", "internal/pgmigrate", "server")
 	// The line does not reach up or sideways.
 	never(t, all, "queue", "trust", "branding", "autorate", "web", "stream", "orders", "analytics", "admission", "soldout", "server")
-	for _, noun := range []string{"trust", "topology", "branding", "autorate"} {
+	for _, noun := range []string{"trust", "topology", "branding", "autorate", "notify"} {
 		never(t, all, noun, "web", "stream", "orders", "analytics", "server")
 	}
 	never(t, all, "topology", "queue")

@@ -65,6 +65,17 @@ func (k Keys) Places(client string) string {
 	return k.p + "places:" + client
 }
 
+// The e-mail reminders (package notify), beside the places they serve: mail is one
+// ticket's registration (STRING: JSON address, language, ticket; TTL); mailq the normal
+// line's registered tickets that have had no message yet (ZSET ticket -> sequence);
+// mailnear those told they are near the door, and invite holders, who get only the turn's
+// message (ZSET ticket -> sequence, 0 for an invite lane); maillink one single-use link
+// (STRING: JSON ticket and kind; TTL).
+func (k Keys) Mail(ticket string) string   { return k.p + "mail:" + ticket }
+func (k Keys) MailQ() string               { return k.p + "mailq" }
+func (k Keys) MailNear() string            { return k.p + "mailnear" }
+func (k Keys) MailLink(code string) string { return k.p + "maillink:" + code }
+
 // Channel is the pub/sub channel on which the leader publishes one message per tick
 // (read them with Feed; exported for tests that watch the wire).
 func Channel(name string) string { return KeysFor(name).p + "events" }

@@ -68,6 +68,11 @@ var (
 	InvitesList   = script("invites_list.lua")
 	InvitesRevoke = script("invites_revoke.lua")
 	Limit         = script("limit.lua")
+	// The e-mail reminders (package notify): a registration, the leader's scan for due
+	// messages, and the forgetting of a place's address.
+	MailJoin   = script("mailjoin.lua")
+	MailScan   = script("mailscan.lua")
+	MailForget = script("mailforget.lua")
 	// A sharded pre-queue (queue/prequeue.go): the shard's join, freeze, leave and draw step,
 	// and the queue slot's freeze once every shard is counted.
 	PJoin     = script("pjoin.lua", places)

@@ -896,6 +896,46 @@
     start();
   }
 
+  // E-mail reminders: the form is on the page only when the server sends mail. The address
+  // goes to POST /api/queues/{queue}/notify with this page's ticket (its cookie); a refusal
+  // is said next to the field and the address stays in it.
+  const emailForm = $('email-form');
+  if (emailForm) {
+    const input = $('email-input');
+    const state = $('email-state');
+    const say = (text, st) => {
+      state.textContent = text;
+      emailForm.dataset.state = st;
+      if (st === 'invalid') input.setAttribute('aria-invalid', 'true');
+      else input.removeAttribute('aria-invalid');
+    };
+    emailForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const email = input.value.trim();
+      if (!email || email.length > 254 || email.indexOf('@') < 1) {
+        say(t('notify_email_invalid'), 'invalid');
+        input.focus();
+        return;
+      }
+      const button = $('email-submit');
+      button.disabled = true;
+      try {
+        const res = await fetch('/api/queues/' + encodeURIComponent(queue) + '/notify', {
+          method: 'POST', credentials: 'same-origin',
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ email }),
+        });
+        if (res.status === 204) say(t('notify_email_saved', { email }), 'saved');
+        else if (res.status === 422) { say(t('notify_email_invalid'), 'invalid'); input.focus(); }
+        else if (res.status === 429) say(t('notify_email_limited'), 'limited');
+        else say(t('notify_email_failed'), 'failed');
+      } catch (_) {
+        say(t('notify_email_failed'), 'failed');
+      } finally {
+        button.disabled = false;
+      }
+    });
+  }
+
   if (canNotify) {
     const store = storage();
     notifyWanted = !!store && store.getItem(NOTIFY_KEY) === '1';

@@ -190,7 +190,8 @@ if cur then
   -- 'a:12:tok:exp:tick:iat:p'); a normal place has none.
   local lane = (st ~= 'u' and string.match(cur, ':([pb])$')) or ''
   if st == 'w' then
-    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    -- GT: a sign of life never shortens the hold of an e-mail registration (mailjoin.lua).
+    redis.call('ZADD', KEYS[5], 'GT', now, ARGV[1])
     -- A reload keeps the place (an invite holder's reload spends nothing).
     if lane ~= '' or ARGV[2] == STATUS or ARGV[6] == '' then return waiter(false, seq, lane) end
     -- A normal waiter who brings an invite: a good code moves the place to the code's lane
