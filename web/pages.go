@@ -32,6 +32,8 @@ func (s *Server) pageRoutes() {
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
 	pages.Get("/q/:queue/order", s.orderPage)
+	pages.Post("/q/:queue/join", s.formJoin) // the no-script join (nojs.go)
+	pages.Get("/q/:queue/place", s.placePage)
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/admin", s.adminPage)
@@ -113,6 +115,10 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		data.Exists, data.Closed, data.AutoRedirect = true, st.Closed, st.AutoRedirect
 		data.Brand = s.pageBrand(c.UserContext(), st)
 		data.EndsAt, data.Ended = pageEnd(st)
+		data.Pow = st.PowDifficulty > 0
+		if inv := c.Query("invite"); len(inv) <= maxInvite {
+			data.Invite = inv
+		}
 		s.demoPage(c.UserContext(), name, &data)
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {

@@ -71,6 +71,9 @@ type Config struct {
 	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
 	// nil: the built-in ones (static.Builtin).
 	Messages *static.Catalog
+	// Grace is the presence grace (WR_GRACE, 60 s when 0): the no-script page refreshes
+	// well within it (nojs.go).
+	Grace time.Duration
 	// AccessLog writes each request's access-log line at info level (WR_ACCESS_LOG);
 	// false: at debug (accesslog.go).
 	AccessLog bool
@@ -320,10 +323,13 @@ func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	if corsOrigin(c) != "" {
 		return c.Next() // an allowed origin on a route open to it (cors)
 	}
-	if c.Get("Sec-Fetch-Site") == "cross-site" {
+	site := c.Get("Sec-Fetch-Site")
+	if site == "cross-site" {
 		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
 	}
-	if o := c.Get(fiber.HeaderOrigin); o != "" { // "null" (sandboxed frames) has no host: refused
+	// A form of our own pages posts with Origin "null" (their Referrer-Policy is
+	// no-referrer); the browser's Sec-Fetch-Site, which no page can set, says it is ours.
+	if o := c.Get(fiber.HeaderOrigin); o != "" && (o != "null" || site != "same-origin") { // else "null" (sandboxed frames) has no host: refused
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, c.Get(fiber.HeaderHost)) || !strings.EqualFold(u.Scheme, s.scheme(c)) {
 			return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
