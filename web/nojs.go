@@ -79,7 +79,7 @@ func (s *Server) formJoin(c *fiber.Ctx) error {
 		data.Queue = ""
 		return s.placeRefused(c, &data, queue.ErrQueueNotFound)
 	}
-	if !formFromHere(c) {
+	if !s.formFromHere(c) {
 		data.State = static.PlaceCrossSite
 		return s.render(c, fiber.StatusForbidden, "place", data)
 	}
@@ -294,19 +294,27 @@ func cookieTicket(c *fiber.Ctx, signer *queue.Signer, name string) string {
 
 // formFromHere tells whether a form post comes from a page of this site. The browser says
 // so itself in Sec-Fetch-Site (a page cannot set it); a browser without it sends an Origin
-// (sameOrigin has compared it with the host already) or at least a Referer of this host.
-// A post that shows none of them is refused: it could come from any site. The ticket
-// cookie is SameSite=Lax besides, so another site's post never carries it.
-func formFromHere(c *fiber.Ctx) bool {
+// of this scheme and host, or at least a Referer of this host. A post that shows none of
+// them is refused: it could come from any site. The ticket cookie is SameSite=Lax besides,
+// so another site's post never carries it. (sameOrigin leaves this route to this check, so
+// that a refusal is a page, not JSON.)
+func (s *Server) formFromHere(c *fiber.Ctx) bool {
 	if site := c.Get("Sec-Fetch-Site"); site != "" {
 		return site == "same-origin"
 	}
-	if o := c.Get(fiber.HeaderOrigin); o != "" && o != "null" {
-		return true
+	host := c.Get(fiber.HeaderHost)
+	if o := c.Get(fiber.HeaderOrigin); o != "" {
+		u, err := url.Parse(o) // "null" has no host: refused
+		return err == nil && u.Host != "" && strings.EqualFold(u.Host, host) && strings.EqualFold(u.Scheme, s.scheme(c))
 	}
 	if r := c.Get(fiber.HeaderReferer); r != "" {
 		u, err := url.Parse(r)
-		return err == nil && strings.EqualFold(u.Host, c.Get(fiber.HeaderHost))
+		return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 	}
 	return false
+}
+
+// isFormJoin tells whether the request is the no-script join form's post.
+func isFormJoin(c *fiber.Ctx) bool {
+	return c.Method() == fiber.MethodPost && strings.HasPrefix(c.Path(), "/q/") && strings.HasSuffix(c.Path(), "/join")
 }

@@ -323,13 +323,13 @@ func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	if corsOrigin(c) != "" {
 		return c.Next() // an allowed origin on a route open to it (cors)
 	}
-	site := c.Get("Sec-Fetch-Site")
-	if site == "cross-site" {
+	if isFormJoin(c) {
+		return c.Next() // the no-script join checks the same, stricter, and answers with a page (nojs.go)
+	}
+	if c.Get("Sec-Fetch-Site") == "cross-site" {
 		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
 	}
-	// A form of our own pages posts with Origin "null" (their Referrer-Policy is
-	// no-referrer); the browser's Sec-Fetch-Site, which no page can set, says it is ours.
-	if o := c.Get(fiber.HeaderOrigin); o != "" && (o != "null" || site != "same-origin") { // else "null" (sandboxed frames) has no host: refused
+	if o := c.Get(fiber.HeaderOrigin); o != "" { // "null" (sandboxed frames) has no host: refused
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, c.Get(fiber.HeaderHost)) || !strings.EqualFold(u.Scheme, s.scheme(c)) {
 			return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
