@@ -221,7 +221,7 @@ type ReportPage struct {
 
 // PlacePage is the data of the "place" template, /q/{queue}/place: the waiting page
 // without scripts, rendered by the server from the ticket cookie and refreshed by
-// <meta http-equiv="refresh"> every Refresh seconds (0: no refresh). State is what it shows
+// the answer's Refresh header every Refresh seconds (0: no refresh). State is what it shows
 // (one of the Place… constants); the texts are already formatted in the page's language.
 type PlacePage struct {
 	Lang  string

@@ -22,7 +22,7 @@ import (
 // the same ticket cookie (wr_ticket_<queue>: HttpOnly, SameSite=Lax, Secure behind TLS)
 // and answers 303 to GET /q/{queue}/place. That page is rendered by the server from the
 // cookie: the number in line, the people ahead, the ETA, or the turn with its link to the
-// order page; it reloads itself (<meta http-equiv="refresh">) every refreshEvery seconds,
+// order page; it reloads itself (a Refresh header) every refreshEvery seconds,
 // and each reload is a status call — the same per-ticket limit, the same sign of life.
 
 // The bounds of the no-script page's refresh.
@@ -81,7 +81,7 @@ func (s *Server) formJoin(c *fiber.Ctx) error {
 	}
 	if !s.formFromHere(c) {
 		data.State = static.PlaceCrossSite
-		return s.render(c, fiber.StatusForbidden, "place", data)
+		return s.renderPlace(c, fiber.StatusForbidden, data)
 	}
 	ctx := c.UserContext()
 	st, err := s.d.Settings.Settings(ctx, name)
@@ -91,7 +91,7 @@ func (s *Server) formJoin(c *fiber.Ctx) error {
 	data.Brand = s.pageBrand(ctx, st)
 	if st.PowDifficulty > 0 {
 		data.State = static.PlacePow
-		return s.render(c, fiber.StatusPreconditionRequired, "place", data)
+		return s.renderPlace(c, fiber.StatusPreconditionRequired, data)
 	}
 	invite := c.FormValue("invite")
 	if len(invite) > maxInvite {
@@ -121,7 +121,7 @@ func (s *Server) formJoin(c *fiber.Ctx) error {
 	var pr *queue.PowRequiredError
 	if errors.As(err, &pr) {
 		data.State = static.PlacePow
-		return s.render(c, fiber.StatusPreconditionRequired, "place", data)
+		return s.renderPlace(c, fiber.StatusPreconditionRequired, data)
 	}
 	if err != nil {
 		if errors.Is(err, queue.ErrTooManyPlaces) {
@@ -168,7 +168,7 @@ func (s *Server) placePage(c *fiber.Ctx) error {
 		if st.PowDifficulty > 0 {
 			data.State = static.PlacePow
 		}
-		return s.render(c, fiber.StatusOK, "place", data)
+		return s.renderPlace(c, fiber.StatusOK, data)
 	}
 	if err := s.statusLimit(c, tk); err != nil {
 		return s.placeRefused(c, &data, err)
@@ -176,13 +176,13 @@ func (s *Server) placePage(c *fiber.Ctx) error {
 	p, err := s.d.Line.Status(ctx, tk)
 	if err = s.endedOr(ctx, name, err); errors.Is(err, queue.ErrNoPlace) {
 		data.State, data.CanJoin = static.PlaceGone, canJoin
-		return s.render(c, fiber.StatusOK, "place", data)
+		return s.renderPlace(c, fiber.StatusOK, data)
 	}
 	if err != nil {
 		return s.placeRefused(c, &data, err)
 	}
 	s.fillPlace(&data, p, canJoin)
-	return s.render(c, fiber.StatusOK, "place", data)
+	return s.renderPlace(c, fiber.StatusOK, data)
 }
 
 // fillPlace writes place p into the page: its state, its numbers in the page's language,
@@ -275,7 +275,18 @@ func (s *Server) placeRefused(c *fiber.Ctx, data *static.PlacePage, err error) e
 		data.RefreshNote = fill(data.T["nojs_retry_note"], "{n}", pr.Sprintf("%d", data.Refresh))
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(data.Refresh))
 	}
-	return s.render(c, e.Status, "place", *data)
+	return s.renderPlace(c, e.Status, *data)
+}
+
+// renderPlace renders the no-script page with its refresh: a Refresh header (not a <meta>
+// refresh: the header is the same reload, and the page's markup has nothing that moves by
+// itself). The reload is what keeps the place (a sign of life), so it is the real-time
+// exception of WCAG 2.2.1; the page says how often it happens and why.
+func (s *Server) renderPlace(c *fiber.Ctx, status int, data static.PlacePage) error {
+	if data.Refresh > 0 {
+		c.Set("Refresh", strconv.Itoa(data.Refresh))
+	}
+	return s.render(c, status, "place", data)
 }
 
 // cookieTicket is the browser's ticket cookie for queue name (the no-script pages read no

@@ -136,7 +136,7 @@ func mustURL(t *testing.T, raw string) *url.URL {
 }
 
 var (
-	refreshRE = regexp.MustCompile(`<meta http-equiv="refresh" content="(\d+)">`)
+	refreshRE = regexp.MustCompile(`data-refresh="(\d+)"`)
 	stateRE   = regexp.MustCompile(`<div id="place" data-queue="[^"]*" data-state="([a-z_]+)" data-reason="([a-z_]*)"`)
 )
 
@@ -162,8 +162,11 @@ func nojsDo(t *testing.T, client *http.Client, req *http.Request) page {
 	if m := stateRE.FindStringSubmatch(p.body); m != nil {
 		p.state, p.reason = m[1], m[2]
 	}
-	if m := refreshRE.FindStringSubmatch(p.body); m != nil {
-		p.refresh, _ = strconv.Atoi(m[1])
+	if h := res.Header.Get("Refresh"); h != "" {
+		p.refresh, _ = strconv.Atoi(h)
+		if m := refreshRE.FindStringSubmatch(p.body); m == nil || m[1] != h {
+			t.Errorf("Refresh: %s, but the page says data-refresh %v", h, m)
+		}
 	}
 	return p
 }
