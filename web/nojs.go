@@ -174,7 +174,10 @@ func (s *Server) placePage(c *fiber.Ctx) error {
 		return s.placeRefused(c, &data, err)
 	}
 	p, err := s.d.Line.Status(ctx, tk)
-	if err = s.endedOr(ctx, name, err); errors.Is(err, queue.ErrNoPlace) {
+	if errors.Is(err, queue.ErrNoPlace) && st.Ended {
+		err = queue.ErrQueueEnded // the end dropped the place (st was read in this request)
+	}
+	if errors.Is(err, queue.ErrNoPlace) {
 		data.State, data.CanJoin = static.PlaceGone, canJoin
 		return s.renderPlace(c, fiber.StatusOK, data)
 	}
