@@ -31,7 +31,8 @@ func (p *journeyPerson) setScripts(on bool) {
 // people ahead and the ETA, and a refresh within the bounds (5 s at least, under the
 // presence grace of 30 s; the page reloads by its answer's Refresh header). Someone ahead leaves; the page refreshes by itself and shows 2.
 // She outlives the grace: each refresh is a sign of life. The line moves: a refresh shows
-// her turn with the link to the order page, which says that buying needs scripts. A queue
+// her turn with the link to the order page, which says that buying needs scripts; with
+// scripts turned on, the same page finds her token through the ticket cookie and she buys. A queue
 // with proof of work says that it needs scripts and offers no form. axe runs at every
 // state; screenshots at 1280 px (join, position, turn, order, proof of work).
 func TestJourneyNoScript(t *testing.T) {
@@ -107,7 +108,19 @@ func TestJourneyNoScript(t *testing.T) {
 	j.state(ana, "order")
 	ana.screenshot(dir, "nojs-order-1280")
 
-	// 7. A queue with proof of work: it needs scripts, and there is no form to join.
+	// 7. The turn is usable: she turns scripts on and reloads; the order page gets the token
+	// through the ticket cookie (/status) and she buys.
+	ana.scriptsOff = false
+	ana.setScripts(true)
+	ana.navigate(in.url + "/q/line/order")
+	ana.waitJS("the token found, the buy button on", 15*time.Second, `document.getElementById('token-state').dataset.state === 'valid' &&
+		!document.getElementById('buy').disabled`)
+	ana.click("buy")
+	ana.waitJS("the receipt", 15*time.Second, `!document.getElementById('receipt').hidden`)
+	ana.scriptsOff = true
+	ana.setScripts(false)
+
+	// 8. Scripts off again: a queue with proof of work: it needs scripts, and there is no form to join.
 	ana.navigate(in.url + "/q/hard?lang=en")
 	ana.waitJS("the proof-of-work notice", 10*time.Second, `(() => {
 		const box = document.getElementById('nojs-join');
