@@ -68,10 +68,11 @@ func TestNoScriptRefreshBounds(t *testing.T) {
 	}
 }
 
-// startNoScript serves a Server on a private Redis with the queues open (paused: its
-// places wait), closed and pow, and a status limit of statusRate per ticket (burst 10; 2 under 1/s). It
+// startNoScript serves a Server (cfgs[0], else a grace of 60 s) on a private Redis with
+// the queues open (paused: its places wait), closed, pow and later (its sale starts in an
+// hour: a pre-queue), and a status limit of statusRate per ticket (burst 10; 2 under 1/s). It
 // returns the base URL and a reader of a sorted set's score.
-func startNoScript(t *testing.T, statusRate float64) (string, func(key, member string) (float64, error)) {
+func startNoScript(t *testing.T, statusRate float64, cfgs ...Config) (string, func(key, member string) (float64, error)) {
 	t.Helper()
 	rs := redistest.Start(t)
 	rdb := rs.Client()
@@ -79,10 +80,12 @@ func startNoScript(t *testing.T, statusRate float64) (string, func(key, member s
 	ctx := context.Background()
 	q := queue.New(rdb, queue.Config{}, nil)
 	paused, closed, pow, zero := true, true, 8, int64(0)
+	start := time.Now().Add(time.Hour)
 	for name, p := range map[string]queue.SettingsPatch{
 		"open":   {Paused: &paused, PlacesPerIP: &zero},
 		"closed": {Closed: &closed},
 		"pow":    {PowDifficulty: &pow},
+		"later":  {StartsAt: &start, PlacesPerIP: &zero},
 	} {
 		if _, _, err := q.Put(ctx, name, p); err != nil {
 			t.Fatal(err)
@@ -93,7 +96,11 @@ func startNoScript(t *testing.T, statusRate float64) (string, func(key, member s
 	if statusRate < 1 {
 		lim.StatusPerTicketBurst = 2
 	}
-	s, err := New(Config{Grace: time.Minute}, Deps{
+	cfg := Config{Grace: time.Minute}
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
+	s, err := New(cfg, Deps{
 		Line: q, Tokens: q, Settings: q, SoldOut: q,
 		Logos:   branding.New(rstore.New(rdb, q.OpTimeout())),
 		Signer:  queue.NewSigner([]byte("nojs-test-secret-0123456789abcdef")),
@@ -357,4 +364,35 @@ func positionOf(body string) string {
 		return ""
 	}
 	return m[1]
+}
+
+// TestNoScriptPrequeueAndTLS: before a scheduled start the place page shows the pre-queue
+// and its start, and comes back within the bounds; behind a trusted proxy that says https
+// the ticket cookie is Secure (as the API's join decides).
+func TestNoScriptPrequeueAndTLS(t *testing.T) {
+	t.Parallel()
+	base, _ := startNoScript(t, 2, Config{Grace: time.Minute, ProxyHeader: "X-Forwarded-For", TrustedProxies: []string{"127.0.0.1"}})
+	client := &http.Client{Jar: newJar(t)}
+	p := nojsDo(t, client, formPost(t, base, "later", "Sec-Fetch-Site", "same-origin"))
+	if p.status != 200 || p.state != "prequeue" || !strings.Contains(p.body, `id="place-starts" datetime="`) {
+		t.Fatalf("pre-queue: status %d state %q\n%.1500s", p.status, p.state, p.body)
+	}
+	if p.refresh < nojsMinRefresh || p.refresh > 30 {
+		t.Errorf("pre-queue refresh %d s: want within [5, 30]", p.refresh)
+	}
+	res := nojsDo(t, noRedirect, formPost(t, base, "later", "Sec-Fetch-Site", "same-origin", "X-Forwarded-Proto", "https"))
+	var secure bool
+	for _, ck := range res.cookies {
+		if ck.Name == "wr_ticket_later" {
+			secure = ck.Secure && ck.HttpOnly && ck.SameSite == http.SameSiteLaxMode
+		}
+	}
+	if res.status != http.StatusSeeOther || !secure {
+		t.Errorf("behind a TLS proxy: status %d, cookies %v: want 303 and a Secure, HttpOnly, SameSite=Lax ticket cookie", res.status, res.cookies)
+	}
+	// The Origin of a browser without fetch metadata must name the scheme the client used.
+	res = nojsDo(t, noRedirect, formPost(t, base, "later", "Origin", strings.Replace(base, "http://", "https://", 1)))
+	if res.status != 403 || res.state != "cross_site" {
+		t.Errorf("an https Origin over plain http: status %d state %q, want 403 cross_site", res.status, res.state)
+	}
 }
