@@ -68,6 +68,7 @@ var costBounds = []costRoute{
 	{"GET /q/{queue}/order", 2, 0},
 	{"POST /q/{queue}/join", 9, 0},
 	{"GET /q/{queue}/place", 7, 0},
+	{"POST /q/{queue}/leave", 9, 0},
 	{"GET /q/{queue}/logo", 1, 0},
 	{"GET /q/{queue}/brand.css", 1, 0},
 	{"GET /admin", 0, 0},
@@ -338,8 +339,14 @@ func (m *costMeter) req(route, variant, method, path string, body any, hdr ...st
 // place page it leads to is a request of its own).
 func (m *costMeter) formJoin(variant, q string, hdr ...string) {
 	m.t.Helper()
-	m.measure("POST /q/{queue}/join", variant, func() {
-		req, _ := http.NewRequestWithContext(testContext(m.t), "POST", m.in.url+"/q/"+q+"/join", strings.NewReader("invite="))
+	m.formPost("POST /q/{queue}/join", variant, q, "join", hdr...)
+}
+
+// formPost measures one post of a no-script form (/q/{q}/join or /q/{q}/leave).
+func (m *costMeter) formPost(route, variant, q, form string, hdr ...string) {
+	m.t.Helper()
+	m.measure(route, variant, func() {
+		req, _ := http.NewRequestWithContext(testContext(m.t), "POST", m.in.url+"/q/"+q+"/"+form, strings.NewReader("invite="))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
@@ -566,10 +573,14 @@ func costPerRequest(t *testing.T, many int) {
 				m.formJoin(v, q, h...)
 				m.formJoin(v+" from this site", q, append(slices.Clone(h), "Sec-Fetch-Site", "same-origin")...)
 				m.req("GET /q/{queue}/place", v, "GET", "/q/"+q+"/place", nil, h...)
+				m.formPost("POST /q/{queue}/leave", v+" from this site", q, "leave", append(slices.Clone(h), "Sec-Fetch-Site", "same-origin")...)
 				if ticket != "" {
 					own := []string{"Cookie", "wr_ticket_" + q + "=" + ticket}
 					m.formJoin(v+" own cookie", q, append(slices.Clone(own), "Sec-Fetch-Site", "same-origin")...)
 					m.req("GET /q/{queue}/place", v+" own cookie", "GET", "/q/"+q+"/place", nil, own...)
+					if q == "cost-07" { // a place the later rows do not need
+						m.formPost("POST /q/{queue}/leave", v+" own cookie", q, "leave", append(slices.Clone(own), "Sec-Fetch-Site", "same-origin")...)
+					}
 				}
 				m.req("GET /q/{queue}/logo", v, "GET", "/q/"+q+"/logo", nil, h...)
 				m.req("GET /q/{queue}/brand.css", v, "GET", "/q/"+q+"/brand.css", nil, h...)

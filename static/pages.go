@@ -259,6 +259,7 @@ const (
 	PlaceUsed      = "used"        // the turn bought something
 	PlaceNone      = "none"        // no ticket for this queue in this browser
 	PlaceGone      = "gone"        // the ticket has no place any more: left, or abandoned
+	PlaceLeft      = "left"        // the buyer left with the page's leave form
 	PlaceRefused   = "refused"     // the queue refuses (Reason: not found, closed, ended, sold out, …)
 	PlacePow       = "pow"         // the queue needs a proof of work: scripts are needed
 	PlaceCrossSite = "cross_site"  // a join posted by another site's page, refused

@@ -188,6 +188,36 @@ func (s *Server) placePage(c *fiber.Ctx) error {
 	return s.renderPlace(c, fiber.StatusOK, data)
 }
 
+// formLeave answers POST /q/{queue}/leave, the place page's "Leave the line" form: the
+// browser's ticket gives up its place (as DELETE /api/queues/{queue}/ticket does) and the
+// page says so, with the join form. A ticket with no place left is the same answer.
+func (s *Server) formLeave(c *fiber.Ctx) error {
+	l, t := s.lang(c)
+	name := c.Params("queue")
+	data := static.PlacePage{Lang: l, T: t, Queue: name}
+	if !queue.ValidName(name) {
+		data.Queue = ""
+		return s.placeRefused(c, &data, queue.ErrQueueNotFound)
+	}
+	if !s.formFromHere(c) {
+		data.State = static.PlaceCrossSite
+		return s.renderPlace(c, fiber.StatusForbidden, data)
+	}
+	ctx := c.UserContext()
+	st, err := s.d.Settings.Settings(ctx, name)
+	if err != nil {
+		return s.placeRefused(c, &data, err)
+	}
+	data.Brand = s.pageBrand(ctx, st)
+	data.State, data.CanJoin = static.PlaceLeft, st.PowDifficulty == 0 && !st.Closed && !st.Ended
+	if tk, err := s.d.Signer.Parse(cookieTicket(c, s.d.Signer, name)); err == nil && tk.Queue == name {
+		if err := s.d.Line.Leave(ctx, tk); err != nil && !errors.Is(err, queue.ErrNoPlace) {
+			return s.placeRefused(c, &data, err)
+		}
+	}
+	return s.renderPlace(c, fiber.StatusOK, data)
+}
+
 // fillPlace writes place p into the page: its state, its numbers in the page's language,
 // and the refresh.
 func (s *Server) fillPlace(data *static.PlacePage, p queue.Place, canJoin bool) {
@@ -328,7 +358,8 @@ func (s *Server) formFromHere(c *fiber.Ctx) bool {
 	return false
 }
 
-// isFormJoin tells whether the request is the no-script join form's post.
-func isFormJoin(c *fiber.Ctx) bool {
-	return c.Method() == fiber.MethodPost && strings.HasPrefix(c.Path(), "/q/") && strings.HasSuffix(c.Path(), "/join")
+// isPageForm tells whether the request is a post of the no-script pages' forms (join, leave).
+func isPageForm(c *fiber.Ctx) bool {
+	p := c.Path()
+	return c.Method() == fiber.MethodPost && strings.HasPrefix(p, "/q/") && (strings.HasSuffix(p, "/join") || strings.HasSuffix(p, "/leave"))
 }

@@ -292,6 +292,32 @@ func TestNoScriptFormJoin(t *testing.T) {
 		}
 	})
 
+	t.Run("leaving by the form; not from another site", func(t *testing.T) {
+		client := &http.Client{Jar: newJar(t)}
+		if p := nojsDo(t, client, formPost(t, base, "open", same...)); p.state != "waiting" || !strings.Contains(p.body, `action="/q/open/leave"`) {
+			t.Fatalf("joined: state %q, leave form: %v", p.state, strings.Contains(p.body, `action="/q/open/leave"`))
+		}
+		leave := func(hdr ...string) page {
+			req := formPost(t, base, "open", hdr...)
+			req.URL.Path = "/q/open/leave"
+			return nojsDo(t, client, req)
+		}
+		if p := leave("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); p.status != 403 || p.state != "cross_site" {
+			t.Fatalf("a cross-site leave: status %d state %q", p.status, p.state)
+		}
+		req, _ := http.NewRequest("GET", base+"/q/open/place", nil)
+		if p := nojsDo(t, client, req); p.state != "waiting" {
+			t.Fatalf("after a refused leave: state %q, want still waiting", p.state)
+		}
+		if p := leave(same...); p.status != 200 || p.state != "left" || !strings.Contains(p.body, `id="place-join"`) {
+			t.Fatalf("leave: status %d state %q\n%.800s", p.status, p.state, p.body)
+		}
+		req, _ = http.NewRequest("GET", base+"/q/open/place", nil)
+		if p := nojsDo(t, client, req); p.state != "gone" || p.refresh != 0 {
+			t.Errorf("after leaving: state %q refresh %d, want gone and no refresh", p.state, p.refresh)
+		}
+	})
+
 	t.Run("no ticket: a join form", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/q/open/place", nil)
 		p := nojsDo(t, noRedirect, req)

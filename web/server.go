@@ -323,8 +323,8 @@ func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	if corsOrigin(c) != "" {
 		return c.Next() // an allowed origin on a route open to it (cors)
 	}
-	if isFormJoin(c) {
-		return c.Next() // the no-script join checks the same, stricter, and answers with a page (nojs.go)
+	if isPageForm(c) {
+		return c.Next() // the no-script forms check the same, stricter, and answer with a page (nojs.go)
 	}
 	if c.Get("Sec-Fetch-Site") == "cross-site" {
 		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
