@@ -33,8 +33,9 @@ func (p *journeyPerson) setScripts(on bool) {
 // She outlives the grace: each refresh is a sign of life. The line moves: a refresh shows
 // her turn with the link to the order page, which says that buying needs scripts; with
 // scripts turned on, the same page finds her token through the ticket cookie and she buys. A queue
-// with proof of work says that it needs scripts and offers no form. axe runs at every
-// state; screenshots at 1280 px (join, position, turn, order, proof of work).
+// with proof of work says that it needs scripts and offers no form. Min joins behind her on a
+// phone, in Korean. axe runs at every state; screenshots at 1280 px (join, position, turn,
+// order, proof of work) and Min's at 375 px.
 func TestJourneyNoScript(t *testing.T) {
 	t.Parallel()
 	ctx, in := browserInstance(t, "journey-nojs", 120*time.Second, map[string]string{"WR_GRACE": "30s"})
@@ -75,6 +76,19 @@ func TestJourneyNoScript(t *testing.T) {
 	t.Logf("the place page: %s (refresh %d s)", ana.eval(`document.getElementById('place-waiting').innerText.replace(/\s+/g, ' ')`), refresh)
 	j.state(ana, "position")
 	ana.screenshot(dir, "nojs-position-1280")
+
+	// Min, on a phone in Korean, joins behind her the same way: the page in Korean, her
+	// number after Ana's.
+	minji := j.person("min", journeyPhone)
+	minji.noScripts()
+	minji.navigate(in.url + "/q/line?lang=ko")
+	minji.activate("#nojs-join-form button")
+	minji.waitJS("Min's place page in Korean", 15*time.Second, `location.pathname === '/q/line/place' && document.documentElement.lang === 'ko' &&
+		document.getElementById('place').dataset.state === 'waiting' &&
+		Number(document.querySelector('#place-position .position').dataset.position) > 1 &&
+		document.getElementById('place-position').textContent.includes('내 대기 번호')`)
+	j.state(minji, "position-ko")
+	minji.screenshot(dir, "nojs-position-ko-375")
 
 	// 3. Someone ahead leaves: the page refreshes by itself and shows a smaller number (2, or
 	// 1 when the other person ahead, who gives no sign of life, was dropped meanwhile).
