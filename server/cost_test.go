@@ -68,6 +68,9 @@ var costBounds = []costRoute{
 	{"GET /", 0, 0},
 	{"GET /q/{queue}", 3, 0},
 	{"GET /q/{queue}/order", 2, 0},
+	{"POST /q/{queue}/join", 9, 0},
+	{"GET /q/{queue}/place", 7, 0},
+	{"POST /q/{queue}/leave", 9, 0},
 	{"GET /q/{queue}/logo", 1, 0},
 	{"GET /q/{queue}/brand.css", 1, 0},
 	{"GET /q/{queue}/back/{code}", 1, 0},
@@ -336,6 +339,33 @@ func (m *costMeter) req(route, variant, method, path string, body any, hdr ...st
 	return res
 }
 
+// formJoin measures one post of the no-script join form (its 303 is not followed: the
+// place page it leads to is a request of its own).
+func (m *costMeter) formJoin(variant, q string, hdr ...string) {
+	m.t.Helper()
+	m.formPost("POST /q/{queue}/join", variant, q, "join", hdr...)
+}
+
+// formPost measures one post of a no-script form (/q/{q}/join or /q/{q}/leave).
+func (m *costMeter) formPost(route, variant, q, form string, hdr ...string) {
+	m.t.Helper()
+	m.measure(route, variant, func() {
+		req, _ := http.NewRequestWithContext(testContext(m.t), "POST", m.in.url+"/q/"+q+"/"+form, strings.NewReader("invite="))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		client := &http.Client{Transport: clientFor(variant, "/q/"+q).Transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := client.Do(req)
+		if err != nil {
+			m.t.Fatalf("form join %s: %v", variant, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	})
+}
+
 // unchecked sends what the OpenAPI document does not describe (headers past the limit, a
 // malformed queue name: refused before any handler) without the document's check.
 var unchecked = &http.Client{Transport: &http.Transport{}}
@@ -546,6 +576,20 @@ func costPerRequest(t *testing.T, many int) {
 				v = phase + " " + q + " " + v
 				m.req("GET /q/{queue}", v, "GET", "/q/"+q+"?return_to=https://shop.example/x", nil, h...)
 				m.req("GET /q/{queue}/order", v, "GET", "/q/"+q+"/order?product=cost-shoe", nil, h...)
+				// The no-script join (from this site, and as another site's post) and its page,
+				// with the hostile cookies and with the queue's own ticket cookie.
+				m.formJoin(v, q, h...)
+				m.formJoin(v+" from this site", q, append(slices.Clone(h), "Sec-Fetch-Site", "same-origin")...)
+				m.req("GET /q/{queue}/place", v, "GET", "/q/"+q+"/place", nil, h...)
+				m.formPost("POST /q/{queue}/leave", v+" from this site", q, "leave", append(slices.Clone(h), "Sec-Fetch-Site", "same-origin")...)
+				if ticket != "" {
+					own := []string{"Cookie", "wr_ticket_" + q + "=" + ticket}
+					m.formJoin(v+" own cookie", q, append(slices.Clone(own), "Sec-Fetch-Site", "same-origin")...)
+					m.req("GET /q/{queue}/place", v+" own cookie", "GET", "/q/"+q+"/place", nil, own...)
+					if q == "cost-07" { // a place the later rows do not need
+						m.formPost("POST /q/{queue}/leave", v+" own cookie", q, "leave", append(slices.Clone(own), "Sec-Fetch-Site", "same-origin")...)
+					}
+				}
 				m.req("GET /q/{queue}/logo", v, "GET", "/q/"+q+"/logo", nil, h...)
 				m.req("GET /q/{queue}/brand.css", v, "GET", "/q/"+q+"/brand.css", nil, h...)
 				m.req("GET /admin/queues/{queue}/report", v, "GET", "/admin/queues/"+q+"/report", nil, h...)

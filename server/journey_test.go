@@ -51,6 +51,9 @@ type journey struct {
 type journeyPerson struct {
 	*browserPage
 	width int64
+	// scriptsOff: the page runs no scripts (noScripts, journey_nojs_test.go); axe-core is
+	// run with them on for its check, as its own timers need them.
+	scriptsOff bool
 }
 
 // newJourney starts Chromium for the journey (ctx bounds the whole journey) and reads the
@@ -129,6 +132,12 @@ func (j *journey) check(p *journeyPerson, name, how string) {
 	j.t.Helper()
 	j.states++
 	what := fmt.Sprintf("%s: %s (%s)", p.name, name, how)
+	if p.scriptsOff {
+		// The document was parsed without scripts (its <noscript> is markup, its own scripts
+		// never ran); turning them on now runs none of them, only axe-core's timers.
+		p.setScripts(true)
+		defer p.setScripts(false)
+	}
 	j.findings = append(j.findings, axeCheck(j.t, p.browserPage, j.axe, what)...)
 	file := fmt.Sprintf("%02d-%s-%s-%s", j.states, p.name, name, strings.NewReplacer(" ", "", "px", "").Replace(how))
 	j.snap(p, regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(file, "_")+".jpg")

@@ -283,7 +283,7 @@ func build(ctx context.Context, cfg config, log zerolog.Logger) (a app, closeAll
 		AdminToken: cfg.AdminToken, AdminTokens: cfg.webAdminTokens(), ProxyHeader: cfg.ProxyHeader, TrustedProxies: cfg.TrustedProxies, FailOpen: cfg.FailOpen,
 		UnboundQueue: cfg.UnboundQueue, Messages: messages,
 		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, JWKSMaxAge: cfg.JWKSMaxAge,
-		AccessLog: cfg.AccessLog,
+		AccessLog: cfg.AccessLog, Grace: cfg.Grace,
 	}, web.Deps{
 		Line:      q,
 		Tokens:    q,

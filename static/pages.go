@@ -91,6 +91,12 @@ type QueuePage struct {
 	// demo queue's waiting page ("" when it does not exist).
 	Demo       string
 	DemoSwitch string
+	// Pow: the queue asks for a proof of work, which only a script can solve; the page's
+	// <noscript> part says that scripts are needed and offers no join form.
+	Pow bool
+	// Invite is the ?invite= code of the address (at most 128 bytes), carried by the
+	// <noscript> join form ("" = none).
+	Invite string
 }
 
 // The zero-config demo's lines (QueuePage.Demo).
@@ -214,3 +220,51 @@ type ReportPage struct {
 	Queue  string
 	Exists bool
 }
+
+// PlacePage is the data of the "place" template, /q/{queue}/place: the waiting page
+// without scripts, rendered by the server from the ticket cookie and refreshed by
+// the answer's Refresh header every Refresh seconds (0: no refresh). State is what it shows
+// (one of the Place… constants); the texts are already formatted in the page's language.
+type PlacePage struct {
+	Lang  string
+	T     map[string]string
+	Queue string // "" for a malformed queue name
+	Brand Brand
+	State string
+	// Reason is the refusal's code (the JSON API's error code) on PlaceRefused: which
+	// sentence the page shows.
+	Reason  string
+	Refresh int
+	// CanJoin: the page offers the join form (POST /q/{queue}/join); Invite goes with it.
+	CanJoin bool
+	Invite  string
+	// The place (PlaceWaiting, PlaceLottery, PlacePrequeue): its number in line, the people
+	// ahead, the ETA, the line's size, the pre-queue's start (RFC 3339 UTC in StartsAtISO,
+	// and in words in StartsAt), whether admission is paused or the queue sold out.
+	Position, Ahead, ETA, Waiting string
+	StartsAt, StartsAtISO         string
+	Paused, SoldOut               bool
+	// The turn (PlaceAdmitted): until when (UTC, in words and RFC 3339) and how many
+	// minutes are left.
+	Until, UntilISO, MinutesLeft string
+	// RefreshNote says how often the page refreshes and how long a silent place lives.
+	RefreshNote string
+}
+
+// The states of the no-script waiting page (PlacePage.State, its #place[data-state]).
+const (
+	PlaceWaiting   = "waiting"     // a place in line, with its number
+	PlaceLottery   = "lottery"     // a place in a random queue's line: no number
+	PlacePrequeue  = "prequeue"    // before a scheduled start: in the draw
+	PlaceAdmitted  = "admitted"    // the turn: a link to the order page
+	PlaceExpired   = "expired"     // the turn ran out unused
+	PlaceUsed      = "used"        // the turn bought something
+	PlaceNone      = "none"        // no ticket for this queue in this browser
+	PlaceGone      = "gone"        // the ticket has no place any more: left, or abandoned
+	PlaceLeft      = "left"        // the buyer left with the page's leave form
+	PlaceRefused   = "refused"     // the queue refuses (Reason: not found, closed, ended, sold out, …)
+	PlacePow       = "pow"         // the queue needs a proof of work: scripts are needed
+	PlaceCrossSite = "cross_site"  // a join posted by another site's page, refused
+	PlaceBusy      = "busy"        // a rate limit refused; the page tries again by itself
+	PlaceDown      = "unavailable" // the waiting room could not answer; tried again by itself
+)

@@ -177,13 +177,33 @@ func pages(lang string) map[string]any {
 		"report":  static.ReportPage{Lang: lang, T: all, Queue: "demo", Exists: true},
 		"nothing": static.QueuePage{Lang: lang, T: T, Queue: "nope"},
 		"closed":  static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Closed: true},
+		"pow":     static.QueuePage{Lang: lang, T: T, Queue: "demo", Exists: true, Pow: true},
+		"place": static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceWaiting, Refresh: 5,
+			Position: "3", Ahead: "2", ETA: "1", Waiting: "9", RefreshNote: "n", Paused: true},
+		"place admitted": static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceAdmitted, Refresh: 30,
+			Until: "12:00:00 UTC", MinutesLeft: "5"},
+		"place prequeue":   static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlacePrequeue, Refresh: 30, StartsAt: "x"},
+		"place lottery":    static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceLottery, Refresh: 30, SoldOut: true},
+		"place gone":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceGone, CanJoin: true, Invite: "AB"},
+		"place none":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceNone, CanJoin: true},
+		"place expired":    static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceExpired, CanJoin: true},
+		"place used":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceUsed},
+		"place left":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceLeft, CanJoin: true},
+		"place pow":        static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlacePow},
+		"place cross site": static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceCrossSite},
+		"place busy":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceBusy, Refresh: 2, RefreshNote: "n"},
+		"place down":       static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceDown, Refresh: 2, RefreshNote: "n"},
+		"place refused":    static.PlacePage{Lang: lang, T: T, Queue: "demo", State: static.PlaceRefused, Reason: "queue_closed"},
 	}
 }
 
 // templateName maps the extra sample cases onto the template they execute.
 func templateName(page string) string {
-	if page == "nothing" || page == "closed" {
+	if page == "nothing" || page == "closed" || page == "pow" {
 		return "queue"
+	}
+	if strings.HasPrefix(page, "place") {
+		return "place"
 	}
 	return page
 }
@@ -215,20 +235,35 @@ var requiredIDs = map[string][]string{
 	"index": {"main", "queues", "wr-messages"},
 	"queue": {"room", "conn-state", "joining", "waiting", "position", "ahead", "eta", "waiting-count", "rate",
 		"progress", "leave", "admitted", "countdown", "go-order", "expired", "rejoin", "left", "join-again",
+		// Without scripts: the <noscript> join form.
+		"nojs-join", "nojs-join-form",
 		"join-error", "notice", "announce", "announce-urgent",
 		// Drop day: the pre-queue, the draw id, the lottery, sold out, the end.
 		"prequeue", "starts-countdown", "starts-at", "prequeue-size", "draw-id-box", "draw-id", "draw-id-full",
 		"draw-verify", "prequeue-leave", "lottery", "lottery-line", "sold-out", "ended", "drawn"},
 	"order": {"shop", "token-state", "token-left", "no-token", "product", "product-name", "price", "stock",
-		"buy-form", "qty", "buy", "order-result", "order-result-text", "order-id", "back-to-line"},
+		"buy-form", "qty", "buy", "order-result", "order-result-text", "order-id", "back-to-line", "nojs-order"},
 	"admin": {"login", "admin-login", "admin-token", "dashboard", "admin-conn", "admin-error", "admin-logout",
 		"sse-total", "waiting-total", "admitted-rate", "active-tokens", "tick-lag", "rl-user", "rl-ip", "rl-global",
 		"chart-sse", "chart-waiting", "chart-admitted", "chart-active", "chart-lag", "chart-rejected",
 		"instances", "queues", "products", "new-queue", "new-product", "tpl-queue", "tpl-product",
 		"new-product-queue", "new-product-max-order", "new-product-max-ticket"},
-	"report":  {"report", "report-error", "report-body", "report-csv", "report-print", "report-wait-chart", "report-orders-chart"},
-	"nothing": {"unavailable"},
-	"closed":  {"unavailable"},
+	"report":           {"report", "report-error", "report-body", "report-csv", "report-print", "report-wait-chart", "report-orders-chart"},
+	"pow":              {"room", "nojs-join"},
+	"place":            {"place", "place-waiting", "place-position", "place-ahead", "place-eta", "place-refresh", "place-paused", "place-leave"},
+	"place admitted":   {"place", "place-admitted", "place-go-order", "place-until"},
+	"place gone":       {"place", "place-gone", "place-join"},
+	"place none":       {"place", "place-none", "place-join"},
+	"place expired":    {"place-expired", "place-join"},
+	"place used":       {"place-used"},
+	"place left":       {"place-left", "place-join"},
+	"place pow":        {"place-pow"},
+	"place cross site": {"place-cross-site"},
+	"place busy":       {"place-busy"},
+	"place down":       {"place-down"},
+	"place refused":    {"place-refused"},
+	"nothing":          {"unavailable"},
+	"closed":           {"unavailable"},
 }
 
 func TestTemplates(t *testing.T) {

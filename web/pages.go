@@ -32,6 +32,9 @@ func (s *Server) pageRoutes() {
 	pages.Get("/", s.indexPage)
 	pages.Get("/q/:queue", s.queuePage)
 	pages.Get("/q/:queue/order", s.orderPage)
+	pages.Post("/q/:queue/join", s.formJoin) // the no-script join and leave (nojs.go)
+	pages.Post("/q/:queue/leave", s.formLeave)
+	pages.Get("/q/:queue/place", s.placePage)
 	pages.Get("/q/:queue/logo", s.logo)
 	pages.Get("/q/:queue/brand.css", s.brandCSS)
 	pages.Get("/q/:queue/back/:code", s.backPage) // a reminder's link (notify.go)
@@ -126,6 +129,10 @@ func (s *Server) queuePage(c *fiber.Ctx) error {
 		data.Brand = s.pageBrand(c.UserContext(), st)
 		data.T = s.messages.Overridden(data.T, l, st.Messages)
 		data.EndsAt, data.Ended = pageEnd(st)
+		data.Pow = st.PowDifficulty > 0
+		if inv := c.Query("invite"); len(inv) <= maxInvite {
+			data.Invite = inv
+		}
 		s.demoPage(c.UserContext(), name, &data)
 	}
 	if raw := c.Query("return_to"); raw != "" && data.Exists {

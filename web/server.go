@@ -71,6 +71,9 @@ type Config struct {
 	// Messages are the pages' message tables (WR_MESSAGES_DIR, static.LoadMessagesDir);
 	// nil: the built-in ones (static.Builtin).
 	Messages *static.Catalog
+	// Grace is the presence grace (WR_GRACE, 60 s when 0): the no-script page refreshes
+	// well within it (nojs.go).
+	Grace time.Duration
 	// AccessLog writes each request's access-log line at info level (WR_ACCESS_LOG);
 	// false: at debug (accesslog.go).
 	AccessLog bool
@@ -326,6 +329,9 @@ func (s *Server) sameOrigin(c *fiber.Ctx) error {
 	}
 	if corsOrigin(c) != "" {
 		return c.Next() // an allowed origin on a route open to it (cors)
+	}
+	if isPageForm(c) {
+		return c.Next() // the no-script forms check the same, stricter, and answer with a page (nojs.go)
 	}
 	if c.Get("Sec-Fetch-Site") == "cross-site" {
 		return errorf(403, "cross_origin", "Requests from other sites are not accepted.")
