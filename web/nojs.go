@@ -68,27 +68,37 @@ func (s *Server) grace() time.Duration {
 	return 60 * time.Second
 }
 
+// formStart is what both no-script forms do first: the page's data in the buyer's language,
+// the queue's settings and brand. sent is true when the answer is already made (an unknown
+// queue, a post from another site, a failed read); err is then the handler's result.
+func (s *Server) formStart(c *fiber.Ctx) (data static.PlacePage, st queue.Settings, sent bool, err error) {
+	l, t := s.lang(c)
+	name := c.Params("queue")
+	data = static.PlacePage{Lang: l, T: t, Queue: name}
+	if !queue.ValidName(name) {
+		data.Queue = ""
+		return data, st, true, s.placeRefused(c, &data, queue.ErrQueueNotFound)
+	}
+	if !s.formFromHere(c) {
+		data.State = static.PlaceCrossSite
+		return data, st, true, s.renderPlace(c, fiber.StatusForbidden, data)
+	}
+	if st, err = s.d.Settings.Settings(c.UserContext(), name); err != nil {
+		return data, st, true, s.placeRefused(c, &data, err)
+	}
+	data.Brand = s.pageBrand(c.UserContext(), st)
+	return data, st, false, nil
+}
+
 // formJoin answers POST /q/{queue}/join, the no-script page's form: 303 to the place page
 // once joined (or with the place it already had), else a page that says why, with the
 // join's status.
 func (s *Server) formJoin(c *fiber.Ctx) error {
-	l, t := s.lang(c)
-	name := c.Params("queue")
-	data := static.PlacePage{Lang: l, T: t, Queue: name}
-	if !queue.ValidName(name) {
-		data.Queue = ""
-		return s.placeRefused(c, &data, queue.ErrQueueNotFound)
+	data, st, sent, err := s.formStart(c)
+	if sent {
+		return err
 	}
-	if !s.formFromHere(c) {
-		data.State = static.PlaceCrossSite
-		return s.renderPlace(c, fiber.StatusForbidden, data)
-	}
-	ctx := c.UserContext()
-	st, err := s.d.Settings.Settings(ctx, name)
-	if err != nil {
-		return s.placeRefused(c, &data, err)
-	}
-	data.Brand = s.pageBrand(ctx, st)
+	ctx, name := c.UserContext(), data.Queue
 	if st.PowDifficulty > 0 {
 		data.State = static.PlacePow
 		return s.renderPlace(c, fiber.StatusPreconditionRequired, data)
@@ -192,23 +202,11 @@ func (s *Server) placePage(c *fiber.Ctx) error {
 // browser's ticket gives up its place (as DELETE /api/queues/{queue}/ticket does) and the
 // page says so, with the join form. A ticket with no place left is the same answer.
 func (s *Server) formLeave(c *fiber.Ctx) error {
-	l, t := s.lang(c)
-	name := c.Params("queue")
-	data := static.PlacePage{Lang: l, T: t, Queue: name}
-	if !queue.ValidName(name) {
-		data.Queue = ""
-		return s.placeRefused(c, &data, queue.ErrQueueNotFound)
+	data, st, sent, err := s.formStart(c)
+	if sent {
+		return err
 	}
-	if !s.formFromHere(c) {
-		data.State = static.PlaceCrossSite
-		return s.renderPlace(c, fiber.StatusForbidden, data)
-	}
-	ctx := c.UserContext()
-	st, err := s.d.Settings.Settings(ctx, name)
-	if err != nil {
-		return s.placeRefused(c, &data, err)
-	}
-	data.Brand = s.pageBrand(ctx, st)
+	ctx, name := c.UserContext(), data.Queue
 	data.State, data.CanJoin = static.PlaceLeft, st.PowDifficulty == 0 && !st.Closed && !st.Ended
 	if tk, err := s.d.Signer.Parse(cookieTicket(c, s.d.Signer, name)); err == nil && tk.Queue == name {
 		if err := s.d.Line.Leave(ctx, tk); err != nil && !errors.Is(err, queue.ErrNoPlace) {
