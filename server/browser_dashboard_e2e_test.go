@@ -58,6 +58,8 @@ func TestBrowserDashboardConfirmations(t *testing.T) {
 		{"PUT", "/admin/api/products/scarf", `{name: 'Scarf', price: 1290, currency: 'EUR', stock: 3, queue: 'eu'}`, ""},
 		{"PUT", "/admin/api/queues/eu/logo", `undefined`, ""},
 		{"DELETE", "/admin/api/queues/eu/logo", `undefined`, "remove_logo"},
+		{"DELETE", "/admin/api/queues/eu/template", `undefined`, "remove_template"},
+		{"POST", "/admin/api/queues/eu/template/preview", `undefined`, ""},
 		{"POST", "/admin/api/queues/eu/invites", `{count: 2, lane: 'bypass'}`, ""},
 		{"DELETE", "/admin/api/queues/eu/invites/abcdef", `undefined`, "revoke_invite"},
 		{"POST", "/admin/api/keys/rotate", `undefined`, "rotate_key"},
@@ -70,7 +72,7 @@ func TestBrowserDashboardConfirmations(t *testing.T) {
 			t.Errorf("confirmKind(%s %s %s) = %q, want %q", c.method, c.path, c.body, got, c.want)
 		}
 	}
-	if kinds := adm.eval(`window.WaitRoomAdmin.kinds.slice().sort().join(' ')`); kinds != "close pause remove_logo revoke_invite revoke_key rotate_key start_now" {
+	if kinds := adm.eval(`window.WaitRoomAdmin.kinds.slice().sort().join(' ')`); kinds != "close pause remove_logo remove_template revoke_invite revoke_key rotate_key start_now" {
 		t.Errorf("the kinds that ask: %s", kinds)
 	}
 

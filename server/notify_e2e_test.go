@@ -6,8 +6,11 @@ import (
 	"net/http/cookiejar"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/testwait"
@@ -100,8 +103,23 @@ func TestNotifyEmailReminders(t *testing.T) {
 		t.Fatalf("notify: %d %s", res.StatusCode, readAll(res))
 	}
 	rdb := rs.Client()
+	// The queue's keys share its slot: on a cluster KEYS goes to the master that holds it.
 	mailKeys := func() int {
-		keys, err := rdb.Keys(context.Background(), "wr:{q:"+q+"}:mail:*").Result()
+		ctx := context.Background()
+		pattern := "wr:{q:" + q + "}:mail:*"
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			var n atomic.Int64 // the masters are asked side by side
+			err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+				keys, err := m.Keys(ctx, pattern).Result()
+				n.Add(int64(len(keys)))
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(n.Load())
+		}
+		keys, err := rdb.Keys(ctx, pattern).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,6 +45,9 @@ type notifyBody struct {
 // POST /api/queues/{queue}/notify {"email":"…"} with the ticket → 204. Neither the address
 // nor anything made of it but a hash reaches a log line, the metrics or the audit log.
 func (s *Server) notifyMe(c *fiber.Ctx) error {
+	// Like every route under /api/queues/, the answer names Origin in Vary, so that a cache
+	// between the browser and the room never serves one origin's answer to another.
+	c.Vary(fiber.HeaderOrigin)
 	if s.d.Reminders == nil {
 		return errorf(404, "notify_unavailable", "E-mail reminders are not available here.")
 	}
