@@ -68,10 +68,15 @@ func TestNotifyEmailReminders(t *testing.T) {
 	// Behind a trusted proxy (the test), so the limits' subtest can come from an address of
 	// its own; requests without the header are 127.0.0.1's.
 	in := startMailInstance(t, "mail", rs.URL(), db, inbox, map[string]string{"WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1"})
-	plain := startInProcess(t, "nomail", tolerantEnv(rs.URL(), db, nil))
+	// The instance without e-mail has a Redis of its own: on the same one it could take the
+	// lead of the queue's admission, and the reminders are scanned by the leader (an instance
+	// without WR_SMTP_URL scans nothing: docs/OPERATIONS.md, every instance the same setting).
+	plain := startInProcess(t, "nomail", tolerantEnv(redistest.Start(t, redistest.Single()).URL(), db, nil))
 	const q = "mailq"
-	if res := admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true, "rate_per_second": 2, "places_per_ip": 0, "token_ttl_seconds": 120}); res.StatusCode >= 300 {
-		t.Fatalf("PUT queue: %d %s", res.StatusCode, readAll(res))
+	for _, i := range []*instance{in, plain} {
+		if res := admin(t, i, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true, "rate_per_second": 2, "places_per_ip": 0, "token_ttl_seconds": 120}); res.StatusCode >= 300 {
+			t.Fatalf("PUT queue: %d %s", res.StatusCode, readAll(res))
+		}
 	}
 	tickets := joinUsers(t, in, q, 5, 1) // in order: sequences 1…5
 	const addr = "Ana.Buyer+drop@Example.com"
