@@ -15,13 +15,16 @@
 #   k6/cluster.sh status DIR    CLUSTER INFO and CLUSTER NODES of the first node.
 #
 # Needs redis-server and redis-cli ≥ 7 (Debian: apt-get install -y redis-server redis-tools).
-# Settings: CLUSTER_NODE_TIMEOUT (2000 ms), CLUSTER_WAIT (30 s for cluster_state:ok).
+# Settings: CLUSTER_NODE_TIMEOUT (2000 ms), CLUSTER_WAIT (30 s for cluster_state:ok),
+# CLUSTER_REPLICAS (1 replica per master; 0: 3 masters alone, for per-master CPU measurements
+# on a small machine where 3 more processes share the cores).
 # Everything binds 127.0.0.1 only; nothing is written outside DIR.
 set -euo pipefail
 
 REDIS_SERVER=${REDIS_SERVER:-$(command -v redis-server || echo /usr/bin/redis-server)}
 REDIS_CLI=${REDIS_CLI:-$(command -v redis-cli || echo /usr/bin/redis-cli)}
-NODES=6
+REPLICAS=${CLUSTER_REPLICAS:-1}
+NODES=$((3 * (1 + REPLICAS)))
 
 log() { printf '[cluster %s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -105,7 +108,7 @@ start() {
 		done
 		"$REDIS_CLI" -p "$port" ping >/dev/null 2>&1 || { log "node $port did not start (see $dir/$port/redis.log)"; exit 1; }
 	done
-	"$REDIS_CLI" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
+	"$REDIS_CLI" --cluster create "${addrs[@]}" --cluster-replicas "$REPLICAS" --cluster-yes >"$dir/create.log" 2>&1 ||
 		{ log "redis-cli --cluster create failed:"; tail -20 "$dir/create.log" >&2; exit 1; }
 	for ((i = 0; i < ${CLUSTER_WAIT:-30} * 10; i++)); do
 		ok=0
@@ -117,7 +120,7 @@ start() {
 	done
 	[ "$ok" = "$NODES" ] || { log "cluster_state not ok on every node within ${CLUSTER_WAIT:-30} s"; exit 1; }
 	# Every replica attached to its master (replication link up), so WAIT 1 can be met.
-	for ((i = 0; i < ${CLUSTER_WAIT:-30} * 10; i++)); do
+	for ((i = 0; REPLICAS > 0 && i < ${CLUSTER_WAIT:-30} * 10; i++)); do
 		ok=0
 		for port in "${PORTS[@]}"; do
 			if "$REDIS_CLI" -p "$port" role 2>/dev/null | head -1 | grep -q master; then
@@ -129,7 +132,7 @@ start() {
 		[ "$ok" = "$NODES" ] && break
 		sleep 0.1
 	done
-	[ "$ok" = "$NODES" ] || { log "replication links not all up within ${CLUSTER_WAIT:-30} s"; exit 1; }
+	[ "$REPLICAS" = 0 ] || [ "$ok" = "$NODES" ] || { log "replication links not all up within ${CLUSTER_WAIT:-30} s"; exit 1; }
 	for port in "${PORTS[@]}"; do
 		if "$REDIS_CLI" -p "$port" role | head -1 | grep -q master; then
 			masters+=("127.0.0.1:$port")
@@ -145,7 +148,7 @@ start() {
 		echo "REDIS_REPLICAS=$(IFS=,; echo "${replicas[*]}")"
 	} >"$dir/env"
 	trap - EXIT
-	log "redis-server $("$REDIS_SERVER" --version | awk '{print $3}' | tr -d v=), 3 masters + 3 replicas, cluster_state:ok, node timeout ${CLUSTER_NODE_TIMEOUT:-2000} ms (pids: $(awk '{printf "%s ", $1}' "$dir/pids"))"
+	log "redis-server $("$REDIS_SERVER" --version | awk '{print $3}' | tr -d v=), 3 masters + $((3 * REPLICAS)) replicas, cluster_state:ok, node timeout ${CLUSTER_NODE_TIMEOUT:-2000} ms (pids: $(awk '{printf "%s ", $1}' "$dir/pids"))"
 	cat "$dir/env"
 }
 

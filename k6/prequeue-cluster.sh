@@ -68,13 +68,14 @@ start_server() {
 stop_server() { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=; }
 adm() { curl -fsS -X "$1" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' ${3:+-d "$3"} "http://127.0.0.1:$PORT$2"; }
 
-# masters_info: per master "addr cpu_seconds commands".
+# masters_info [FILE]: per master "addr cpu_seconds commands memory script_usec sys_seconds";
+# with FILE, each master's INFO commandstats goes to FILE.<port> too (the breakdown below).
 masters_info() {
 	local m
 	for m in "${MASTERS[@]}"; do
-		redis-cli -h "${m%:*}" -p "${m#*:}" INFO ALL | tr -d '\r' |
+		redis-cli -h "${m%:*}" -p "${m#*:}" INFO ALL | tr -d '\r' | tee ${1:+"$1.${m#*:}"} |
 			awk -F: -v a="$m" '/^used_cpu_sys:/{s=$2} /^used_cpu_user:/{u=$2} /^total_commands_processed:/{c=$2} /^used_memory:/{b=$2}
-				/^cmdstat_(evalsha|eval):/{split($2, f, /[=,]/); x += f[4]} END {printf "%s %.6f %d %d %d\n", a, s + u, c, b, x}'
+				/^cmdstat_(evalsha|eval):/{split($2, f, /[=,]/); x += f[4]} END {printf "%s %.6f %d %d %d %.6f\n", a, s + u, c, b, x, s}'
 	done
 }
 
@@ -85,10 +86,10 @@ joins_window() {
 	start_server "$2"
 	starts=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
 	adm PUT "/admin/api/queues/$name" "{\"rate_per_second\": 0, \"places_per_ip\": 0, \"starts_at\": \"$starts\"}" >/dev/null
-	masters_info >"$OUT/$name.before"
+	masters_info "$OUT/$name.before.info" >"$OUT/$name.before"
 	"$WORK/swarm" -mode joins -targets "http://127.0.0.1:$PORT" -queue "$name" -connect-rate "$RATE" -duration "$DUR" \
 		-quiet -out "$OUT/$name-joins.json" >"$OUT/$name-joins.txt" 2>&1 || true
-	masters_info >"$OUT/$name.after"
+	masters_info "$OUT/$name.after.info" >"$OUT/$name.after"
 }
 
 # Per master, per 1,000 joins (the new places the swarm counted).
@@ -97,8 +98,25 @@ report() {
 	entries=$(jq .created "$OUT/$name-joins.json")
 	echo "$name: $entries joins, $(jq -r '"p99 \(.latency.p99_ms) ms from the scheduled arrival"' "$OUT/$name-joins.json" 2>/dev/null)"
 	paste "$OUT/$name.before" "$OUT/$name.after" |
-		awk -v n="$entries" '{cpu = ($7 - $2) * 1e6 / n; cmd = ($8 - $3) / n; mem = ($9 - $4) / n; scr = ($10 - $5) / n;
-			printf "  master %-16s Redis CPU %6.1f ms per 1,000 joins (in scripts %5.1f ms)   %5.2f commands per join   %4.0f bytes per join\n", $1, cpu, scr, cmd, mem}'
+		awk -v n="$entries" '{cpu = ($8 - $2) * 1e6 / n; cmd = ($9 - $3) / n; mem = ($10 - $4) / n; scr = ($11 - $5) / n; sys = ($12 - $6) * 1e6 / n;
+			printf "  master %-16s Redis CPU %6.1f ms per 1,000 joins (system %5.1f; in scripts %5.1f ms)   %5.2f commands per join   %4.0f bytes per join\n", $1, cpu, sys, scr, cmd, mem}'
+	# Where each master's commands went: calls per 1,000 joins, by command (the top 8).
+	local m
+	for m in "${MASTERS[@]}"; do
+		python3 - "$OUT/$name.before.info.${m#*:}" "$OUT/$name.after.info.${m#*:}" "$entries" "$m" <<'PY'
+import re, sys
+def stats(path):
+    d = {}
+    for line in open(path):
+        mm = re.match(r"cmdstat_([^:]+):calls=(\d+),usec=(\d+)", line)
+        if mm:
+            d[mm.group(1)] = (int(mm.group(2)), int(mm.group(3)))
+    return d
+b, a, n = stats(sys.argv[1]), stats(sys.argv[2]), int(sys.argv[3]) or 1
+rows = sorted(((a[k][0] - b.get(k, (0, 0))[0], a[k][1] - b.get(k, (0, 0))[1], k) for k in a), reverse=True)
+print("    %s: " % sys.argv[4] + ", ".join("%s %.0f (%.1f ms)" % (k, c * 1000 / n, u / n) for c, u, k in rows[:8] if c > 0))
+PY
+	done
 }
 # PQ_ROUNDS rounds (2), single-slot and sharded alternated, so both see the same machine.
 rounds=${PQ_ROUNDS:-2}
