@@ -25,7 +25,9 @@
 #                        now; time from that call to every drawn position (p50/p99/max), the
 #                        positions a permutation of 1…N matching the published order, the seed
 #   BENCH_ONLY=draw100000  the same with 100,000 streams on 6 instances (one holds ~19,300 at
-#                        the 20,000 open-file limit); target: every position within 5 s
+#                        the 20,000 open-file limit); target: every position within 5 s.
+#                        DRAW_CLUSTER=1: on a local Redis Cluster (3 masters + 3 replicas), the
+#                        pre-queue sharded one per master (WR_PREQUEUE_SHARDS auto)
 #   BENCH_ONLY=soldout19000  19,000 waiting streams on one instance, the queue's product set to
 #                        stock 0; time from that call to every sold_out event
 #   BENCH_ONLY=idlepre   Redis commands/s of an idle queue, no streams: plain (paused) and
@@ -59,7 +61,9 @@
 #                        (ADMIT_OLD_BIN / ADMIT_NEW_BIN: prebuilt server binaries instead);
 #                        ADMIT_PROFILE=1 takes a CPU profile (ADMIT_PROFILE_S, 20 s) and a 5 s
 #                        runtime trace of every instance 5 s into the admission window;
-#                        SWARM_NICE=N runs the swarm under nice -n N. ~2 minutes per run at 19,000.
+#                        SWARM_NICE=N runs the swarm under nice -n N; ADMIT_CLUSTER=1 runs it all on a
+#                        local Redis Cluster (k6/cluster.sh, replica acknowledgements auto = 1)
+#                        instead of one Redis. ~2 minutes per run at 19,000.
 #   BENCH_PPROF=1        each instance serves the Go profiler on its own free loopback port
 #                        (WR_PPROF_ADDR; PPROF_ADDRS lists them, in the order of TARGETS)
 #   BENCH_REV=<commit>   build the server from that commit (a temporary git worktree), not from
@@ -619,6 +623,11 @@ admit19k() {
 		build_rev "$ADMIT_OLD_REV" "$old"
 		builds="old new"
 	fi
+	local where="one Redis"
+	if [ "${ADMIT_CLUSTER:-0}" != 0 ]; then
+		use_cluster # the instances' WR_REDIS_REPLICA_ACKS stays auto: 1 on a cluster
+		where="a Redis Cluster (3 masters + 3 replicas, replica acknowledgements 1)"
+	fi
 	for ((r = 1; r <= ${ADMIT_ROUNDS:-1}; r++)); do
 		for n in ${ADMIT_SIZES:-5000 10000 19000}; do
 			for b in $builds; do
@@ -644,7 +653,7 @@ admit19k() {
 		done
 	done
 	{
-		echo "admission → browser: ${ADMIT_INSTANCES:-2} instances, one Redis, admitting ${ADMIT_RATE:-100}/s for ${ADMIT_WINDOW:-60s}; old = ${ADMIT_OLD_BIN:-${ADMIT_OLD_REV:-none}}, new = ${ADMIT_NEW_BIN:-${BENCH_REV:-the working tree}}"
+		echo "admission → browser: ${ADMIT_INSTANCES:-2} instances, $where, admitting ${ADMIT_RATE:-100}/s for ${ADMIT_WINDOW:-60s}; old = ${ADMIT_OLD_BIN:-${ADMIT_OLD_REV:-none}}, new = ${ADMIT_NEW_BIN:-${BENCH_REV:-the working tree}}"
 		echo "ms: client = admitted from issuance (token_expires_at − TTL) to parsed; probe = the same for the ${ADMIT_PROBE:-500} front waiters in their own process;"
 		echo "server p99 (all instances): delay = tick message handled, written = admitted written to the socket (both from the admission in Redis), lag/dur = leader's tick lag/duration,"
 		echo "handle = tick message to frames queued, prio = priority frame's wait for its writer, fanout = one fan-out's computation; CPU in cores; psi = CPU pressure 'some'; runq = run-queue wait s/s"
@@ -722,7 +731,9 @@ default)
 	fi
 	if want draw100000; then
 		# One instance holds ~19,300 streams at the open-file limit (20,000, not raisable
-		# here): 100,000 streams take 6, as hold-100000 does.
+		# here): 100,000 streams take 6, as hold-100000 does. DRAW_CLUSTER=1: on a local
+		# Redis Cluster, where the pre-queue is sharded (WR_PREQUEUE_SHARDS auto: one per master).
+		[ "${DRAW_CLUSTER:-0}" != 0 ] && use_cluster
 		fresh 6
 		swarm "draw-${DRAW_N:-100000}" -mode draw -n "${DRAW_N:-100000}" -connect-rate 1500 -src-count 6 -procs 7 -idle 10s \
 			-wait "${DROP_WAIT:-60s}"

@@ -481,7 +481,8 @@ func (q *Queue) dropShards(ctx context.Context, name string) error {
 	for _, tag := range tags[1:] {
 		sk := rstore.ShardKeysFor(name, tag)
 		pipe.HSet(ctx, sk.Cfg(), "frozen", "1")
-		pipe.Del(ctx, sk.Tickets(), sk.Pre(), sk.DrawSet())
+		// UNLINK: a shard's rows of a big draw are freed off Redis's main thread.
+		pipe.Unlink(ctx, sk.Tickets(), sk.Pre(), sk.DrawSet())
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fail("shards "+name, err)

@@ -213,17 +213,42 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		renewed = time.Now()
 		return nil
 	}
-	for from := min(max(resume, 0), len(perm)); from < len(perm); from += batch {
+	// Members of other shards are marked moved there first (ptake.lua, which says who is
+	// still there and from which address), then placed here. The next batch's marks are
+	// taken while this batch is placed: on a cluster the shards' masters work beside the
+	// queue's own (a member marked but not placed yet is answered "being placed", 503).
+	type took struct {
+		where, placesKeys []string
+		err               error
+	}
+	take := func(from int) <-chan took {
+		ch := make(chan took, 1)
+		to := min(from+batch, len(perm))
+		go func() {
+			w, pk, err := a.takeFromShards(ctx, name, tags, tickets, shard, perm[from:to], base+int64(from))
+			ch <- took{w, pk, err}
+		}()
+		return ch
+	}
+	first := min(max(resume, 0), len(perm))
+	var next <-chan took
+	for from := first; from < len(perm); from += batch {
 		if err := renew(); err != nil {
 			return 0, err
 		}
 		to := min(from+batch, len(perm))
-		// Members of other shards: marked moved there first (ptake.lua, which says who is
-		// still there and from which address), then placed here.
-		where, placesKeys, err := a.takeFromShards(ctx, name, tags, tickets, shard, perm[from:to], base+int64(from))
-		if err != nil {
-			return 0, err
+		if next == nil {
+			next = take(from)
 		}
+		t := <-next
+		next = nil
+		if t.err != nil {
+			return 0, t.err
+		}
+		if len(tags) > 1 && to < len(perm) {
+			next = take(to)
+		}
+		where, placesKeys := t.where, t.placesKeys
 		keys := append(append(make([]string, 0, len(fixed)+len(placesKeys)), fixed...), placesKeys...)
 		args := make([]any, 0, 3+3*(to-from))
 		args = append(args, owner, fence, to)
