@@ -122,7 +122,8 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 	}
 	if res.Phase == DrawFrozen {
 		start := time.Now()
-		n, err := a.runDraw(ctx, name, owner, fence)
+		var dt drawTimes
+		n, err := a.runDraw(ctx, name, owner, fence, &dt)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Msg("draw: will try again at the next tick")
@@ -130,7 +131,8 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 			return
 		}
 		a.q.m.draws.WithLabelValues(name).Inc()
-		log.Info().Int("participants", n).Dur("took", time.Since(start)).Msg("draw: done")
+		log.Info().Int("participants", n).Dur("took", time.Since(start)).Dur("read", dt.read).Dur("order", dt.order).
+			Dur("shards", dt.shards).Dur("place", dt.place).Int("shard_count", dt.shardN).Msg("draw: done")
 	}
 	if res.EndDue {
 		if err := a.runEnd(ctx, name, owner, fence); err != nil && ctx.Err() == nil {
@@ -143,7 +145,16 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 // number. It keeps the lease alive between batches (a big draw outlasts the lease time), and a
 // leader that takes over resumes where the last one's progress mark says (the order is a
 // function of the frozen list and the seed, so it recomputes the same one).
-func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64) (int, error) {
+// drawTimes is where a draw's time went (the "draw: done" log line): reading the frozen
+// lists, ordering them, waiting for the shards' marks (ptake.lua, beyond what overlapped the
+// placing), and placing (drawplace.lua).
+type drawTimes struct {
+	read, order, shards, place time.Duration
+	shardN                     int
+}
+
+func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64, dt *drawTimes) (int, error) {
+	t0 := time.Now()
 	k := rstore.KeysFor(name)
 	pipe := a.q.rdb.Pipeline()
 	recCmd := pipe.HMGet(ctx, k.Draw(), "seed", "base", "n", "placed")
@@ -161,20 +172,28 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 	}
 	var tickets []string
 	var shard []int
+	// One pipeline: on a cluster each master reads its shards beside the others.
+	rp := a.q.rdb.Pipeline()
+	reads := make([]*redis.StringSliceCmd, len(tags))
 	for si, tag := range tags {
 		key := k.DrawSet()
 		if si > 0 {
 			key = rstore.ShardKeysFor(name, tag).DrawSet()
 		}
-		ts, err := a.q.rdb.ZRange(ctx, key, 0, -1).Result()
-		if err != nil {
-			return 0, fail("draw "+name, err)
-		}
+		reads[si] = rp.ZRange(ctx, key, 0, -1)
+	}
+	if _, err := rp.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, fail("draw "+name, err)
+	}
+	for si, rd := range reads {
+		ts := rd.Val()
 		tickets = append(tickets, ts...)
 		for range ts {
 			shard = append(shard, si)
 		}
 	}
+	dt.read, dt.shardN = time.Since(t0), len(tags)
+	t0 = time.Now()
 	if int64(len(tickets)) != toInt(rec[2]) {
 		return 0, fmt.Errorf("draw %s: the frozen list holds %d members, the freeze counted %d", name, len(tickets), toInt(rec[2]))
 	}
@@ -192,6 +211,7 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		return 0, fail("draw "+name, err)
 	}
 	perm := draw.OrderIndex(key, ids)
+	dt.order = time.Since(t0)
 	order := make([]byte, 0, 32*len(perm))
 	batch := a.cfg.DrawBatch
 	fixed := []string{k.Lease(), k.Fence(), k.Tickets(), k.Waiting(), k.Seen(), k.Gone(), k.GoneNew(), k.Draw()}
@@ -240,8 +260,10 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		if next == nil {
 			next = take(from)
 		}
+		tw := time.Now()
 		t := <-next
 		next = nil
+		dt.shards += time.Since(tw)
 		if t.err != nil {
 			return 0, t.err
 		}
@@ -255,7 +277,9 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64)
 		for i := from; i < to; i++ {
 			args = append(args, tickets[perm[i]], base+int64(i)+1, where[i-from])
 		}
+		tp := time.Now()
 		n, err := rstore.DrawPlace.Run(ctx, a.q.rdb, keys, args...).Int64()
+		dt.place += time.Since(tp)
 		if err != nil {
 			return 0, fail("draw "+name, err)
 		}

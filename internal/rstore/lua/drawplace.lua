@@ -10,15 +10,37 @@
 --   another shard of a sharded pre-queue (its row there marked moved by ptake.lua): 'x' it
 --   left, '=<i>' it is there, i the index in KEYS of its address's place set (0: none)
 -- Returns the number placed by this call, or -1 when fenced off.
+--
+-- The batch's rows are read at once and its writes made with one variadic command per key
+-- (in chunks: Lua's unpack takes at most ~8,000 values): a batch of 5,000 is a handful of
+-- commands, not 20,000 — each command called from Lua costs more than the work it does,
+-- and every one is replicated on its own. No ticket appears twice in a batch (the draw's
+-- order is a permutation), so reading first and writing after is what one member at a time
+-- did.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return -1
 end
+local CHUNK = 4000 -- values per call (an even number: pairs stay whole)
+local function each(cmd, key, vals)
+  for s = 1, #vals, CHUNK do
+    redis.call(cmd, key, unpack(vals, s, math.min(s + CHUNK - 1, #vals)))
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tks = {}
+for i = 4, #ARGV, 3 do tks[#tks + 1] = ARGV[i] end
+local rows = {}
+for s = 1, #tks, CHUNK do
+  local got = redis.call('HMGET', KEYS[3], unpack(tks, s, math.min(s + CHUNK - 1, #tks)))
+  for _, v in ipairs(got) do rows[#rows + 1] = v end
+end
+local rowsW, waitW, seenW, goneW, newW = {}, {}, {}, {}, {}
+local places, pks = {}, {} -- KEYS index -> {seq, ticket, …}; the indexes in first-seen order
 local placed = 0
-for i = 4, #ARGV, 3 do
-  local tk, seq, where = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local cur = redis.call('HGET', KEYS[3], tk)
+for j, tk in ipairs(tks) do
+  local seq, where = ARGV[3 + 3 * j - 1], ARGV[3 + 3 * j]
+  local cur = rows[j]
   local place = false
   if where == '' then
     place = cur and string.sub(cur, 1, 2) == 'q:'
@@ -28,22 +50,41 @@ for i = 4, #ARGV, 3 do
     place = not cur
     local pk = tonumber(string.sub(where, 2)) or 0
     if place and pk > 0 then
-      redis.call('ZADD', KEYS[pk], seq, tk)
-      redis.call('PEXPIRE', KEYS[pk], 86400000)
+      local l = places[pk]
+      if not l then
+        l = {}
+        places[pk] = l
+        pks[#pks + 1] = pk
+      end
+      l[#l + 1] = seq
+      l[#l + 1] = tk
     end
   end
   if place then
-    redis.call('HSET', KEYS[3], tk, 'w:' .. seq)
-    redis.call('ZADD', KEYS[4], seq, tk)
+    rowsW[#rowsW + 1] = tk
+    rowsW[#rowsW + 1] = 'w:' .. seq
+    waitW[#waitW + 1] = seq
+    waitW[#waitW + 1] = tk
     -- The presence grace starts now, at the start.
-    redis.call('ZADD', KEYS[5], now, tk)
+    seenW[#seenW + 1] = now
+    seenW[#seenW + 1] = tk
     placed = placed + 1
   elseif not (cur and cur == 'w:' .. seq) then
     -- Left after the freeze: its reserved sequence is a departure, so everyone behind it
     -- moves up. (ZADD is idempotent; a repeated departure in gonenew is harmless.)
-    redis.call('ZADD', KEYS[6], seq, seq)
-    redis.call('RPUSH', KEYS[7], seq)
+    goneW[#goneW + 1] = seq
+    goneW[#goneW + 1] = seq
+    newW[#newW + 1] = seq
   end
 end
+for _, pk in ipairs(pks) do
+  each('ZADD', KEYS[pk], places[pk])
+  redis.call('PEXPIRE', KEYS[pk], 86400000)
+end
+each('HSET', KEYS[3], rowsW)
+each('ZADD', KEYS[4], waitW)
+each('ZADD', KEYS[5], seenW)
+each('ZADD', KEYS[6], goneW)
+each('RPUSH', KEYS[7], newW)
 redis.call('HSET', KEYS[8], 'placed', ARGV[3])
 return placed

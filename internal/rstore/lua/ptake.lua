@@ -6,19 +6,32 @@
 -- ARGV pairs: ticket, sequence
 -- Returns, per ticket, '=' .. its client address key when it is still an entry (or marked
 -- already), 'x' when it left.
-local out = {}
-for i = 1, #ARGV, 2 do
-  local tk, seq = ARGV[i], ARGV[i + 1]
-  local cur = redis.call('HGET', KEYS[1], tk)
+-- The rows are read at once and the marks written with one HSET per chunk (as drawplace.lua;
+-- no ticket appears twice in a batch).
+local CHUNK = 4000
+local tks = {}
+for i = 1, #ARGV, 2 do tks[#tks + 1] = ARGV[i] end
+local rows = {}
+for s = 1, #tks, CHUNK do
+  local got = redis.call('HMGET', KEYS[1], unpack(tks, s, math.min(s + CHUNK - 1, #tks)))
+  for _, v in ipairs(got) do rows[#rows + 1] = v end
+end
+local out, marks = {}, {}
+for j, tk in ipairs(tks) do
+  local cur = rows[j]
   local q, addr = nil, nil
   if cur then q, addr = string.match(cur, '^([qm]):%d+:(.*)$') end
   if q == 'q' then
-    redis.call('HSET', KEYS[1], tk, 'm:' .. seq .. ':' .. addr)
+    marks[#marks + 1] = tk
+    marks[#marks + 1] = 'm:' .. ARGV[2 * j] .. ':' .. addr
     out[#out + 1] = '=' .. addr
   elseif q == 'm' then
     out[#out + 1] = '=' .. addr
   else
     out[#out + 1] = 'x'
   end
+end
+for s = 1, #marks, CHUNK do
+  redis.call('HSET', KEYS[1], unpack(marks, s, math.min(s + CHUNK - 1, #marks)))
 end
 return out
