@@ -38,7 +38,7 @@ func TestScriptContract(t *testing.T) {
 			q := New(rdb, Config{OpTimeout: 10 * time.Second}, nil)
 			t.Run("refusals are named", func(t *testing.T) { testRefusals(t, q, rdb) })
 			t.Run("a join and a tick answer by name", func(t *testing.T) { testAnswers(t, q) })
-			t.Run("the freeze runs in a join", func(t *testing.T) { testFreezeByJoin(t, q, rdb) })
+			t.Run("the freeze runs in a join, the draw places in batches", func(t *testing.T) { testFreezeByJoin(t, q, rdb) })
 		})
 	}
 }
@@ -166,26 +166,58 @@ func testFreezeByJoin(t *testing.T, q *Queue, rdb redis.UniversalClient) {
 	const name = "freeze"
 	start := time.Now().Add(1500 * time.Millisecond)
 	put(t, q, name, SettingsPatch{RatePerSecond: ptrTo(10.0), StartsAt: &start})
-	early, _ := signer.New(name)
-	if p, created, err := q.Join(ctx, early); err != nil || !created || p.State != StatePrequeue || p.PrequeueSize != 1 ||
-		p.StartsAt.UnixMilli() != start.UnixMilli() {
-		t.Fatalf("a join before the start: %+v created %v, %v", p, created, err)
+	var early []Ticket
+	for i := range 5 {
+		tk, _ := signer.New(name)
+		if p, created, err := q.Join(ctx, tk); err != nil || !created || p.State != StatePrequeue || p.PrequeueSize != int64(i+1) ||
+			p.StartsAt.UnixMilli() != start.UnixMilli() {
+			t.Fatalf("a join before the start: %+v created %v, %v", p, created, err)
+		}
+		early = append(early, tk)
 	}
 	testwait.For(t, 10*time.Second, "Redis time to pass the start", func() bool {
 		now, err := rdb.Time(ctx).Result()
 		return err == nil && !now.Before(start)
 	})
-	// The first join after the start freezes the pre-queue (freeze.lua): its one member's
-	// sequence is reserved, so this place is the second.
+	// The first join after the start freezes the pre-queue (freeze.lua): its five members'
+	// sequences are reserved, so this place is the sixth.
 	late, _ := signer.New(name)
-	if p, created, err := q.Join(ctx, late); err != nil || !created || p.State != StateWaiting || p.Seq != 2 {
+	if p, created, err := q.Join(ctx, late); err != nil || !created || p.State != StateWaiting || p.Seq != 6 {
 		t.Fatalf("a join after the start: %+v created %v, %v", p, created, err)
 	}
 	d, err := rdb.HMGet(ctx, rstore.KeysFor(name).Draw(), "base", "n").Result()
-	if err != nil || d[0] != "0" || d[1] != "1" {
+	if err != nil || d[0] != "0" || d[1] != "5" {
 		t.Fatalf("the draw's record: %v %v", d, err)
 	}
 	if ph, err := rdb.HGet(ctx, rstore.KeysFor(name).Cfg(), "draw").Result(); err != nil || DrawPhase(ph) != DrawFrozen {
 		t.Fatalf("the phase after the freeze: %q %v", ph, err)
+	}
+	// One member leaves after the freeze; the draw (drawplace.lua's batched reads and
+	// variadic writes, here batches of 2) places the others at 1…4 and counts the departure.
+	if err := q.Leave(ctx, early[2]); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmitter(q, AdmitConfig{Owner: "contract", DrawBatch: 2, MaxElapsed: 10 * time.Millisecond})
+	testwait.For(t, 10*time.Second, "the draw", func() bool {
+		_, _ = a.TickOnce(ctx, name)
+		ph, _ := rdb.HGet(ctx, rstore.KeysFor(name).Cfg(), "draw").Result()
+		return DrawPhase(ph) == DrawDone
+	})
+	seen := map[int64]bool{}
+	for i, tk := range early {
+		p, err := q.Status(ctx, tk)
+		if i == 2 {
+			if !errors.Is(err, ErrNoPlace) {
+				t.Fatalf("the member who left after the freeze: %+v %v", p, err)
+			}
+			continue
+		}
+		if err != nil || p.State != StateWaiting || p.Position < 1 || p.Position > 4 || seen[p.Position] {
+			t.Fatalf("drawn member %d: %+v %v", i, p, err)
+		}
+		seen[p.Position] = true
+	}
+	if p, err := q.Status(ctx, late); err != nil || p.Position != 5 {
+		t.Fatalf("the join after the start: %+v %v (want position 5)", p, err)
 	}
 }

@@ -21,10 +21,12 @@ var luaFiles embed.FS
 // loaded as Redis functions: the in-process Redis does not run functions, and a function
 // library is one per Redis, which two releases would overwrite in turn). freeze.lua is the
 // draw's start, the step join.lua, admit.lua and freezeall.lua take; places.lua is the
-// per-address cap of join.lua and pjoin.lua.
+// per-address cap of join.lua and pjoin.lua; bulk.lua the chunked variadic calls of a draw
+// batch (drawplace.lua, ptake.lua).
 var (
 	freeze = source("freeze.lua")
 	places = source("places.lua")
+	bulk   = source("bulk.lua")
 )
 
 func source(name string) string {
@@ -60,7 +62,7 @@ var (
 	Touch         = script("touch.lua")
 	Revoke        = script("revoke.lua")
 	Schedule      = script("schedule.lua")
-	DrawPlace     = script("drawplace.lua")
+	DrawPlace     = script("drawplace.lua", bulk)
 	DrawDone      = script("drawdone.lua")
 	End           = script("end.lua")
 	SoldOut       = script("soldout.lua")
@@ -78,7 +80,7 @@ var (
 	PJoin     = script("pjoin.lua", places)
 	PFreeze   = script("pfreeze.lua")
 	PLeave    = script("pleave.lua")
-	PTake     = script("ptake.lua")
+	PTake     = script("ptake.lua", bulk)
 	FreezeAll = script("freezeall.lua", freeze)
 )
 

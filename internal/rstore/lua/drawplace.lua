@@ -12,29 +12,17 @@
 -- Returns the number placed by this call, or -1 when fenced off.
 --
 -- The batch's rows are read at once and its writes made with one variadic command per key
--- (in chunks: Lua's unpack takes at most ~8,000 values): a batch of 5,000 is a handful of
--- commands, not 20,000 — each command called from Lua costs more than the work it does,
--- and every one is replicated on its own. No ticket appears twice in a batch (the draw's
--- order is a permutation), so reading first and writing after is what one member at a time
--- did.
+-- (bulk.lua): a batch of 5,000 is a handful of commands, not 20,000. No ticket appears twice
+-- in a batch (the draw's order is a permutation), so reading first and writing after is what
+-- one member at a time did.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return -1
-end
-local CHUNK = 4000 -- values per call (an even number: pairs stay whole)
-local function each(cmd, key, vals)
-  for s = 1, #vals, CHUNK do
-    redis.call(cmd, key, unpack(vals, s, math.min(s + CHUNK - 1, #vals)))
-  end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local tks = {}
 for i = 4, #ARGV, 3 do tks[#tks + 1] = ARGV[i] end
-local rows = {}
-for s = 1, #tks, CHUNK do
-  local got = redis.call('HMGET', KEYS[3], unpack(tks, s, math.min(s + CHUNK - 1, #tks)))
-  for _, v in ipairs(got) do rows[#rows + 1] = v end
-end
+local rows = bulk_hmget(KEYS[3], tks)
 local rowsW, waitW, seenW, goneW, newW = {}, {}, {}, {}, {}
 local places, pks = {}, {} -- KEYS index -> {seq, ticket, …}; the indexes in first-seen order
 local placed = 0
@@ -78,13 +66,13 @@ for j, tk in ipairs(tks) do
   end
 end
 for _, pk in ipairs(pks) do
-  each('ZADD', KEYS[pk], places[pk])
+  bulk_call('ZADD', KEYS[pk], places[pk])
   redis.call('PEXPIRE', KEYS[pk], 86400000)
 end
-each('HSET', KEYS[3], rowsW)
-each('ZADD', KEYS[4], waitW)
-each('ZADD', KEYS[5], seenW)
-each('ZADD', KEYS[6], goneW)
-each('RPUSH', KEYS[7], newW)
+bulk_call('HSET', KEYS[3], rowsW)
+bulk_call('ZADD', KEYS[4], waitW)
+bulk_call('ZADD', KEYS[5], seenW)
+bulk_call('ZADD', KEYS[6], goneW)
+bulk_call('RPUSH', KEYS[7], newW)
 redis.call('HSET', KEYS[8], 'placed', ARGV[3])
 return placed

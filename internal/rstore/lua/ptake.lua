@@ -6,16 +6,11 @@
 -- ARGV pairs: ticket, sequence
 -- Returns, per ticket, '=' .. its client address key when it is still an entry (or marked
 -- already), 'x' when it left.
--- The rows are read at once and the marks written with one HSET per chunk (as drawplace.lua;
--- no ticket appears twice in a batch).
-local CHUNK = 4000
+-- The rows are read at once and the marks written with one HSET per chunk (bulk.lua, as
+-- drawplace.lua; no ticket appears twice in a batch).
 local tks = {}
 for i = 1, #ARGV, 2 do tks[#tks + 1] = ARGV[i] end
-local rows = {}
-for s = 1, #tks, CHUNK do
-  local got = redis.call('HMGET', KEYS[1], unpack(tks, s, math.min(s + CHUNK - 1, #tks)))
-  for _, v in ipairs(got) do rows[#rows + 1] = v end
-end
+local rows = bulk_hmget(KEYS[1], tks)
 local out, marks = {}, {}
 for j, tk in ipairs(tks) do
   local cur = rows[j]
@@ -31,7 +26,5 @@ for j, tk in ipairs(tks) do
     out[#out + 1] = 'x'
   end
 end
-for s = 1, #marks, CHUNK do
-  redis.call('HSET', KEYS[1], unpack(marks, s, math.min(s + CHUNK - 1, #marks)))
-end
+bulk_call('HSET', KEYS[1], marks)
 return out
