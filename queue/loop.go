@@ -63,7 +63,9 @@ type loopBackend interface {
 	publishWake(ctx context.Context) error
 	settingsRate(ctx context.Context) (float64, error)
 	tick(ctx context.Context, fence int64, rate float64, waiting int64, lag time.Duration, rest bool) (TickResult, error)
-	afterTick(ctx context.Context, fence int64, res TickResult)
+	// afterTick runs what the tick said is due; drew: it ran a draw to its end, so the next
+	// tick (which tells every instance the draw is done) should come at once.
+	afterTick(ctx context.Context, fence int64, res TickResult) (drew bool)
 	// holding reports whether a tick still waits for a replica's acknowledgement (one more
 	// try to have it acknowledged first); dropHeld forgets such a tick.
 	holding(ctx context.Context) bool
@@ -94,6 +96,7 @@ type queueLoop struct {
 	waiting   int64     // the lines' length after the last tick: sizes the next tick's token list
 	nextLease time.Time // the lease is tried or renewed at the first step from then on
 	scheduled time.Time // when the timer was meant to fire: a tick's lag counts from here
+	soon      bool      // the next tick comes at once (a draw just ended)
 	due       time.Time // while resting: the schedule's next instant (start or end), if any
 	handedOff time.Time // the last hand-over to the preferred instance
 
@@ -207,6 +210,11 @@ func (l *queueLoop) step(ctx context.Context, force bool) {
 		return
 	}
 	delay := l.a.cfg.Tick + jitter(l.a.cfg.Jitter)
+	if l.soon {
+		// A draw just ended (it ran for seconds): the tick that publishes it comes now, not
+		// a whole interval later — every stream waits for it to learn its drawn place.
+		l.soon, delay = false, time.Millisecond
+	}
 	l.scheduled = time.Now().Add(delay)
 	l.timer.Reset(delay)
 }
@@ -275,7 +283,7 @@ func (l *queueLoop) lead(ctx context.Context, now time.Time) bool {
 		for _, o := range l.a.cfg.Observers {
 			o.ObserveTick(name, now, res)
 		}
-		l.be.afterTick(ctx, l.fence, res)
+		l.soon = l.be.afterTick(ctx, l.fence, res)
 		if res.Rested {
 			// The script released the lease with the rest.
 			l.setLeader(0)
@@ -434,8 +442,8 @@ func (b *redisBackend) tick(ctx context.Context, fence int64, rate float64, wait
 	return b.a.tick(ctx, b.name, b.owner, fence, rate, waiting, lag, rest)
 }
 
-func (b *redisBackend) afterTick(ctx context.Context, fence int64, res TickResult) {
-	b.a.afterTick(ctx, b.name, b.owner, fence, res, b.log)
+func (b *redisBackend) afterTick(ctx context.Context, fence int64, res TickResult) bool {
+	return b.a.afterTick(ctx, b.name, b.owner, fence, res, b.log)
 }
 
 func (b *redisBackend) holding(ctx context.Context) bool { return b.a.holding(ctx, b.name, b.log) }

@@ -102,7 +102,7 @@ func (r *recorder) tick(_ context.Context, fence int64, rate float64, waiting in
 	return r.res, r.tickErr
 }
 
-func (r *recorder) afterTick(context.Context, int64, TickResult) {}
+func (r *recorder) afterTick(context.Context, int64, TickResult) bool { return false }
 
 func (r *recorder) holding(context.Context) bool {
 	r.mu.Lock()

@@ -101,8 +101,8 @@ func (q *Queue) shardTagsFor(ctx context.Context, name string) (string, error) {
 
 // afterTick runs what a tick said is due: the draw at the start, the end at ends_at. The
 // end waits for the draw: ending a sale drops the frozen list, which the draw needs to
-// finish and reveal its seed.
-func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int64, res TickResult, log zerolog.Logger) {
+// finish and reveal its seed. drew: a draw ran to its end.
+func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int64, res TickResult, log zerolog.Logger) (drew bool) {
 	if res.Phase == DrawScheduled && !res.StartsAt.IsZero() {
 		// A sharded pre-queue (prequeue.go): its shards get the settings' changes and their
 		// counts are summed; at the start the leader freezes them (unless a join did) and
@@ -128,8 +128,9 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Msg("draw: will try again at the next tick")
 			}
-			return
+			return false
 		}
+		drew = true
 		a.q.m.draws.WithLabelValues(name).Inc()
 		log.Info().Int("participants", n).Dur("took", time.Since(start)).Dur("read", dt.read).Dur("order", dt.order).
 			Dur("shards", dt.shards).Dur("place", dt.place).Int("shard_count", dt.shardN).Msg("draw: done")
@@ -139,12 +140,9 @@ func (a *Admitter) afterTick(ctx context.Context, name, owner string, fence int6
 			log.Warn().Err(err).Msg("end: will try again at the next tick")
 		}
 	}
+	return drew
 }
 
-// runDraw orders and places every member of the frozen participant list; it returns their
-// number. It keeps the lease alive between batches (a big draw outlasts the lease time), and a
-// leader that takes over resumes where the last one's progress mark says (the order is a
-// function of the frozen list and the seed, so it recomputes the same one).
 // drawTimes is where a draw's time went (the "draw: done" log line): reading the frozen
 // lists, ordering them, waiting for the shards' marks (ptake.lua, beyond what overlapped the
 // placing), and placing (drawplace.lua).
@@ -153,6 +151,11 @@ type drawTimes struct {
 	shardN                     int
 }
 
+// runDraw orders and places every member of the frozen participant list; it returns their
+// number and says in dt where the time went. It keeps the lease alive between batches (a big
+// draw outlasts the lease time), and a leader that takes over resumes where the last one's
+// progress mark says (the order is a function of the frozen list and the seed, so it
+// recomputes the same one).
 func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64, dt *drawTimes) (int, error) {
 	t0 := time.Now()
 	k := rstore.KeysFor(name)
