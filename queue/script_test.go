@@ -203,6 +203,11 @@ func testFreezeByJoin(t *testing.T, q *Queue, rdb redis.UniversalClient) {
 		ph, _ := rdb.HGet(ctx, rstore.KeysFor(name).Cfg(), "draw").Result()
 		return DrawPhase(ph) == DrawDone
 	})
+	// The leaver's reserved sequence is a departure of the line (what every instance's
+	// positions subtract: seq − head − departures ahead).
+	if g, err := rdb.ZRange(ctx, rstore.KeysFor(name).Gone(), 0, -1).Result(); err != nil || len(g) != 1 {
+		t.Fatalf("departures after the draw: %v %v (want the leaver's one)", g, err)
+	}
 	seen := map[int64]bool{}
 	for i, tk := range early {
 		p, err := q.Status(ctx, tk)
