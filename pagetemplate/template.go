@@ -32,11 +32,16 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds on one template and one render.
+// Bounds on one template and one render. RenderTimeout is wall time, so it is generous
+// beside what a render costs (well under a millisecond: a template cannot loop): a page view
+// on a busy machine must not fall back to the default page for want of a CPU. The trial
+// renders of Parse (the first execution also runs html/template's escaping analysis of the
+// whole template, once) have trialTimeout.
 const (
 	MaxSize       = 64 << 10  // bytes of template source
 	MaxOutput     = 512 << 10 // bytes of rendered page
-	RenderTimeout = 50 * time.Millisecond
+	RenderTimeout = 250 * time.Millisecond
+	trialTimeout  = 2 * time.Second
 )
 
 // Fields is what a template can read. Lang and Dir are the page's language and writing
@@ -116,7 +121,7 @@ func Parse(src string, origins []string) (*Template, error) {
 	// Render it once with sample fields, so what fails only when executed (a field of T
 	// used as a map, an escaping context html/template refuses) is refused on save.
 	for _, dir := range []string{"ltr", "rtl"} {
-		if _, err := t.Render(context.Background(), Sample(dir)); err != nil {
+		if _, err := t.render(context.Background(), Sample(dir), trialTimeout); err != nil {
 			return nil, &Error{Line: execLine(err), Reason: "does not render: " + strings.TrimPrefix(err.Error(), ErrRender.Error()+": ")}
 		}
 	}
@@ -133,9 +138,13 @@ func Sample(dir string) Fields {
 
 // Render executes the template with f, within MaxOutput bytes and RenderTimeout.
 func (t *Template) Render(ctx context.Context, f Fields) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, RenderTimeout)
+	return t.render(ctx, f, RenderTimeout)
+}
+
+func (t *Template) render(ctx context.Context, f Fields, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	w := &boundedWriter{ctx: ctx}
+	w := &boundedWriter{ctx: ctx, timeout: timeout}
 	err := t.tpl.Funcs(funcs(f.T)).Execute(w, f)
 	if err == nil {
 		err = w.err
@@ -168,9 +177,10 @@ func slot(name string) (template.HTML, error) {
 // boundedWriter stops a render past MaxOutput bytes or its deadline (checked on every write:
 // without loops, the writes come at least once per text or action of the template).
 type boundedWriter struct {
-	ctx context.Context
-	buf bytes.Buffer
-	err error
+	ctx     context.Context
+	timeout time.Duration
+	buf     bytes.Buffer
+	err     error
 }
 
 func (w *boundedWriter) Write(p []byte) (int, error) {
@@ -178,7 +188,7 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if err := w.ctx.Err(); err != nil {
-		w.err = fmt.Errorf("over %v", RenderTimeout)
+		w.err = fmt.Errorf("over %v", w.timeout)
 		return 0, w.err
 	}
 	if w.buf.Len()+len(p) > MaxOutput {

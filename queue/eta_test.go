@@ -113,9 +113,11 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 		fmt.Fprintf(&table, "  %5.1f  %8d  %9.0f  %14.1f  %+5.0f %%\n", r.at.Sub(start).Seconds(), r.pos, r.eta, real, errPct)
 		if r.at.Before(resumed) {
 			// Read before the pause, which no estimate can foresee: it was the wait at the
-			// rate then (position / 5 per second).
-			if want := float64(r.pos) / 5; math.Abs(r.eta-want) > 1.05 {
-				t.Errorf("before the pause at position %d the ETA %v s, want %.1f s at 5/s", r.pos, r.eta, want)
+			// rate then (position / 5 per second) — or longer by what the line really
+			// admitted below 5/s (the ETA follows the measured rate when it lags the setting:
+			// on a machine busy beside the test ticks come late), never shorter.
+			if want := float64(r.pos) / 5; r.eta < want-1.05 || r.eta > want*1.3+1.05 {
+				t.Errorf("before the pause at position %d the ETA %v s, want %.1f s at 5/s (up to 30 %% more at a lagging real rate)", r.pos, r.eta, want)
 			}
 			continue
 		}
