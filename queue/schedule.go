@@ -253,19 +253,20 @@ func (a *Admitter) runDraw(ctx context.Context, name, owner string, fence int64,
 		}()
 		return ch
 	}
-	first := min(max(resume, 0), len(perm))
-	var next <-chan took
-	for from := first; from < len(perm); from += batch {
+	var next <-chan took // the marks of the batch from `from`, taken while the last was placed
+	for from := min(max(resume, 0), len(perm)); from < len(perm); from += batch {
 		if err := renew(); err != nil {
 			return 0, err
 		}
 		to := min(from+batch, len(perm))
-		if next == nil {
-			next = take(from)
-		}
 		tw := time.Now()
-		t := <-next
-		next = nil
+		var t took
+		if next != nil {
+			t = <-next
+			next = nil
+		} else { // the first batch (nothing to wait for when the queue is not sharded)
+			t.where, t.placesKeys, t.err = a.takeFromShards(ctx, name, tags, tickets, shard, perm[from:to], base+int64(from))
+		}
 		dt.shards += time.Since(tw)
 		if t.err != nil {
 			return 0, t.err
