@@ -557,12 +557,22 @@ func (p *browserPage) position() waitingView {
 	return v
 }
 
-// screenshot writes a full-page PNG to dir/name.png.
+// screenshot writes a full-page PNG to dir/name.png. A capture that a navigation cuts short
+// (the no-script page reloads itself on its Refresh header) never answers: each try has 20 s,
+// and another follows until the page's wait is over.
 func (p *browserPage) screenshot(dir, name string) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, pageWait(0))
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	deadline := time.Now().Add(pageWait(0))
+	var png []byte
+	var err error
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, min(20*time.Second, time.Until(deadline)))
+		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err == nil || p.ctx.Err() != nil || time.Until(deadline) <= 0 {
+			break
+		}
+	}
 	if err != nil {
 		p.t.Fatalf("%s: screenshot %s: %v", p.name, name, err)
 	}
