@@ -119,7 +119,7 @@ echo "test.sh: Kubernetes manifests"
 #     priority. Their budgets are execution counts, so how slowly they go changes nothing in
 #     what they check. Switching back needs root; without it the fuzz runs go last, as their
 #     own pass.
-#   - single, then journeys (both keep the 2 cores busy);
+#   - single, then the browser pass (both keep the 2 cores busy);
 #   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
 #     and failing over: a core and a half idle when it ran alone).
 # WR_TEST_AT_ONCE=1 starts every pass at once (faster with cores to spare; on 2 cores it
@@ -231,16 +231,28 @@ if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ] && command 
   fuzz_bg=1
   fuzz_pid=${pids[-1]}
 fi
+# The tests that run in the cluster pass only: on their own Redis Cluster in both modes
+# (redistest.StartCluster), against server processes built without the race detector, so a
+# single-pass run would repeat the cluster pass's run exactly (TestClusterMasterFailover: 30 s
+# alone, serial).
+cluster_only='TestClusterMasterFailover'
+if [[ " $passes " != *" cluster "* ]]; then cluster_only='^$'; fi
 if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: go test -race against a private Redis per test (the single pass)"
-  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip '^TestJourney' ./...
-  # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
-  # through the pages as a person would, axe-core at every state it passes, screenshots in
-  # screenshots/journeys/<test>/. Its own run so its lines are printed together. Alone it
-  # counts ~85 CPU-seconds in ~135 s (Chromium's processes are not all counted), but beside
-  # the cluster passes every pass took twice as long and failed (2026-12-02, 734 s).
-  echo "test.sh: the journey suite"
-  start_pass journeys env WR_OPENAPI_REPORT= WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
+  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip "^TestJourney|^TestBrowser|^TestReportChartLabelsNeverOverlap\$|^($cluster_only)\$" ./...
+  # The browser pass: every test that drives Chromium — the journey suite
+  # (server/journey_*_test.go: each journey one test through the pages as a person would,
+  # axe-core at every state it passes, screenshots in screenshots/journeys/<test>/) and the
+  # page tests (TestBrowser*, TestReportChartLabelsNeverOverlap) — in one run of its own, so
+  # Chromium's load is not beside the race-instrumented packages. Without the race detector
+  # (WR_TEST_BROWSER_RACE=1 turns it on): the handlers a page calls are the HTTP routes the
+  # single pass drives under it, and with Chromium ~60 % of this pass's CPU the detector
+  # added 56 of 407 CPU-seconds (measured 2026-12-03). Beside the cluster passes every pass
+  # took twice as long and failed (2026-12-02, 734 s).
+  echo "test.sh: the browser pass (journeys and page tests)"
+  race=()
+  [ "${WR_TEST_BROWSER_RACE:-0}" = 1 ] && race=(-race)
+  start_pass browser env WR_TEST_REDIS=single go test "${race[@]}" -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney|^TestBrowser|^TestReportChartLabelsNeverOverlap$' -v ./server
 fi
 # The packages that talk to Redis (queue, stream, branding, autorate, the end-to-end server tests) once more
 # against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
@@ -249,15 +261,28 @@ fi
 # against the one-slot rule (queue/redistest). Tests that kill, pause or restart their Redis
 # keep a private server (redistest.Single()). Left out of this pass: the browser tests
 # (TestBrowser*, TestJourney*: the same server code through Chromium, no other Redis
-# commands) and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
-# Redis side runs in autorate's TestAutoRate* here). The server's tests
+# commands) and the server tests named in single_only below. The server's tests
 # run here without the race detector: the single pass runs the same server code under it, and
 # the code that differs on a cluster (queue's cluster clients, sharded pub/sub, topology
 # reloads, WAIT) runs under it in this pass's queue and stream tests.
+# The server tests that the cluster pass leaves out because against a cluster they would only
+# repeat the single pass (each ran there, under the race detector): those whose Redis is a
+# private server in both modes (redistest.Single / WithAOF: they stop, pause or restart it),
+# or none (the zero-config in-process Redis); those whose subject is HTTP, the process, the
+# logs, traces or PostgreSQL, never a Redis command's route (framing, hostile clients, limits
+# of descriptors, listening addresses, pprof, CORS, the access log, secrets in logs, the CLI,
+# the OpenAPI document, strict bodies, token formats, charts drawn in Chromium, PostgreSQL
+# going away); and TestAutoRateFindsTheKnee (the controller against a PostgreSQL backend; its
+# Redis side runs in autorate's TestAutoRate* here). Every other server test — and any new
+# one — runs in both passes (docs/TESTING.md, "The passes").
+single_only='TestAutoRateFindsTheKnee|TestFailOpen|TestRedisRestart|TestStalledRedisFailsFast|TestHealthcheckAgainstARealInstance|TestAdminTokenKeptBetweenStarts'
+single_only+='|TestAccessLog|TestAmbiguousFramingRefused|TestIncompleteRequestsAreClosed|TestHostileClients|TestCrossOriginRules|TestSmallerHardeningPoints|TestBehindNginx|TestListensOnlyWhereWRAddrSays|TestPprofOnItsOwnAddress|TestMetricsAtStart|TestNoSecretsInLogs|TestTracesOfAJourney|TestDescriptorFloodIsShed'
+single_only+='|TestCLI[A-Za-z]*|TestOpenAPIDocument|TestAdminStrictBodies|TestAdminValuesNeverAnswer500|TestMixedTokenFormats|TestReportChartLabelsNeverOverlap'
+single_only+='|TestPostgresDown|TestAuditWithPostgresDown|TestHistoryWhilePostgresIsDown|TestStartWaitsForPostgres|TestWaitPostgres[A-Za-z]*'
 if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue, stream and the nouns beside the queue with -race), two passes side by side"
   start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/... ./trust/... ./topology/... ./branding/... ./autorate/...
-  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip '^TestBrowser|^TestJourney|^TestAutoRateFindsTheKnee$' ./server/...
+  start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip "^TestBrowser|^TestJourney|^($single_only)\$" ./server/...
   [ "$at_once" = 1 ] || wait_pass cluster-queue-stream
 fi
 if [ "$fuzz" != "0" ]; then
@@ -284,7 +309,7 @@ for name in "${names[@]}"; do
   if [ "$rc" -ne 0 ]; then
     failed=1
     cat "$work/$name.log"
-  elif [ "$name" = journeys ]; then
+  elif [ "$name" = browser ]; then
     grep -E '^\s*(--- |PASS|ok )|axe-core:' "$work/$name.log" || true
   elif [ "$name" = fuzz ] || [ "$name" = fuzz-again ]; then
     grep -E '^fuzz .*(idle policy|again, at normal priority)' "$work/$name.log" || true

@@ -11,6 +11,7 @@ import (
 // buyer's current token, and orders with it — one click, one order (201), the receipt shown,
 // the stock down by one.
 func TestBrowserOrderRetriesWithTheReplacementToken(t *testing.T) {
+	t.Parallel()
 	ctx, in := browserInstance(t, "ack28-order", 60*time.Second, nil)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 20})
 	mustAdmin(t, in, "PUT", "/admin/api/products/tee", map[string]any{"name": "Tee", "price": 2500, "stock": 5, "queue": "drop"})
