@@ -11,12 +11,12 @@ import (
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
-// TestStreamCapBackToStream: the embeddable client under the per-address stream cap
+// TestBrowserStreamCapBackToStream: the embeddable client under the per-address stream cap
 // (WR_STREAMS_PER_IP=1, the one stream held by another client of 127.0.0.1): the refused
 // stream is told apart by HEAD (429 too_many_streams), the room polls /status at the 429's
 // Retry-After and its position follows the line, and once the other stream closes the room
 // goes back to the stream by itself (onPolling false, live), leaving one stream open.
-func TestStreamCapBackToStream(t *testing.T) {
+func TestBrowserStreamCapBackToStream(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
