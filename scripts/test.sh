@@ -119,7 +119,7 @@ echo "test.sh: Kubernetes manifests"
 #     priority. Their budgets are execution counts, so how slowly they go changes nothing in
 #     what they check. Switching back needs root; without it the fuzz runs go last, as their
 #     own pass.
-#   - single, then the browser pass (both keep the 2 cores busy);
+#   - single, then journeys (both keep the 2 cores busy);
 #   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
 #     and failing over: a core and a half idle when it ran alone).
 # WR_TEST_AT_ONCE=1 starts every pass at once (faster with cores to spare; on 2 cores it
@@ -234,25 +234,23 @@ fi
 # The tests that run in the cluster pass only: on their own Redis Cluster in both modes
 # (redistest.StartCluster), against server processes built without the race detector, so a
 # single-pass run would repeat the cluster pass's run exactly (TestClusterMasterFailover: 30 s
-# alone, serial).
+# alone, and serial: every parallel test of its package waited for it).
 cluster_only='TestClusterMasterFailover'
 if [[ " $passes " != *" cluster "* ]]; then cluster_only='^$'; fi
 if [[ " $passes " == *" single "* ]]; then
   echo "test.sh: go test -race against a private Redis per test (the single pass)"
-  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip "^TestJourney|^TestBrowser|^TestReportChartLabelsNeverOverlap\$|^($cluster_only)\$" ./...
-  # The browser pass: every test that drives Chromium — the journey suite
-  # (server/journey_*_test.go: each journey one test through the pages as a person would,
-  # axe-core at every state it passes, screenshots in screenshots/journeys/<test>/) and the
-  # page tests (TestBrowser*, TestReportChartLabelsNeverOverlap) — in one run of its own, so
-  # Chromium's load is not beside the race-instrumented packages. Without the race detector
-  # (WR_TEST_BROWSER_RACE=1 turns it on): the handlers a page calls are the HTTP routes the
-  # single pass drives under it, and with Chromium ~60 % of this pass's CPU the detector
-  # added 56 of 407 CPU-seconds (measured 2026-12-03). Beside the cluster passes every pass
-  # took twice as long and failed (2026-12-02, 734 s).
-  echo "test.sh: the browser pass (journeys and page tests)"
-  race=()
-  [ "${WR_TEST_BROWSER_RACE:-0}" = 1 ] && race=(-race)
-  start_pass browser env WR_OPENAPI_REPORT="$WR_OPENAPI_REPORT-browser" WR_TEST_REDIS=single go test "${race[@]}" -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney|^TestBrowser|^TestReportChartLabelsNeverOverlap$' -v ./server
+  start_pass single env WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -p 4 -parallel "$parallel" -skip "^TestJourney|^($cluster_only)\$" ./...
+  # The journey suite (server/journey_*_test.go): each journey one test driving real Chromium
+  # through the pages as a person would, axe-core at every state it passes, screenshots in
+  # screenshots/journeys/<test>/. Its own run so its lines are printed together. Alone it
+  # takes ~120 s and both cores (~230 busy CPU-seconds, Chromium ~170 of them); beside the
+  # cluster passes every pass took twice as long and failed (2026-12-02, 734 s). The page
+  # tests (TestBrowser*) stay in the single pass: in a pass of their own with the journeys
+  # (and without the race detector) the two passes took as long as before, 410–440 s against
+  # 425 s (2026-12-03) — beside the race-instrumented packages they fill the cores those
+  # leave idle.
+  echo "test.sh: the journey suite"
+  start_pass journeys env WR_OPENAPI_REPORT="$WR_OPENAPI_REPORT-journeys" WR_TEST_REDIS=single go test -race -count=1 -timeout 30m -parallel "$parallel" -run '^TestJourney' -v ./server
 fi
 # The packages that talk to Redis (queue, stream, branding, autorate, the end-to-end server tests) once more
 # against a real Redis Cluster: WR_TEST_REDIS=cluster makes redistest.Start(t) lend each test
@@ -309,7 +307,7 @@ for name in "${names[@]}"; do
   if [ "$rc" -ne 0 ]; then
     failed=1
     cat "$work/$name.log"
-  elif [ "$name" = browser ]; then
+  elif [ "$name" = journeys ]; then
     grep -E '^\s*(--- |PASS|ok )|axe-core:' "$work/$name.log" || true
   elif [ "$name" = fuzz ] || [ "$name" = fuzz-again ]; then
     grep -E '^fuzz .*(idle policy|again, at normal priority)' "$work/$name.log" || true
@@ -317,8 +315,8 @@ for name in "${names[@]}"; do
     grep -E '^(ok|FAIL|---) ' "$work/$name.log" || true
   fi
 done
-# Each pass's server test binary writes its own count (the single pass's, the browser pass's).
+# Each pass's server test binary writes its own count (the single pass's, the journeys').
 if [ -s "$WR_OPENAPI_REPORT" ]; then echo "the single pass's $(cat "$WR_OPENAPI_REPORT")"; fi
-if [ -s "$WR_OPENAPI_REPORT-browser" ]; then echo "the browser pass's $(cat "$WR_OPENAPI_REPORT-browser")"; fi
+if [ -s "$WR_OPENAPI_REPORT-journeys" ]; then echo "the journeys' $(cat "$WR_OPENAPI_REPORT-journeys")"; fi
 [ "$failed" -eq 0 ] || { echo "test.sh: FAILED after $SECONDS s (the machine busy $((($(busy) - busy0) / $(getconf CLK_TCK))) CPU-seconds meanwhile)"; exit 1; }
 echo "test.sh: all green in $SECONDS s (the passes together: $((SECONDS - t_all)) s; the machine busy $((($(busy) - busy0) / $(getconf CLK_TCK))) CPU-seconds meanwhile, on $(nproc) cores)"
