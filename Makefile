@@ -1,7 +1,8 @@
 # make run   — one instance, zero configuration (in-process Redis, local PostgreSQL)
 # make test  — installs what is missing, then gofmt, go vet, go test -race on a private Redis
-#              per test, the browser tests (journeys and page tests), queue/stream/server on
-#              Redis Clusters (WR_TEST_REDIS=cluster, see queue/redistest), short fuzz runs
+#              per test (the page tests in Chromium included), the journey suite,
+#              queue/stream/server on Redis Clusters (WR_TEST_REDIS=cluster, see
+#              queue/redistest), short fuzz runs
 # make test-cluster — the cluster pass alone (with gofmt and go vet, without fuzzing)
 # make bench — the benchmark suite at a size that fits in a few minutes (see BENCHMARKS.md)
 .PHONY: run test test-cluster bench

@@ -557,22 +557,29 @@ func (p *browserPage) position() waitingView {
 	return v
 }
 
+// capture runs one screenshot capture with 20 s a try, and tries again until the page's wait
+// (pageWait) is over: a capture that a navigation cuts short — the no-script page reloads
+// itself on its Refresh header — never answers, and the next try catches the new document.
+func (p *browserPage) capture(shot func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	deadline := time.Now().Add(pageWait(0))
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, min(20*time.Second, time.Until(deadline)))
+		img, err := shot(ctx)
+		cancel()
+		if err == nil || p.ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return img, err
+		}
+	}
+}
+
 // screenshot writes a full-page PNG to dir/name.png. A capture that a navigation cuts short
 // (the no-script page reloads itself on its Refresh header) never answers: each try has 20 s,
 // and another follows until the page's wait is over.
 func (p *browserPage) screenshot(dir, name string) {
 	p.t.Helper()
-	deadline := time.Now().Add(pageWait(0))
-	var png []byte
-	var err error
-	for {
-		ctx, cancel := context.WithTimeout(p.ctx, min(20*time.Second, time.Until(deadline)))
-		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		cancel()
-		if err == nil || p.ctx.Err() != nil || time.Until(deadline) <= 0 {
-			break
-		}
-	}
+	png, err := p.capture(func(ctx context.Context) ([]byte, error) {
+		return chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	})
 	if err != nil {
 		p.t.Fatalf("%s: screenshot %s: %v", p.name, name, err)
 	}

@@ -147,15 +147,16 @@ func (j *journey) check(p *journeyPerson, name, how string) {
 // a full-page PNG of a long dashboard took seconds.
 func (j *journey) snap(p *journeyPerson, file string) {
 	j.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-	defer cancel()
-	var img []byte
 	quality := int64(70)
-	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		res, err := cdp.Call(ctx, t, page.CaptureScreenshot, page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatJpeg, Quality: &quality})
-		img = res.Data
-		return err
-	}))
+	img, err := p.capture(func(ctx context.Context) ([]byte, error) {
+		var img []byte
+		err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			res, err := cdp.Call(ctx, t, page.CaptureScreenshot, page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatJpeg, Quality: &quality})
+			img = res.Data
+			return err
+		}))
+		return img, err
+	})
 	if err != nil {
 		j.t.Fatalf("%s: screenshot %s: %v", p.name, file, err)
 	}
