@@ -46,6 +46,12 @@ func TestJourneyNoScript(t *testing.T) {
 	mustAdmin(t, in, "PUT", "/admin/api/queues/hard", map[string]any{"pow_difficulty": 12})
 	mustAdmin(t, in, "PUT", "/admin/api/products/scarf", map[string]any{"name": "Wool scarf", "price": 3900, "currency": "EUR", "stock": 10, "queue": "line"})
 	ahead := joinUsers(t, in, "line", 2, 2)
+	// The person ahead who leaves in step 3 keeps a stream open until then: on a busy machine
+	// the steps before it can outlast the grace (30 s), and a place with no sign of life is
+	// dropped before it could be given up (seen: "leave: 404"). The other one gives none.
+	if s, res := openStream(t, in.url+"/api/queues/line/stream", ahead[0], ""); s == nil {
+		t.Fatalf("the stream of the person ahead: %v", res)
+	}
 
 	j := newJourney(t, ctx)
 	ana := j.person("ana", journeyDesktop)
