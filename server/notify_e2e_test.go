@@ -175,12 +175,12 @@ func TestNotifyEmailReminders(t *testing.T) {
 			call(t, "GET", in.url+"/api/queues/"+q+"/status", tickets[3], nil, &st)
 			var warns []string
 			for _, l := range strings.Split(in.logs.String(), "\n") {
-				if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, "notify") || strings.Contains(l, "lead") {
+				if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, "notify") || strings.Contains(l, "admission") || strings.Contains(l, "wake") {
 					warns = append(warns, l)
 				}
 			}
-			if len(warns) > 40 {
-				warns = warns[len(warns)-40:]
+			if len(warns) > 60 {
+				warns = warns[len(warns)-60:]
 			}
 			t.Fatalf("timed out waiting for the near and the turn messages: %d in the inbox; head %q, mailq %v, mailnear %v, the fourth place %+v; "+
 				"sent %s, failed %s\nthe instance's warnings and notify lines:\n%s", len(inbox.Messages()), head, mq, mn, st,
