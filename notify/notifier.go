@@ -227,10 +227,17 @@ func (n *Notifier) deliver(ctx context.Context) {
 				break
 			}
 			actx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+			t0 := time.Now()
 			err = n.send.Send(actx, m.to, msg)
 			cancel()
 			if err == nil || permanent(err) {
 				break
+			}
+			if attempt < n.cfg.Retries {
+				// A passing failure says so at once (the last one is the warning below): a
+				// message that arrives late shows why.
+				n.cfg.Log.Info().Err(redact(err, m.to)).Str("queue", m.queue).Str("kind", string(m.kind)).
+					Int("attempt", attempt+1).Dur("took", time.Since(t0)).Msg("notify: delivery attempt failed; trying again")
 			}
 		}
 		switch {
