@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -175,9 +176,19 @@ func (f *hubFixture) ticking(t *testing.T, what string, cond func() bool) {
 // once it has passed (admission counts by Redis TIME).
 func (f *hubFixture) startSoon(t *testing.T) {
 	t.Helper()
-	starts := time.Now().Add(100 * time.Millisecond)
-	if _, _, err := f.q.Put(context.Background(), "h", queue.SettingsPatch{StartsAt: &starts}); err != nil {
-		t.Fatal(err)
+	// 100 ms ahead; on a busy machine the save can take longer than that and find the start
+	// already past (refused: starts_at must be in the future), so a refused start is set
+	// again further ahead.
+	for ahead := 100 * time.Millisecond; ; ahead *= 2 {
+		starts := time.Now().Add(ahead)
+		_, _, err := f.q.Put(context.Background(), "h", queue.SettingsPatch{StartsAt: &starts})
+		var inv *queue.InvalidError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &inv) || inv.Field != "starts_at" || ahead >= 10*time.Second {
+			t.Fatal(err)
+		}
 	}
 }
 
