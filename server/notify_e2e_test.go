@@ -160,36 +160,33 @@ func TestNotifyEmailReminders(t *testing.T) {
 	if res := admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": false}); res.StatusCode >= 300 {
 		t.Fatalf("unpause: %d", res.StatusCode)
 	}
-	// An upper bound, not a verdict (it takes seconds): on a timeout the failure says where
+	// An upper bound, not a verdict (it takes seconds): if the wait fails, the log says where
 	// the reminders were — the line's head, the indexes, the place, the sender's counters and
-	// the instance's warnings.
-	deadline := time.Now().Add(2 * time.Minute)
-	for wait := time.Duration(0); len(inbox.Messages()) < 2; {
-		if time.Now().After(deadline) {
-			ctx := context.Background()
-			k := rstore.KeysFor(q)
-			head := rdb.HGet(ctx, k.Clock(), "head").Val()
-			mq := rdb.ZRangeWithScores(ctx, k.MailQ(), 0, -1).Val()
-			mn := rdb.ZRangeWithScores(ctx, k.MailNear(), 0, -1).Val()
-			var st joinResp
-			call(t, "GET", in.url+"/api/queues/"+q+"/status", tickets[3], nil, &st)
-			var warns []string
-			for _, l := range strings.Split(in.logs.String(), "\n") {
-				if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, "notify") || strings.Contains(l, "admission") || strings.Contains(l, "wake") {
-					warns = append(warns, l)
-				}
-			}
-			if len(warns) > 60 {
-				warns = warns[len(warns)-60:]
-			}
-			t.Fatalf("timed out waiting for the near and the turn messages: %d in the inbox; head %q, mailq %v, mailnear %v, the fourth place %+v; "+
-				"sent %s, failed %s\nthe instance's warnings and notify lines:\n%s", len(inbox.Messages()), head, mq, mn, st,
-				metricLine(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "waitroom_notify_sent_total"),
-				metricLine(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "waitroom_notify_failed_total"), strings.Join(warns, "\n"))
+	// the instance's warnings and its notify, admission and wake lines.
+	waiting := true
+	defer func() {
+		if !waiting || !t.Failed() {
+			return
 		}
-		wait = testwait.Backoff(wait)
-		time.Sleep(wait)
-	}
+		ctx := context.Background()
+		k := rstore.KeysFor(q)
+		var st joinResp
+		call(t, "GET", in.url+"/api/queues/"+q+"/status", tickets[3], nil, &st)
+		var lines []string
+		for _, l := range strings.Split(in.logs.String(), "\n") {
+			if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, "notify") || strings.Contains(l, "admission") || strings.Contains(l, "wake") {
+				lines = append(lines, l)
+			}
+		}
+		lines = lines[max(0, len(lines)-60):]
+		metrics := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
+		t.Logf("%d messages in the inbox; head %q, mailq %v, mailnear %v, the fourth place %+v; sent %s, failed %s\n%s",
+			len(inbox.Messages()), rdb.HGet(ctx, k.Clock(), "head").Val(), rdb.ZRangeWithScores(ctx, k.MailQ(), 0, -1).Val(),
+			rdb.ZRangeWithScores(ctx, k.MailNear(), 0, -1).Val(), st, metricLine(metrics, "waitroom_notify_sent_total"),
+			metricLine(metrics, "waitroom_notify_failed_total"), strings.Join(lines, "\n"))
+	}()
+	testwait.For(t, 2*time.Minute, "the near and the turn messages", func() bool { return len(inbox.Messages()) >= 2 })
+	waiting = false
 	msgs := inbox.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
