@@ -94,6 +94,10 @@ export WR_TEST_AXE
 # table, not DWARF — which takes a third off each link (server's race test binary: 8.2 →
 # 5.7 CPU-seconds), and the command links some forty binaries.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -ldflags=-w"
+# The browser tests save no screenshots here (WR_SCREENSHOTS=off; a failed journey still saves
+# its page): the ~170 captures cost 40–60 CPU-seconds of Chromium and are for a person to look
+# at, not a check. make screenshots runs the browser tests with them (docs/TESTING.md).
+export WR_SCREENSHOTS="${WR_SCREENSHOTS:-off}"
 echo "test.sh: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then

@@ -270,11 +270,17 @@ func mustAdmin(t *testing.T, in *instance, method, path string, body any) {
 	}
 }
 
-// screenshotDir is $WR_SCREENSHOTS, else screenshots/ at the repo root (git-ignored).
+// screenshotsOff says whether WR_SCREENSHOTS=off: the pages are checked as always, but no
+// screenshot is saved except a failed journey's (the test command's default: ~170 captures,
+// 40–60 CPU-seconds of Chromium, are for a person to look at, not a check).
+func screenshotsOff() bool { return os.Getenv("WR_SCREENSHOTS") == "off" }
+
+// screenshotDir is $WR_SCREENSHOTS, else screenshots/ at the repo root (git-ignored); with
+// WR_SCREENSHOTS=off it is screenshots/ too, for the screenshots of failures.
 func screenshotDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("WR_SCREENSHOTS")
-	if dir == "" {
+	if dir == "" || dir == "off" {
 		dir = filepath.Join("..", "screenshots")
 	}
 	dir, err := filepath.Abs(dir)
@@ -577,6 +583,9 @@ func (p *browserPage) capture(shot func(ctx context.Context) ([]byte, error)) ([
 // and another follows until the page's wait is over.
 func (p *browserPage) screenshot(dir, name string) {
 	p.t.Helper()
+	if screenshotsOff() {
+		return
+	}
 	png, err := p.capture(func(ctx context.Context) ([]byte, error) {
 		return chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	})

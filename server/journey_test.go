@@ -147,6 +147,9 @@ func (j *journey) check(p *journeyPerson, name, how string) {
 // a full-page PNG of a long dashboard took seconds.
 func (j *journey) snap(p *journeyPerson, file string) {
 	j.t.Helper()
+	if screenshotsOff() {
+		return
+	}
 	quality := int64(70)
 	img, err := p.capture(func(ctx context.Context) ([]byte, error) {
 		var img []byte
