@@ -70,7 +70,11 @@ func MustDB(tb testing.TB) string {
 	}
 	name := "t_" + randomHex(8)
 	admin := shared.URL()
-	if err := execSQL(admin, "CREATE DATABASE "+name); err != nil {
+	// STRATEGY FILE_COPY copies template1's files instead of writing each of its pages to the
+	// WAL (PostgreSQL 15's default, WAL_LOG): with fsync off its two checkpoints cost little,
+	// and a create + drop took 144 ms instead of 282 (2026-12-03, 2 cores) — the test
+	// command makes a few hundred databases. A PostgreSQL before 15 has no STRATEGY: plain then.
+	if err := execSQL(admin, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil && execSQL(admin, "CREATE DATABASE "+name) != nil {
 		tb.Fatalf("pgtest: create database: %v", err)
 	}
 	tb.Cleanup(func() {
