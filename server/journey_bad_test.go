@@ -23,9 +23,9 @@ const badFreeze = 20 * time.Second
 // process (so it can be frozen) with WR_STREAMS_PER_IP=2; every browser is on 127.0.0.1:
 //   - ana is admitted with a 20-s token and opens the order page; the token lapses there
 //     (during the 20-s freeze below, which begins after her order page is up);
-//   - ben waits while the server is frozen for 20 s (SIGSTOP): the page shows the stale state
-//     (light and dark, 1280 and 375 px), then live again after SIGCONT; ana's order page
-//     has meanwhile said that her token expired;
+//   - ben waits while the server is frozen for 20 s (SIGSTOP): the page says "Connection lost
+//     — reconnecting…" and greys the numbers (light and dark, 1280 and 375 px), then live
+//     again after SIGCONT; ana's order page has meanwhile said that her token expired;
 //   - dee waits in a line that ends in a few seconds, behind an ETA that passes the end: the
 //     page shows the end time and warns, then says the sale ended;
 //   - with ben's and eve's streams open, fay's page is refused a third stream: it says why and
@@ -69,19 +69,32 @@ func TestJourneyBadMoments(t *testing.T) {
 	ben := j.person("ben", journeyPhone)
 	ben.navigate(in.url + "/q/frozen?lang=en")
 	ben.waitJS("ben live at 2nd", 15*time.Second, `document.getElementById('conn-state').dataset.state === 'live' &&
-		document.getElementById('position').dataset.position === '2'`)
+		document.getElementById('position').dataset.position === '2' && document.getElementById('updated').textContent === 'updated just now'`)
 	// The page learns the ping interval from two pings (1 s apart): then it is stale after 5 s.
 	ben.waitJS("ben's page knows the ping interval", 10*time.Second, `Number(document.getElementById('room').dataset.staleAfterMs) >= 5000 && Number(document.getElementById('room').dataset.staleAfterMs) < 20000 &&
 		document.getElementById('room').dataset.stale !== 'true'`)
+	if got := ben.eval(`document.getElementById('stale').hidden ? 'hidden' : 'shown'`); got != "hidden" {
+		t.Fatalf("stale shown while the server pings")
+	}
 	stopped := time.Now()
 	if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	ben.waitJS("ben's page stale", badFreeze, `(() => {
 		const $ = (id) => document.getElementById(id);
-		return $('room').dataset.stale === 'true' && !$('stale').hidden && $('conn-state').dataset.state === 'stale';
+		return $('room').dataset.stale === 'true' && !$('stale').hidden && $('conn-state').dataset.state === 'stale' &&
+			$('room').classList.contains('is-stale');
 	})()`)
 	t.Logf("stale shown %v after the freeze began", time.Since(stopped).Round(100*time.Millisecond))
+	if got := ben.eval(`document.getElementById('stale').textContent`); got != "Connection lost — reconnecting…" {
+		t.Fatalf("stale message %q", got)
+	}
+	// Stale numbers are greyed (grayscale, the muted text colour, a dashed outline) rather than
+	// made transparent: half-transparent text failed contrast (axe: 2.09:1, 2.62:1).
+	ben.waitJS("the numbers greyed", 2*time.Second, `(() => {
+		const st = getComputedStyle(document.querySelector('#waiting .stats'));
+		return st.filter === 'grayscale(1)' && st.opacity === '1';
+	})()`)
 	j.stateMatrix(ben, "stale")
 	if rest := badFreeze - time.Since(stopped); rest > 0 {
 		time.Sleep(rest) // the freeze lasts its 20 s whatever the checks took
@@ -92,8 +105,8 @@ func TestJourneyBadMoments(t *testing.T) {
 	resumed := time.Now()
 	ben.waitJS("ben live again", 30*time.Second, `(() => {
 		const $ = (id) => document.getElementById(id);
-		return $('room').dataset.stale === 'false' && $('stale').hidden && $('conn-state').dataset.state === 'live' &&
-			$('position').dataset.position === '2';
+		return $('room').dataset.stale === 'false' && $('stale').hidden && !$('room').classList.contains('is-stale') &&
+			$('conn-state').dataset.state === 'live' && $('position').dataset.position === '2';
 	})()`)
 	t.Logf("live again %v after SIGCONT (frozen %v)", time.Since(resumed).Round(100*time.Millisecond), resumed.Sub(stopped).Round(100*time.Millisecond))
 	j.state(ben, "recovered")
