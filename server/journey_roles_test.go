@@ -57,7 +57,9 @@ type j5Draw struct {
 //     control that would change something is disabled (the save buttons, every input of
 //     every form, pause, close, start now, the logo's removal, revoke, rotate), and every
 //     changing request the dashboard can make, forced with his token, is 403 forbidden and
-//     changes nothing — a save button enabled by hand too (the card shows the refusal).
+//     changes nothing — a save button enabled by hand too (the card shows the refusal). He
+//     hands his phone to Olga, who signs out and in with her own token in the same tab:
+//     every control unlocks.
 //   - Olga, at her desk, creates queue seoul and a product priced ₩189,000 (KRW, whole won:
 //     189000.5 is refused next to the price, nothing is created), sold through seoul; it is
 //     listed under seoul at ₩189,000; she changes seoul's rate; she schedules the start and
@@ -114,6 +116,9 @@ func TestJourneyRoles(t *testing.T) {
 		document.getElementById('admin-conn').dataset.state === 'live' && `+card("drop")+` !== null &&
 		document.querySelector('tr[data-product=shoe]') !== null &&
 		!`+card("drop")+`.querySelector('[data-testid=brand-logo-remove]').hidden`)
+	if who := victor.eval(`document.getElementById('admin-who').textContent`); !strings.Contains(who, "victor") || !strings.Contains(who, "viewer") {
+		t.Errorf("the header says %q, want the actor and role", who)
+	}
 	victor.activate(`[data-testid=queue-card][data-queue="drop"] [data-testid=invites-toggle]`)
 	victor.waitJS("the code listed", 10*time.Second, card("drop")+`.querySelectorAll('[data-testid=invite-row]').length === 1`)
 	controlsJSON := victor.eval(`(() => {
@@ -143,6 +148,9 @@ func TestJourneyRoles(t *testing.T) {
 		if !found {
 			t.Errorf("no disabled control named %q among the viewer's %d", want, len(controls.Off))
 		}
+	}
+	if len(controls.Off) < 20 {
+		t.Errorf("only %d controls disabled: the check found too little", len(controls.Off))
 	}
 	if victor.eval(`String(`+card("drop")+`.querySelector('[data-testid=invite-revoke]').disabled)`) != "true" {
 		t.Error("the viewer's revoke button is enabled")
@@ -204,6 +212,16 @@ func TestJourneyRoles(t *testing.T) {
 	if r := j5Rate(t, in, "drop"); r != 5 {
 		t.Fatalf("drop's rate after the viewer's requests: %v, want 5", r)
 	}
+	// Victor hands his phone to Olga: she signs out of his session and in with her own
+	// token in the same tab; the viewer's locks go with him (the save button he enabled by
+	// hand aside, pause and the key rotation were still locked).
+	victor.click("admin-logout")
+	signInDashboard(victor.browserPage, j5OperatorToken)
+	victor.waitJS("the operator's dashboard in victor's tab", 10*time.Second, `document.getElementById('admin-who').dataset.role === 'operator' &&
+		document.getElementById('viewer-note').hidden && document.querySelectorAll('[data-viewer-off]').length === 0 &&
+		!`+card("drop")+`.querySelector('[data-testid=toggle-pause]').disabled && !document.getElementById('q-drop-save').disabled &&
+		!document.getElementById('keys-rotate').disabled`)
+	lap("victor's tab unlocked for olga")
 
 	// 2. Olga, the operator, at her desk.
 	olga := j.person("olga", journeyDesktop)
