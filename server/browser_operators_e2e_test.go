@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -471,137 +469,6 @@ func TestBrowserOperatorsHistory(t *testing.T) {
 	if gap != "3 1 2" {
 		t.Fatalf("points at steps 0,1,2,6,9: segments, M commands, lone dots = %q, want \"3 1 2\" (one line over 0–2, dots at 6 and 9)", gap)
 	}
-	for _, p := range b.pages {
-		p.checkConsole()
-	}
-	logServerErrors(t, in)
-}
-
-// TestBrowserOperatorsReport: after a short sale on queue drop (20 joiners admitted, 3
-// orders) the report page linked from drop's card shows the report JSON's numbers (axe-core
-// finds no serious violation on it), and
-// its Download CSV fetches the CSV with the token (the same header and rows as the API);
-// the print stylesheet hides the buttons and fits an A4 width (screenshot in print media); an unknown queue's
-// report page answers 404 and says "No queue named nope.".
-func TestBrowserOperatorsReport(t *testing.T) {
-	t.Parallel()
-	ctx, in := browserInstance(t, "ops-report", 90*time.Second, nil)
-	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Shoe", "price": 1000, "stock": 50, "queue": "drop"})
-	tickets, tokens := admittedUsers(t, in, "drop", 20)
-	for i := range 3 {
-		if res, e, _ := order(t, in, tickets[i], tokens[i], fmt.Sprintf("ops-report-%d", i), map[string]any{"product_id": "shoe", "quantity": 1}); res.StatusCode != 201 {
-			t.Fatalf("order %d: %d %s", i, res.StatusCode, e.Error.Code)
-		}
-	}
-	var rep map[string]any
-	testwait.For(t, 40*time.Second, "the report to count the sale", func() bool {
-		rep = nil
-		call(t, "GET", in.url+"/admin/api/queues/drop/report", adminToken, nil, &rep)
-		return num(rep["admitted"]) >= 20 && num(rep["bought"]) >= 3
-	})
-
-	b := startBrowser(t, ctx)
-	adm := opsSignIn(t, b, in, "admin", adminToken)
-	adm.waitJS("drop's card", 10*time.Second, dropCard("drop")+` !== null`)
-	opsClick(adm, `[data-testid=queue-card][data-queue=drop] [data-testid=report-link]`)
-	reportShown := func() {
-		adm.waitJS("the report", 15*time.Second, `location.pathname === '/admin/queues/drop/report' && !document.getElementById('report-body').hidden`)
-	}
-	reportShown()
-	// The page and the API agree. The page shows the report it fetched when it loaded, and
-	// the sale's report may still grow after (peak_waiting comes with the next recorded
-	// history step, the admissions' waits as they are counted): the API is read after the
-	// page, and until the two are the same report the page is loaded again. A page that never
-	// shows the API's report fails with what differed.
-	var diff []string
-	var buckets, opm []any
-	compare := func() []string {
-		var bad []string
-		rep = nil
-		call(t, "GET", in.url+"/admin/api/queues/drop/report", adminToken, nil, &rep)
-		for _, k := range []string{"joined", "admitted", "bought", "units", "abandoned", "left", "expired", "peak_waiting", "peak_sse_connections"} {
-			got := adm.eval(`document.querySelector('[data-field="` + k + `"]').dataset.value`)
-			if want := strconv.FormatInt(num(rep[k]), 10); got != want {
-				bad = append(bad, fmt.Sprintf("report page %s = %q, JSON %s", k, got, want))
-			}
-		}
-		ws, _ := rep["wait_seconds"].(map[string]any)
-		if got := adm.eval(`document.querySelector('[data-field="wait_count"]').dataset.value`); got != strconv.FormatInt(num(ws["count"]), 10) {
-			bad = append(bad, fmt.Sprintf("report page wait count %q, JSON %v", got, ws["count"]))
-		}
-		buckets, _ = ws["buckets"].([]any)
-		if got := adm.eval(`document.getElementById('report-wait-chart').dataset.bars`); got != strconv.Itoa(len(buckets)) {
-			bad = append(bad, fmt.Sprintf("wait chart bars %q, JSON buckets %d", got, len(buckets)))
-		}
-		opm, _ = rep["orders_per_minute"].([]any)
-		if got := adm.eval(`document.getElementById('report-orders-chart').dataset.points`); got != strconv.Itoa(len(opm)) {
-			bad = append(bad, fmt.Sprintf("orders chart points %q, JSON minutes %d", got, len(opm)))
-		}
-		return bad
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	testwait.For(t, 60*time.Second, "the report page to show the API's report", func() bool {
-		if diff = compare(); len(diff) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the report page never showed the API's report; the last time:\n%s", strings.Join(diff, "\n"))
-		}
-		t.Logf("the page showed an older report (%s): loaded again", strings.Join(diff, "; "))
-		adm.navigate(in.url + "/admin/queues/drop/report")
-		reportShown()
-		return false
-	})
-	t.Logf("report page: joined %s, admitted %s, bought %s, wait count %s, %d buckets, %d minutes with orders",
-		adm.eval(`document.querySelector('[data-field=joined]').textContent`), adm.eval(`document.querySelector('[data-field=admitted]').textContent`),
-		adm.eval(`document.querySelector('[data-field=bought]').textContent`), adm.eval(`document.querySelector('[data-field=wait_count]').textContent`), len(buckets), len(opm))
-	adm.screenshot(shotDir(t), "report")
-	axe, err := os.ReadFile(axePath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bad := axeCheck(t, adm, string(axe), "report page"); len(bad) > 0 {
-		t.Errorf("axe-core: %d serious or critical violations:\n%s", len(bad), strings.Join(bad, "\n"))
-	}
-
-	// Download CSV: fetched with the token, the API's header and row count.
-	adm.click("report-csv")
-	adm.waitJS("the CSV fetched", 10*time.Second, `document.getElementById('report-csv').dataset.state === 'done'`)
-	res := call(t, "GET", in.url+"/admin/api/queues/drop/report?format=csv", adminToken, nil, nil)
-	csv, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("GET …/report?format=csv: %d %s", res.StatusCode, csv)
-	}
-	lines := strings.Split(strings.TrimRight(string(csv), "\n"), "\n")
-	if h := adm.eval(`document.getElementById('report-csv').dataset.header`); strings.TrimSpace(h) != strings.TrimSpace(lines[0]) || !strings.HasPrefix(h, "minute,joined,admitted") {
-		t.Errorf("CSV header on the page %q, API %q", h, lines[0])
-	}
-	if rows := adm.eval(`document.getElementById('report-csv').dataset.rows`); rows != strconv.Itoa(len(lines)) {
-		t.Errorf("CSV rows fetched by the page %s, API %d", rows, len(lines))
-	}
-
-	// Print: no buttons, black on white.
-	cdpDo(adm, "print media", emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print"})
-	if v := adm.eval(`[getComputedStyle(document.getElementById('report-print')).display, getComputedStyle(document.body).backgroundColor].join()`); v != "none,rgb(255, 255, 255)" {
-		t.Errorf("print media: button display and page background %q, want none and white", v)
-	}
-	// An A4 page at 96 dpi is 794 px wide: the printed report fits it.
-	adm.do("A4 width", 5*time.Second, chromedp.EmulateViewport(794, 1123))
-	adm.waitJS("the report within an A4 width", 5*time.Second, `window.innerWidth === 794 && document.documentElement.scrollWidth <= 794`)
-	adm.screenshot(shotDir(t), "report-print")
-	adm.do("back to 1280 px", 5*time.Second, chromedp.EmulateViewport(1280, 900))
-	cdpDo(adm, "screen media", emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: ""})
-
-	// An unknown queue.
-	if res := call(t, "GET", in.url+"/admin/queues/nope/report", "", nil, nil); res.StatusCode != 404 {
-		t.Errorf("report page of an unknown queue: %d, want 404", res.StatusCode)
-	}
-	adm.navigate(in.url + "/admin/queues/nope/report")
-	adm.waitJS("the unknown queue said", 5*time.Second, `!document.getElementById('report-error').hidden &&
-		document.getElementById('report-error').textContent.trim() === 'No queue named nope.'`)
-	// The browser logs the page's own 404 as a console error: expected here, so checked and
-	// taken off the list checkConsole reads.
-	adm.expectConsole("the unknown queue's 404", failedToLoad(404, "/admin/queues/nope/report"))
 	for _, p := range b.pages {
 		p.checkConsole()
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -89,7 +90,10 @@ func (l *j2Line) buy(n int) []string {
 //   - The report (from the queue's card) says what happened: 6 joined = admitted + 0
 //     abandoned + 0 left + dropped at the end + 0 still waiting, 2 orders, 5 drawn, two
 //     sold-out periods (the first ended by the restock), the orders chart ending at the
-//     report's time; the page shows the API's numbers.
+//     report's time; the page shows the API's numbers (the wait histogram's and orders
+//     chart's too). Download CSV fetches the API's CSV with the token; printed, the report
+//     has no buttons and fits an A4 width. She mistypes a queue in the report's address: the
+//     page says there is no such queue.
 func TestJourneySaleDay(t *testing.T) {
 	t.Parallel() // journeys overlap their waits (see scripts/test.sh: -parallel)
 	began := time.Now()
@@ -333,8 +337,46 @@ func TestJourneySaleDay(t *testing.T) {
 	// The page was opened as the line dropped; the answer above is read after the drop was
 	// counted, so the page is read again to show the same (on a busy machine its first read
 	// could come before the end's count).
-	olga.navigate(in.url + "/admin/queues/sale/report")
-	olga.waitJS("the report again", 15*time.Second, `!document.getElementById('report-body').hidden`)
+	reportAgain := func() {
+		olga.navigate(in.url + "/admin/queues/sale/report")
+		olga.waitJS("the report again", 15*time.Second, `!document.getElementById('report-body').hidden`)
+	}
+	reportAgain()
+	// Every number the page shows is the API's. The page shows the report it fetched when it
+	// loaded, and peak_waiting may still come with the next recorded history step: the API
+	// is read after the page, and until both are the same report the page is loaded again.
+	compare := func() []string {
+		var bad []string
+		var rep map[string]any
+		call(t, "GET", in.url+"/admin/api/queues/sale/report", adminToken, nil, &rep)
+		for _, k := range []string{"joined", "admitted", "bought", "units", "abandoned", "left", "expired", "peak_waiting", "peak_sse_connections"} {
+			if got, want := olga.eval(`document.querySelector('[data-field="`+k+`"]').dataset.value`), strconv.FormatInt(num(rep[k]), 10); got != want {
+				bad = append(bad, fmt.Sprintf("report page %s = %q, JSON %s", k, got, want))
+			}
+		}
+		ws, _ := rep["wait_seconds"].(map[string]any)
+		if got := olga.eval(`document.querySelector('[data-field="wait_count"]').dataset.value`); got != strconv.FormatInt(num(ws["count"]), 10) {
+			bad = append(bad, fmt.Sprintf("report page wait count %q, JSON %v", got, ws["count"]))
+		}
+		buckets, _ := ws["buckets"].([]any)
+		if got := olga.eval(`document.getElementById('report-wait-chart').dataset.bars`); got != strconv.Itoa(len(buckets)) {
+			bad = append(bad, fmt.Sprintf("wait chart bars %q, JSON buckets %d", got, len(buckets)))
+		}
+		opm, _ := rep["orders_per_minute"].([]any)
+		if got := olga.eval(`document.getElementById('report-orders-chart').dataset.points`); got != strconv.Itoa(len(opm)) {
+			bad = append(bad, fmt.Sprintf("orders chart points %q, JSON minutes %d", got, len(opm)))
+		}
+		return bad
+	}
+	var diff []string
+	testwait.For(t, 60*time.Second, "the report page to show the API's report", func() bool {
+		if diff = compare(); len(diff) == 0 {
+			return true
+		}
+		t.Logf("the page showed an older report (%s): loaded again", strings.Join(diff, "; "))
+		reportAgain()
+		return false
+	})
 	for k, want := range map[string]int64{"joined": r.Joined, "admitted": r.Admitted, "abandoned": 0, "left": 0, "drawn": 5,
 		"dropped_at_end": waitingAtEnd, "still_waiting": 0, "bought": 2, "units": 2} {
 		if got := olga.eval(`document.querySelector('[data-field="` + k + `"]').dataset.value`); got != strconv.FormatInt(want, 10) {
@@ -357,6 +399,44 @@ func TestJourneySaleDay(t *testing.T) {
 	t.Logf("report page: %q", olga.eval(`document.getElementById('report-identity').textContent`))
 	j.stateMatrix(olga, "report")
 	lap("report")
+
+	// Download CSV: fetched with the token, the API's header and row count.
+	olga.click("report-csv")
+	olga.waitJS("the CSV fetched", 10*time.Second, `document.getElementById('report-csv').dataset.state === 'done'`)
+	res := call(t, "GET", in.url+"/admin/api/queues/sale/report?format=csv", adminToken, nil, nil)
+	csv := readAll(res)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET …/report?format=csv: %d %s", res.StatusCode, csv)
+	}
+	lines := strings.Split(strings.TrimRight(csv, "\n"), "\n")
+	if h := olga.eval(`document.getElementById('report-csv').dataset.header`); strings.TrimSpace(h) != strings.TrimSpace(lines[0]) || !strings.HasPrefix(h, "minute,joined,admitted") {
+		t.Errorf("CSV header on the page %q, API %q", h, lines[0])
+	}
+	if rows := olga.eval(`document.getElementById('report-csv').dataset.rows`); rows != strconv.Itoa(len(lines)) {
+		t.Errorf("CSV rows fetched by the page %s, API %d", rows, len(lines))
+	}
+
+	// She prints it: no buttons, black on white, within an A4 page (794 px wide at 96 dpi).
+	cdpDo(olga.browserPage, "print media", emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: "print"})
+	if v := olga.eval(`[getComputedStyle(document.getElementById('report-print')).display, getComputedStyle(document.body).backgroundColor].join()`); v != "none,rgb(255, 255, 255)" {
+		t.Errorf("print media: button display and page background %q, want none and white", v)
+	}
+	olga.do("A4 width", 5*time.Second, chromedp.EmulateViewport(794, 1123))
+	olga.waitJS("the report within an A4 width", 5*time.Second, `window.innerWidth === 794 && document.documentElement.scrollWidth <= 794`)
+	olga.resize(olga.width)
+	cdpDo(olga.browserPage, "screen media", emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Media: ""})
+	olga.scheme("light")
+
+	// A queue name mistyped in the report's address: 404, and the page says so.
+	if res := call(t, "GET", in.url+"/admin/queues/nope/report", "", nil, nil); res.StatusCode != 404 {
+		t.Errorf("report page of an unknown queue: %d, want 404", res.StatusCode)
+	}
+	olga.navigate(in.url + "/admin/queues/nope/report")
+	olga.waitJS("the unknown queue said", 5*time.Second, `!document.getElementById('report-error').hidden &&
+		document.getElementById('report-error').textContent.trim() === 'No queue named nope.'`)
+	// The browser logs the page's own 404 as a console error: expected here, so checked and
+	// taken off the list checkConsole reads.
+	olga.expectConsole("the unknown queue's 404", failedToLoad(404, "/admin/queues/nope/report"))
 	logServerErrors(t, in)
 }
 
