@@ -21,8 +21,8 @@ import (
 	"github.com/waitroom/waitroom/internal/testwait"
 )
 
-// The drop-day pages in headless Chromium: a scheduled sale's pre-queue and draw, a lottery,
-// the end of a sale, and sold out while people wait. Screenshots go to the test's temp dir
+// The drop-day pages in headless Chromium: a scheduled sale's pre-queue and draw, a lottery
+// and the end of a sale. Sold out while people wait is TestJourneySaleDay's (journey_saleday_test.go). Screenshots go to the test's temp dir
 // and are copied to dropShotsDir for a person to look at.
 
 // dropShotsDir is where the drop-day screenshots are copied (kept after the test).
@@ -334,68 +334,6 @@ func TestBrowserDropDayLottery(t *testing.T) {
 		document.getElementById('join-error').dataset.reason === 'queue_ended' &&
 		document.getElementById('join-error-title').textContent === 'The sale has ended'`)
 	shots.take(again, "dropday-7-ended-join")
-
-	for _, p := range b.pages {
-		p.checkConsole()
-	}
-	logServerErrors(t, in)
-	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
-}
-
-// TestBrowserDropDaySoldOut: the only product a queue sells goes to stock 0 while a buyer
-// waits: the page says sold out and that the place is kept (the place stays), a new join is
-// refused (423 sold_out), the dashboard shows the badge and the product the queue sells; the
-// stock comes back and the page shows the place again.
-func TestBrowserDropDaySoldOut(t *testing.T) {
-	t.Parallel()
-	began := time.Now()
-	ctx, in := browserInstance(t, "dropday-soldout", 60*time.Second, nil)
-	mustAdmin(t, in, "PUT", "/admin/api/queues/shoes", map[string]any{"rate_per_second": 2, "paused": true})
-	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"name": "Sneaker", "price": 9900, "stock": 3, "queue": "shoes"})
-	for range 2 {
-		dropJoinAPI(t, in, "shoes")
-	}
-	b := startBrowser(t, ctx)
-	shots := newDropShots(t)
-	buyer := b.open(t, "buyer")
-	buyer.navigate(in.url + "/q/shoes")
-	buyer.waitJS("the buyer's place", 10*time.Second, `document.getElementById('position').dataset.position === '3' &&
-		document.getElementById('conn-state').dataset.state === 'live' && document.getElementById('sold-out').hidden`)
-	adm := dropAdminPage(t, b, in, "")
-	card := dropCard("shoes")
-	adm.waitJS("the products shoes sells", 10*time.Second, card+` !== null &&
-		`+card+`.querySelector('[data-field=products]').dataset.value === 'sneaker'`)
-
-	// Sold out.
-	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"stock": 0})
-	buyer.waitJS("sold out on the page, the place kept", 10*time.Second, `(() => {
-		const $ = (id) => document.getElementById(id);
-		return !$('sold-out').hidden && !$('waiting').hidden && $('position').dataset.position === '3';
-	})()`)
-	if got := buyer.eval(`document.getElementById('sold-out').innerText`); !strings.Contains(got, "Sold out — your place is kept in case stock comes back") {
-		t.Fatalf("sold-out notice %q", got)
-	}
-	var e errResp
-	if res := call(t, "POST", in.url+"/api/queues/shoes/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "sold_out" {
-		t.Fatalf("join while sold out: %d %+v, want 423 sold_out", res.StatusCode, e)
-	}
-	adm.waitJS("the sold-out badge and the product at 0", 10*time.Second, `!`+card+`.querySelector('[data-testid=badge-sold-out]').hidden &&
-		`+card+`.querySelector('[data-field=products]').textContent.includes('Sneaker (0 left)')`)
-	shots.take(buyer, "dropday-8-sold-out")
-	shots.take(adm, "dropday-9-dashboard-sold-out")
-	if st := ddStats(t, in, "shoes"); !st.SoldOut {
-		t.Fatalf("stats while sold out: %+v", st)
-	}
-
-	// Stock comes back: the place again.
-	mustAdmin(t, in, "PUT", "/admin/api/products/sneaker", map[string]any{"stock": 3})
-	buyer.waitJS("the place again after the restock", 10*time.Second, `(() => {
-		const $ = (id) => document.getElementById(id);
-		return $('sold-out').hidden && !$('waiting').hidden && $('position').dataset.position === '3' &&
-			$('eta').textContent !== 'Sold out';
-	})()`)
-	shots.take(buyer, "dropday-10-restocked")
-	adm.waitJS("the badge gone", 10*time.Second, card+`.querySelector('[data-testid=badge-sold-out]').hidden`)
 
 	for _, p := range b.pages {
 		p.checkConsole()

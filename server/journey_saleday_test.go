@@ -84,8 +84,9 @@ func (l *j2Line) buy(n int) []string {
 //     …/draw/order, and verify-draw (in-process) reproduces the order from the revealed seed
 //     and finds each buyer's place. Leo joins after the start, at the end of the line.
 //   - Olga resumes admission; whoever's turn it is buys the one unit: sold out mid-line, the
-//     waiting pages say so (places kept). She restocks one on the dashboard: the next buyer
-//     buys it, sold out again. She moves the end to a few seconds ahead: Leo's page says the
+//     waiting pages say so (places kept), a new join is refused, the card shows the badge and
+//     the product at 0. She restocks one on the dashboard: the pages show the place without
+//     the notice, the badge goes; the next buyer buys it, sold out again. She moves the end to a few seconds ahead: Leo's page says the
 //     sale has ended.
 //   - The report (from the queue's card) says what happened: 6 joined = admitted + 0
 //     abandoned + 0 left + dropped at the end + 0 still waiting, 2 orders, 5 drawn, two
@@ -150,6 +151,7 @@ func TestJourneySaleDay(t *testing.T) {
 		const tr = document.querySelector('tr[data-product=tee]');
 		return tr !== null && tr.closest('tbody').dataset.group === 'sale' && document.getElementById('p-tee-currency').value === 'KRW';
 	})()`)
+	olga.waitJS("the card: what the queue sells", 10*time.Second, card+`.querySelector('[data-field=products]').dataset.value === 'tee'`)
 	var p struct {
 		Price    int64   `json:"price"`
 		Currency string  `json:"currency"`
@@ -282,7 +284,8 @@ func TestJourneySaleDay(t *testing.T) {
 	leo.navigate(in.url + "/q/sale?lang=en")
 	leo.waitJS("leo's place at the end", 10*time.Second, `!document.getElementById('waiting').hidden &&
 		document.getElementById('position').dataset.position === '6'`)
-	line.tickets[j2Ticket(leo, q)] = "leo"
+	leoTicket := j2Ticket(leo, q)
+	line.tickets[leoTicket] = "leo"
 	lap("leo 6th")
 
 	// 4. Admission: the one unit sells, sold out mid-line.
@@ -295,14 +298,38 @@ func TestJourneySaleDay(t *testing.T) {
 	testwait.For(t, 10*time.Second, "sold out", func() bool { return ddStats(t, in, q).SoldOut })
 	leo.waitJS("sold out shown, the place kept", 10*time.Second, `!document.getElementById('sold-out').hidden &&
 		document.getElementById('room').dataset.soldOut === 'true' && !document.getElementById('waiting').hidden`)
+	if got := leo.eval(`document.getElementById('sold-out').innerText`); !strings.Contains(got, "Sold out — your place is kept in case stock comes back") {
+		t.Errorf("sold-out notice %q", got)
+	}
+	// The place kept: the page shows the place the line holds for leo's ticket (nobody is let
+	// in while sold out, so it stands still).
+	var leoSt joinResp
+	testwait.For(t, 10*time.Second, "leo's page and the line agree on his place", func() bool {
+		leoSt = joinResp{}
+		call(t, "GET", in.url+"/api/queues/sale/status", leoTicket, nil, &leoSt)
+		return leoSt.State == "waiting" && leoSt.Position >= 1 &&
+			leo.eval(`document.getElementById('position').dataset.position`) == strconv.FormatInt(leoSt.Position, 10)
+	})
+	var e errResp
+	if res := call(t, "POST", in.url+"/api/queues/sale/join", "", nil, &e); res.StatusCode != 423 || e.Error.Code != "sold_out" {
+		t.Fatalf("join while sold out: %d %+v, want 423 sold_out", res.StatusCode, e)
+	}
 	j.state(leo, "sold out")
-	olga.waitJS("the card's sold-out badge", 10*time.Second, `!`+card+`.querySelector('[data-testid=badge-sold-out]').hidden`)
+	olga.waitJS("the card's sold-out badge and the product at 0", 10*time.Second, `!`+card+`.querySelector('[data-testid=badge-sold-out]').hidden &&
+		`+card+`.querySelector('[data-field=products]').textContent.includes('Sale day tee (0 left)')`)
 	lap("sold out (" + strings.Join(first, "") + " bought)")
 
 	// Restock one on the dashboard: the next in line buys it; sold out again.
 	adminUIRetype(olga.browserPage, "p-tee-stock", "1")
 	olga.click("p-tee-save")
 	olga.waitJS("the restock saved", 10*time.Second, `document.querySelector('tr[data-product=tee] [data-testid=product-msg]').dataset.state === 'ok'`)
+	// Nobody buys before the test says so: leo's page shows his place without the notice.
+	leo.waitJS("the place again after the restock", 10*time.Second, `(() => {
+		const $ = (id) => document.getElementById(id);
+		return $('sold-out').hidden && !$('waiting').hidden && Number($('position').dataset.position) >= 1 &&
+			Number($('position').dataset.position) <= `+strconv.FormatInt(leoSt.Position, 10)+` && $('eta').textContent !== 'Sold out';
+	})()`)
+	olga.waitJS("the badge gone", 10*time.Second, card+`.querySelector('[data-testid=badge-sold-out]').hidden`)
 	second := line.buy(1)
 	testwait.For(t, 10*time.Second, "sold out again", func() bool { return ddStats(t, in, q).SoldOut && stockOf(t, in, "tee") == 0 })
 	lap("restocked, sold again (" + strings.Join(second, "") + ")")
