@@ -2,27 +2,23 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitroom/waitroom/internal/testwait"
 )
 
-// The drop-day pages in headless Chromium: a scheduled sale's pre-queue and draw, a lottery
-// and the end of a sale. Sold out while people wait is TestJourneySaleDay's (journey_saleday_test.go). Screenshots go to the test's temp dir
+// The drop-day pages in headless Chromium: a lottery and the end of a sale. A scheduled
+// sale's pre-queue and draw, and sold out while people wait, are TestJourneySaleDay's
+// (journey_saleday_test.go). Screenshots go to the test's temp dir
 // and are copied to dropShotsDir for a person to look at.
 
 // dropShotsDir is where the drop-day screenshots are copied (kept after the test).
@@ -119,154 +115,6 @@ func dropAdminPage(t *testing.T, b *browser, in *instance, tz string) *browserPa
 // dropCard is a JS expression for the dashboard card of queue name.
 func dropCard(name string) string {
 	return `document.querySelector('[data-testid=queue-card][data-queue="` + name + `"]')`
-}
-
-// TestBrowserDropDayScheduled: a scheduled sale.
-//   - The admin sets the start (an hour ahead) on the dashboard, in a browser in Seoul time: the
-//     datetime-local value goes out as RFC 3339 with +09:00 and the server stores that
-//     instant; the card shows the draw "scheduled", the pre-queue and a countdown.
-//   - A buyer whose computer clock is 7 minutes fast opens the waiting page before the
-//     start: the pre-queue view counts down the true seconds to the start (the offset comes
-//     from the server's clock), says how the draw works, shows the buyer's draw id (short,
-//     the full id in a <details>) with a link to the published draw, and the pre-queue's
-//     size.
-//   - The start is moved to a few seconds ahead (the API): at the start the page switches
-//     to the drawn place, which is the buyer's index in the
-//     published draw order; the card says the draw is done, and a new start is refused with
-//     a sentence next to the input (409 draw_done).
-//   - Admission runs (rate > 0): the buyer is admitted.
-func TestBrowserDropDayScheduled(t *testing.T) {
-	t.Parallel()
-	began := time.Now()
-	ctx, in := browserInstance(t, "dropday-scheduled", 60*time.Second, nil)
-	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 5, "paused": true})
-	b := startBrowser(t, ctx)
-	shots := newDropShots(t)
-	card := dropCard("drop")
-
-	// 1. The admin schedules the start from the dashboard, in Seoul time.
-	adm := dropAdminPage(t, b, in, "Asia/Seoul")
-	adm.waitJS("drop's sale form", 10*time.Second, `document.getElementById('q-drop-starts_at') !== null &&
-		`+card+`.querySelector('[data-field=draw]').dataset.value === 'none'`)
-	// The start typed on the dashboard is an hour ahead, so nothing below races it however
-	// slowly the machine runs; once the pre-queue has been seen it is moved to a few seconds
-	// ahead (step 4).
-	starts := time.Now().Add(time.Hour).Truncate(time.Second)
-	local := starts.In(time.FixedZone("KST", 9*3600)).Format("2006-01-02T15:04:05")
-	if got := adm.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-drop-starts_at');
-		e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return e.value; })()`, local)); got != local {
-		t.Fatalf("starts_at input holds %q, want %q", got, local)
-	}
-	adm.click("q-drop-save-sale")
-	adm.waitJS("the start saved", 10*time.Second, card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'ok'`)
-	st := ddStats(t, in, "drop")
-	if st.StartsAt == nil {
-		t.Fatalf("stats after the dashboard saved the start: %+v", st)
-	}
-	if got, err := time.Parse(time.RFC3339Nano, *st.StartsAt); err != nil || !got.Equal(starts) {
-		t.Fatalf("starts_at stored %q (%v), want %s (typed %s in Seoul)", *st.StartsAt, err, starts.UTC().Format(time.RFC3339), local)
-	}
-	t.Logf("dashboard (Asia/Seoul) typed %s, the server stored %s", local, *st.StartsAt)
-
-	// 2. Three buyers join over the API before the start: the pre-queue.
-	for i := range 3 {
-		j := dropJoinAPI(t, in, "drop")
-		if j.State != "prequeue" || j.Position != nil || j.DrawID == "" || j.PrequeueSize == nil || *j.PrequeueSize != int64(i+1) {
-			t.Fatalf("join %d before the start: %+v, want state prequeue, position null, a draw id, prequeue_size %d", i, j, i+1)
-		}
-	}
-
-	// 3. The buyer, on a computer whose clock is 7 minutes fast, opens the waiting page.
-	buyer := b.open(t, "buyer")
-	cdpDo(buyer, "a clock 7 minutes fast", page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
-		Source: `(() => { const real = Date.now.bind(Date); Date.now = () => real() + 7 * 60 * 1000; })();`,
-	})
-	buyer.navigate(in.url + "/q/drop")
-	buyer.waitJS("the pre-queue with its countdown, draw id and size", 10*time.Second, `(() => {
-		const $ = (id) => document.getElementById(id);
-		return !$('prequeue').hidden && $('waiting').hidden && Number($('starts-countdown').dataset.seconds) > 0 &&
-			/^[0-9a-f]{16,}$/.test($('draw-id-box').dataset.drawId) && $('prequeue-size').dataset.value === '4' &&
-			$('conn-state').dataset.state === 'live';
-	})()`)
-	if skew := buyer.eval(`String(Math.round((Date.now() - (performance.timeOrigin + performance.now())) / 60000))`); skew != "7" {
-		t.Fatalf("the buyer's clock is %s minutes off, want 7", skew)
-	}
-	// The countdown is the true time to the start, within the second it shows and the time
-	// the test took to read it.
-	hi := int(math.Ceil(time.Until(starts).Seconds()))
-	secs, _ := strconv.Atoi(buyer.eval(`document.getElementById('starts-countdown').dataset.seconds`))
-	lo := int(math.Ceil(time.Until(starts).Seconds()))
-	if secs < lo-1 || secs > hi+1 {
-		t.Fatalf("countdown shows %d s to the start, want %d–%d ± 1 (the browser's clock is 7 minutes fast)", secs, lo, hi)
-	}
-	full := buyer.eval(`document.getElementById('draw-id-box').dataset.drawId`)
-	if short, title := buyer.eval(`document.getElementById('draw-id').textContent`), buyer.eval(`document.getElementById('draw-id').title`); title != full ||
-		len([]rune(short)) >= len(full) || !strings.HasPrefix(full, strings.TrimSuffix(short, "…")) {
-		t.Fatalf("draw id shown as %q (title %q), full %q", short, title, full)
-	}
-	if got := buyer.eval(`document.getElementById('draw-verify').getAttribute('href')`); got != "/api/queues/drop/draw" {
-		t.Fatalf("verification link %q", got)
-	}
-	if got := buyer.eval(`document.getElementById('draw-explain').textContent`); got != "The draw happens at the start: everyone who is here before then gets a random place" {
-		t.Fatalf("draw explanation %q", got)
-	}
-	t.Logf("pre-queue: countdown %s (%d s, want %d–%d), draw id %s, %s here", buyer.eval(`document.getElementById('starts-countdown').textContent`),
-		secs, lo, hi, buyer.eval(`document.getElementById('draw-id').textContent`), buyer.eval(`document.getElementById('prequeue-size').textContent`))
-	buyer.eval(`(() => { document.getElementById('draw-id-box').open = true; return ''; })()`)
-	shots.take(buyer, "dropday-1-prequeue")
-	adm.waitJS("the card: draw scheduled, 4 in the pre-queue, counting down", 10*time.Second, `(() => {
-		const c = `+card+`;
-		return c.querySelector('[data-field=draw]').dataset.value === 'scheduled' &&
-			c.querySelector('[data-field=prequeue]').dataset.value === '4' &&
-			Number(c.querySelector('[data-field=starts_at]').dataset.seconds) > 0;
-	})()`)
-	shots.take(adm, "dropday-0-dashboard-scheduled")
-
-	// 4. The start, moved to a few seconds ahead: the page shows the drawn place (the queue is
-	// paused: it stays).
-	starts = time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
-	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"starts_at": starts.UTC().Format(time.RFC3339)})
-	buyer.waitJS("the drawn place after the start", time.Until(starts)+10*time.Second, `(() => {
-		const $ = (id) => document.getElementById(id);
-		return !$('waiting').hidden && $('prequeue').hidden && $('waiting').dataset.mode === 'line' &&
-			Number($('position').dataset.position) >= 1 && !$('drawn').hidden;
-	})()`)
-	pos, _ := strconv.Atoi(buyer.eval(`document.getElementById('position').dataset.position`))
-	t.Logf("%v after the start the buyer sees %q (place %d of 4)", time.Since(starts).Round(time.Millisecond),
-		buyer.eval(`document.getElementById('position').textContent`), pos)
-	shots.take(buyer, "dropday-2-drawn-position")
-	d, order := dropDrawn(t, in, "drop")
-	if d.Participants != 4 || !slices.Contains(order, full) || slices.Index(order, full) != pos-1 {
-		t.Fatalf("the published draw: %d participants, the buyer's id %s at index %d of %v; the page shows place %d",
-			d.Participants, full, slices.Index(order, full), order, pos)
-	}
-
-	// The card says the draw is done; a new start is refused, in a sentence next to the input.
-	adm.waitJS("the card: draw done", 10*time.Second, card+`.querySelector('[data-field=draw]').dataset.value === 'done'`)
-	later := time.Now().Add(time.Hour).In(time.FixedZone("KST", 9*3600)).Format("2006-01-02T15:04:05")
-	adm.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-drop-starts_at');
-		e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, later))
-	adm.click("q-drop-save-sale")
-	adm.waitJS("the refused start", 10*time.Second, `(() => {
-		const e = document.getElementById('q-drop-starts_at');
-		const slot = document.getElementById(e.getAttribute('aria-describedby') || 'none');
-		return e.getAttribute('aria-invalid') === 'true' && slot !== null && !slot.hidden && slot.textContent.trim().length > 10 &&
-			`+card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'error';
-	})()`)
-	t.Logf("a new start after the draw: %q", adm.eval(`document.getElementById(document.getElementById('q-drop-starts_at').getAttribute('aria-describedby')).textContent`))
-	shots.take(adm, "dropday-4-dashboard-draw-done")
-
-	// 5. Admission runs: the buyer is admitted.
-	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"paused": false})
-	buyer.waitJS("admitted", 10*time.Second, `!document.getElementById('admitted').hidden &&
-		/^\d+:\d\d$/.test(document.getElementById('countdown').textContent)`)
-	shots.take(buyer, "dropday-3-admitted")
-
-	for _, p := range b.pages {
-		p.checkConsole()
-	}
-	logServerErrors(t, in)
-	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
 }
 
 // TestBrowserDropDayLottery: a random (lottery) queue shows no place number, only "You are

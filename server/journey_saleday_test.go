@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitroom/waitroom/internal/testwait"
@@ -74,15 +76,22 @@ func (l *j2Line) buy(n int) []string {
 }
 
 // TestJourneySaleDay (J2): a sale day run from the dashboard only.
-//   - Olga signs in, creates queue "sale" (max 1 admitted at a time, paused), its product in
-//     won (₩19,000, 1 in stock, 1 per order and per ticket), schedules the start a few
-//     seconds ahead and the end ten minutes later, and copies the draw's commitment the
-//     dashboard shows after the start is saved (it equals the public draw's).
-//   - Buyers get in line before the start in English (1280 px), Korean and Japanese (375 px),
-//     two more over the API: the pre-queue, each page in its language.
-//   - The start draws them: each page's place is its draw id's place in GET
-//     …/draw/order, and verify-draw (in-process) reproduces the order from the revealed seed
-//     and finds each buyer's place. Leo joins after the start, at the end of the line.
+//   - Olga signs in, in a browser in Seoul time, creates queue "sale" (max 1 admitted at a
+//     time, paused), its product in won (₩19,000, 1 in stock, 1 per order and per ticket),
+//     schedules the start an hour ahead (the time she types is Seoul's: the server stores
+//     that instant) and the end an hour later, and copies the draw's commitment the
+//     dashboard shows after the start is saved (it equals the public draw's); the card says
+//     the draw is scheduled and counts down.
+//   - Buyers get in line before the start in English (1280 px, a computer whose clock is 7
+//     minutes fast: the countdown is the true time to the start), Korean and Japanese
+//     (375 px), two more over the API: the pre-queue, each page in its language, with the
+//     buyer's draw id (short, the full id in a <details>), a link to the published draw and
+//     how the draw works.
+//   - Olga moves the start to a few seconds ahead; the start draws them: each page's place is
+//     its draw id's place in GET …/draw/order, and verify-draw (in-process) reproduces the
+//     order from the revealed seed and finds each buyer's place. The card says the draw is
+//     done, and a new start is refused next to the input. Leo joins after the start, at the
+//     end of the line.
 //   - Olga resumes admission; whoever's turn it is buys the one unit: sold out mid-line, the
 //     waiting pages say so (places kept), a new join is refused, the card shows the badge and
 //     the product at 0. She restocks one on the dashboard: the pages show the place without
@@ -106,6 +115,8 @@ func TestJourneySaleDay(t *testing.T) {
 
 	// 1. Olga at her desk: the dashboard.
 	olga := j.person("olga", journeyDesktop)
+	seoul := time.FixedZone("KST", 9*3600)
+	cdpDo(olga.browserPage, "time zone Asia/Seoul", emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Seoul"})
 	lap("instance and browser")
 	olga.navigate(in.url + "/admin")
 	signInDashboard(olga.browserPage, adminToken)
@@ -127,7 +138,8 @@ func TestJourneySaleDay(t *testing.T) {
 	adminUIRetype(olga.browserPage, "q-sale-max_active_share_per_ip", "0")
 	lap("queue created")
 	olga.click("q-sale-save")
-	olga.waitJS("the queue saved", 10*time.Second, card+`.querySelector('[data-testid=queue-msg]').dataset.state === 'ok'`)
+	olga.waitJS("the queue saved, no draw yet", 10*time.Second, card+`.querySelector('[data-testid=queue-msg]').dataset.state === 'ok' &&
+		`+card+`.querySelector('[data-field=draw]').dataset.value === 'none'`)
 	olga.activate(`[data-testid=queue-card][data-queue="sale"] [data-testid=toggle-pause]`)
 	opsDialog(olga.browserPage, "sale", true)
 	testwait.For(t, 10*time.Second, "the queue paused with max_active 1", func() bool {
@@ -169,7 +181,7 @@ func TestJourneySaleDay(t *testing.T) {
 	ends := starts.Add(time.Hour)
 	olga.eval(fmt.Sprintf(`(() => { for (const [id, v] of [['q-sale-starts_at', %q], ['q-sale-ends_at', %q]]) {
 		const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input', {bubbles: true})); } return ''; })()`,
-		starts.Local().Format("2006-01-02T15:04:05"), ends.Local().Format("2006-01-02T15:04:05")))
+		starts.In(seoul).Format("2006-01-02T15:04:05"), ends.In(seoul).Format("2006-01-02T15:04:05")))
 	olga.click("q-sale-save-sale")
 	olga.waitJS("the commitment shown", 10*time.Second, `(() => {
 		const c = `+card+`;
@@ -190,7 +202,7 @@ func TestJourneySaleDay(t *testing.T) {
 		t.Fatalf("stats after the schedule: %v", st)
 	}
 	if s, _ := time.Parse(time.RFC3339Nano, *st.StartsAt); !s.Equal(starts) {
-		t.Fatalf("starts_at %s, want %s", *st.StartsAt, starts.UTC().Format(time.RFC3339))
+		t.Fatalf("starts_at %s, want %s (typed %s in Seoul)", *st.StartsAt, starts.UTC().Format(time.RFC3339), starts.In(seoul).Format("2006-01-02T15:04:05"))
 	}
 	lap("scheduled, commitment " + shown[:12] + "… copied")
 
@@ -205,6 +217,10 @@ func TestJourneySaleDay(t *testing.T) {
 		{p: j.person("yui", journeyPhone), lang: "ja"},
 	}
 	line := &j2Line{t: t, in: in, q: q, tickets: map[string]string{}, used: map[string]bool{}}
+	// Ana's computer clock is 7 minutes fast: the page counts down with the server's clock.
+	cdpDo(buyers[0].p.browserPage, "a clock 7 minutes fast", page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `(() => { const real = Date.now.bind(Date); Date.now = () => real() + 7 * 60 * 1000; })();`,
+	})
 	for i, b := range buyers {
 		b.p.navigate(in.url + "/q/sale?lang=" + b.lang)
 		b.p.waitJS("the pre-queue", 10*time.Second, `(() => {
@@ -219,6 +235,9 @@ func TestJourneySaleDay(t *testing.T) {
 		b.title = b.p.eval(`document.getElementById('prequeue-title').textContent`)
 		b.drawID = b.p.eval(`document.getElementById('draw-id-box').dataset.drawId`)
 		line.tickets[j2Ticket(b.p, q)] = b.p.name
+		if i == 0 {
+			j2Prequeue(t, b.p, starts, b.drawID)
+		}
 		j.state(b.p, "prequeue ("+b.lang+")")
 		lap(b.p.name + " checked")
 	}
@@ -227,19 +246,23 @@ func TestJourneySaleDay(t *testing.T) {
 	}
 	for i := range 2 {
 		jn := dropJoinAPI(t, in, q)
-		if jn.State != "prequeue" {
-			t.Fatalf("API join %d before the start: %+v", i, jn)
+		if jn.State != "prequeue" || jn.Position != nil || jn.DrawID == "" || jn.PrequeueSize == nil || *jn.PrequeueSize != int64(4+i) {
+			t.Fatalf("API join %d before the start: %+v, want state prequeue, position null, a draw id, prequeue_size %d", i, jn, 4+i)
 		}
 		line.tickets[jn.Ticket] = fmt.Sprintf("api-%d", i+1)
 	}
 	lap("5 in the pre-queue (en, ko, ja and 2 over the API)")
-	olga.waitJS("the card: 5 in the pre-queue", 10*time.Second, card+`.querySelector('[data-field=prequeue]').dataset.value === '5'`)
+	olga.waitJS("the card: draw scheduled, 5 in the pre-queue, counting down", 10*time.Second, `(() => {
+		const c = `+card+`;
+		return c.querySelector('[data-field=draw]').dataset.value === 'scheduled' && c.querySelector('[data-field=prequeue]').dataset.value === '5' &&
+			Number(c.querySelector('[data-field=starts_at]').dataset.seconds) > 0;
+	})()`)
 
 	// 3. Olga moves the start to a few seconds ahead (the commitment stays); the start draws
 	// them (paused: the places stay as drawn).
 	starts = time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
 	olga.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-sale-starts_at'); e.value = %q;
-		e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, starts.Local().Format("2006-01-02T15:04:05")))
+		e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, starts.In(seoul).Format("2006-01-02T15:04:05")))
 	olga.click("q-sale-save-sale")
 	olga.waitJS("the start moved", 10*time.Second, card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'ok'`)
 	if s, _ := time.Parse(time.RFC3339Nano, strOrEmpty(ddStats(t, in, q).StartsAt)); !s.Equal(starts) {
@@ -278,6 +301,28 @@ func TestJourneySaleDay(t *testing.T) {
 		}
 	}
 	t.Logf("verify-draw: OK, 5 participants, seed matches the commitment %s…; every buyer's place found", shown[:12])
+
+	// The card says the draw is done; a new start is refused, in a sentence next to the input.
+	// Olga then puts the start back as it was (the form sends only what changed).
+	olga.waitJS("the card: draw done", 10*time.Second, card+`.querySelector('[data-field=draw]').dataset.value === 'done'`)
+	was := olga.eval(`document.getElementById('q-sale-starts_at').value`)
+	retypeStart := func(v string) {
+		olga.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-sale-starts_at'); e.value = %q;
+			e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, v))
+	}
+	retypeStart(time.Now().Add(time.Hour).In(seoul).Format("2006-01-02T15:04:05"))
+	olga.click("q-sale-save-sale")
+	olga.waitJS("the refused start", 10*time.Second, `(() => {
+		const e = document.getElementById('q-sale-starts_at');
+		const slot = document.getElementById(e.getAttribute('aria-describedby') || 'none');
+		return e.getAttribute('aria-invalid') === 'true' && slot !== null && !slot.hidden && slot.textContent.trim().length > 10 &&
+			`+card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'error';
+	})()`)
+	t.Logf("a new start after the draw: %q", olga.eval(`document.getElementById(document.getElementById('q-sale-starts_at').getAttribute('aria-describedby')).textContent`))
+	// The browser logs the refusal (409) as a console error: expected here, so checked and
+	// taken off the list checkConsole reads.
+	olga.expectConsole("the refused start's 409", failedToLoad(409, "/admin/api/queues/sale"))
+	retypeStart(was)
 
 	// Leo comes after the start: the end of the line.
 	leo := j.person("leo", journeyDesktop)
@@ -338,7 +383,7 @@ func TestJourneySaleDay(t *testing.T) {
 	waitingAtEnd := saleQueueStats(t, in, q).Waiting
 	end := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
 	olga.eval(fmt.Sprintf(`(() => { const e = document.getElementById('q-sale-ends_at'); e.value = %q;
-		e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, end.Local().Format("2006-01-02T15:04:05")))
+		e.dispatchEvent(new Event('input', {bubbles: true})); return ''; })()`, end.In(seoul).Format("2006-01-02T15:04:05")))
 	olga.click("q-sale-save-sale")
 	olga.waitJS("the end saved", 10*time.Second, card+`.querySelector('[data-testid=sale-msg]').dataset.state === 'ok'`)
 	leo.waitJS("the sale has ended", time.Until(end)+10*time.Second, `!document.getElementById('ended').hidden &&
@@ -465,6 +510,35 @@ func TestJourneySaleDay(t *testing.T) {
 	// taken off the list checkConsole reads.
 	olga.expectConsole("the unknown queue's 404", failedToLoad(404, "/admin/queues/nope/report"))
 	logServerErrors(t, in)
+}
+
+// j2Prequeue checks an English pre-queue page whose clock runs 7 minutes fast: the
+// countdown is the true time to starts, the draw id is shown short (the full one in its
+// title), with the link to the published draw and how the draw works.
+func j2Prequeue(t *testing.T, p *journeyPerson, starts time.Time, full string) {
+	t.Helper()
+	if skew := p.eval(`String(Math.round((Date.now() - (performance.timeOrigin + performance.now())) / 60000))`); skew != "7" {
+		t.Fatalf("%s's clock is %s minutes off, want 7", p.name, skew)
+	}
+	// Within the second it shows and the time the test took to read it.
+	hi := int(math.Ceil(time.Until(starts).Seconds()))
+	secs, _ := strconv.Atoi(p.eval(`document.getElementById('starts-countdown').dataset.seconds`))
+	lo := int(math.Ceil(time.Until(starts).Seconds()))
+	if secs < lo-1 || secs > hi+1 {
+		t.Fatalf("countdown shows %d s to the start, want %d–%d ± 1 (the browser's clock is 7 minutes fast)", secs, lo, hi)
+	}
+	if short, title := p.eval(`document.getElementById('draw-id').textContent`), p.eval(`document.getElementById('draw-id').title`); title != full ||
+		len([]rune(short)) >= len(full) || !strings.HasPrefix(full, strings.TrimSuffix(short, "…")) {
+		t.Fatalf("draw id shown as %q (title %q), full %q", short, title, full)
+	}
+	if got := p.eval(`document.getElementById('draw-verify').getAttribute('href')`); got != "/api/queues/sale/draw" {
+		t.Fatalf("verification link %q", got)
+	}
+	if got := p.eval(`document.getElementById('draw-explain').textContent`); got != "The draw happens at the start: everyone who is here before then gets a random place" {
+		t.Fatalf("draw explanation %q", got)
+	}
+	t.Logf("pre-queue: countdown %s (%d s, want %d–%d), draw id %s", p.eval(`document.getElementById('starts-countdown').textContent`),
+		secs, lo, hi, p.eval(`document.getElementById('draw-id').textContent`))
 }
 
 func strOrEmpty(p *string) string {
