@@ -9,12 +9,15 @@
 // waiters after the line's tail (Snapshot.Tail), so two instances that top up at the same
 // time make the same tickets — a join of a ticket that already has a place returns that place.
 // Only a real visitor who joins while a top-up runs can shift the names; the line is then
-// one visitor longer, which is what it is anyway.
+// one visitor longer, which is what it is anyway. A pass slow enough that the tickets it
+// names were let in meanwhile makes new places; the next pass gives the crowd's newest back.
 package crowd
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -131,6 +134,21 @@ func (c *Crowd) Step(ctx context.Context) error {
 		if err := c.line.Touch(ctx, c.cfg.Queue, alive); err != nil {
 			return err
 		}
+	}
+	// A pass that joins long after it read the counts (a slow pass on a busy machine, while
+	// another instance's crowd topped up and people were let in) can name a ticket that was
+	// let in and gave its token back meanwhile: its join makes a new place, and the line holds
+	// more than Size — for good, once admission pauses. The crowd then gives up its newest
+	// waiters (the back of the line) until the line is back at its size.
+	if over := s.Waiting - int64(c.cfg.Size); over > 0 {
+		slices.SortFunc(alive, func(a, b string) int { return cmp.Compare(c.members[b], c.members[a]) })
+		for _, id := range alive[:min(over, int64(len(alive)))] {
+			if err := c.line.Leave(ctx, c.ticket(id)); err != nil && !errors.Is(err, queue.ErrNoPlace) {
+				return err
+			}
+			delete(c.members, id)
+		}
+		return nil
 	}
 	// The line ends at Tail with Waiting people in it; the crowd's next waiters are named
 	// Tail+1, Tail+2, …: any instance reading the same counts names the same tickets.

@@ -171,3 +171,46 @@ func TestCrowdKeepsItsWaitersAlive(t *testing.T) {
 		}
 	}
 }
+
+// staleLine answers every Snapshot with the counts of an earlier moment, as a pass that
+// joins long after it read them sees the line.
+type staleLine struct {
+	*queue.Queue
+	then queue.Snapshot
+}
+
+func (s staleLine) Snapshot(context.Context, string) (queue.Snapshot, error) { return s.then, nil }
+
+// A pass working from old counts names tickets that were let in and gave their tokens back
+// since: their joins make new places and the line holds more than the crowd's size. The next
+// pass gives up the crowd's newest waiters until the line is back at its size (the two
+// instances of server/TestDemoCrowdTwoInstancesKeepOneCrowd, on a busy machine, once left 40
+// + n waiting after admission paused).
+func TestCrowdOverfilledByOldCountsShrinksBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "line")
+	then := f.snapshot(t, "line")
+	c := crowd.New(f.q, crowd.Config{Queue: "line", Size: 3})
+	step(t, c) // crowd-1..3
+	adm := queue.NewAdmitter(f.q, queue.AdmitConfig{})
+	testwait.For(t, 30*time.Second, "the three let in", func() bool {
+		if _, err := adm.TickOnce(context.Background(), "line"); err != nil {
+			t.Fatal(err)
+		}
+		return f.snapshot(t, "line").Head >= 3
+	})
+	step(t, c) // their tokens back; crowd-4..6
+	late := crowd.New(staleLine{f.q, then}, crowd.Config{Queue: "line", Size: 3})
+	step(t, late) // crowd-1..3 again: new places
+	if s := f.snapshot(t, "line"); s.Waiting != 6 {
+		t.Fatalf("after the pass from old counts: %d waiting, want 6 (the case this test is about)", s.Waiting)
+	}
+	step(t, c)
+	if s := f.snapshot(t, "line"); s.Waiting != 3 {
+		t.Fatalf("after the next pass: %d waiting, want the crowd's size, 3", s.Waiting)
+	}
+	step(t, c)
+	if s := f.snapshot(t, "line"); s.Waiting != 3 {
+		t.Fatalf("after one more pass: %d waiting, want 3", s.Waiting)
+	}
+}

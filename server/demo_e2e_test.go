@@ -128,7 +128,13 @@ func TestDemoCrowdTwoInstancesKeepOneCrowd(t *testing.T) {
 		return st.AdmittedTotal >= 120
 	})
 	mustAdmin(t, ins[1], "PUT", "/admin/api/queues/demo-crowd", map[string]any{"paused": true})
-	testwait.For(t, time.Minute, "the line topped up to 40", func() bool { return crowdLine(t, q).Waiting == 40 })
+	var last queue.Snapshot
+	defer func() {
+		if t.Failed() {
+			t.Logf("the line when the test ended: %d waiting, head %d, tail %d, paused %v", last.Waiting, last.Head, last.Tail, last.Paused)
+		}
+	}()
+	testwait.For(t, time.Minute, "the line topped up to 40", func() bool { last = crowdLine(t, q); return last.Waiting == 40 })
 	// The admitted members gave their tokens back: none lingers until it lapses.
 	testwait.For(t, time.Minute, "the crowd's tokens given back", func() bool {
 		st, err := q.Stats(context.Background(), "demo-crowd")
