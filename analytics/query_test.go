@@ -17,7 +17,7 @@ func (e *env) put(t *testing.T, name string, step int, at time.Time, waiting, jo
 	for _, w := range waits {
 		h.add(w)
 	}
-	exec(t, e.dsn, `INSERT INTO queue_history (queue, step_seconds, t, waiting, sse_connections, joined, admitted,
+	e.exec(t, `INSERT INTO queue_history (queue, step_seconds, t, waiting, sse_connections, joined, admitted,
 		abandoned, expired, left_places, wait_count, wait_buckets, rate_per_second, rate_reason)
 		VALUES ($1, $2, $3, $4::bigint, $4::bigint / 2, $5, $6, 1, 2, 3, $7, $8, 50, 'fixed')`,
 		name, step, at, waiting, joined, admitted, h.count(), h[:])
@@ -25,13 +25,13 @@ func (e *env) put(t *testing.T, name string, step int, at time.Time, waiting, jo
 
 func (e *env) order(t *testing.T, product string, qty int, at time.Time) {
 	t.Helper()
-	exec(t, e.dsn, `INSERT INTO orders (id, product_id, quantity, request_hash, created_at) VALUES ($1, $2, $3, 'h', $4)`,
+	e.exec(t, `INSERT INTO orders (id, product_id, quantity, request_hash, created_at) VALUES ($1, $2, $3, 'h', $4)`,
 		uuid.New(), product, qty, at)
 }
 
 func (e *env) product(t *testing.T, id, queueName string, stock int) {
 	t.Helper()
-	exec(t, e.dsn, `INSERT INTO products (id, name, stock, queue) VALUES ($1, $1, $2, $3)`, id, stock, queueName)
+	e.exec(t, `INSERT INTO products (id, name, stock, queue) VALUES ($1, $1, $2, $3)`, id, stock, queueName)
 }
 
 func TestHistorySteps(t *testing.T) {
@@ -136,7 +136,7 @@ func TestRollupAndRetention(t *testing.T) {
 		t.Errorf("an unfinished minute was rolled up")
 	}
 	// A late row of the same minute: the next rollup recomputes it.
-	exec(t, e.dsn, `UPDATE queue_history SET joined = 102 WHERE queue = 'r' AND step_seconds = 10 AND t = $1`, m)
+	e.exec(t, `UPDATE queue_history SET joined = 102 WHERE queue = 'r' AND step_seconds = 10 AND t = $1`, m)
 	if err := e.st.rollup(ctx, m.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestRollupAndRetention(t *testing.T) {
 	}
 
 	t.Run("expired rows are deleted in batches", func(t *testing.T) {
-		exec(t, e.dsn, `INSERT INTO queue_history (queue, step_seconds, t)
+		e.exec(t, `INSERT INTO queue_history (queue, step_seconds, t)
 			SELECT 'old', 10, $1::timestamptz - make_interval(secs => 10 * g) FROM generate_series(1, 2500) g`, m)
 		if err := e.st.deleteExpired(ctx, m.Add(keep10s+time.Second)); err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestReport(t *testing.T) {
 	}
 
 	t.Run("a product with stock left: not sold out", func(t *testing.T) {
-		exec(t, e.dsn, `UPDATE products SET stock = 1 WHERE id = 'b'`)
+		e.exec(t, `UPDATE products SET stock = 1 WHERE id = 'b'`)
 		rp, err := e.st.Report(ctx, "rp")
 		if err != nil || rp.SoldOutAt != nil {
 			t.Errorf("sold out at %v (%v), want null", rp.SoldOutAt, err)

@@ -127,7 +127,7 @@ func TestReportSaleEdges(t *testing.T) {
 	}
 
 	t.Run("a row of the release before (no dropped_total) counts nothing twice", func(t *testing.T) {
-		exec(t, e.dsn, `INSERT INTO queue_history (queue, step_seconds, t, joined_total, admitted_total, abandoned_total,
+		e.exec(t, `INSERT INTO queue_history (queue, step_seconds, t, joined_total, admitted_total, abandoned_total,
 			expired_total, left_total) VALUES ($1, 10, $2, 6, 2, 0, 0, 1)`, name, t0.Add(3*Step))
 		e.tick(t, r, name, t0.Add(4*Step+time.Second))
 		r.flush(ctx, t0.Add(5*Step))
