@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +93,7 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n  t (s)  position  shown ETA  real remaining  error\n")
 	start := rs[0].at
+	var first *reading // the first reading after the resume
 	for _, r := range rs {
 		real := admittedAt.Sub(r.at).Seconds()
 		// While paused the real remaining wait includes the rest of the pause: nothing to
@@ -125,8 +125,18 @@ func TestETAFollowsPauseAndRateChange(t *testing.T) {
 		// next once-a-second reading), so no check is tighter than that second: a quarter of
 		// the real wait, at least 1 s (at 4 s the two meet; a 25 % bound alone failed there
 		// by the reading's own second).
-		if allowed := max(0.25*real, 1.05); math.Abs(r.eta-real) > allowed {
-			t.Errorf("at position %d the ETA %v s is %+.0f %% off the real %.1f s (allowed ±%.2f s)", r.pos, r.eta, errPct, real, allowed)
+		allowed := max(0.25*real, 1.05)
+		// Ticks that came late (a machine busy beside the test) leave the line behind the
+		// rate's schedule, and the admitter then lets in what is due at once: the wait ends
+		// sooner than any rate-based estimate said. An ETA may be longer than the real wait
+		// by how far the line was behind the schedule at that reading (counted from the
+		// first reading after the resume at 2/s); never shorter than allowed.
+		if first == nil {
+			first = &r
+		}
+		behind := max(0, (float64(r.pos)-(float64(first.pos)-2*r.at.Sub(first.at).Seconds()))/2)
+		if r.eta < real-allowed || r.eta > real+allowed+behind {
+			t.Errorf("at position %d the ETA %v s is %+.0f %% off the real %.1f s (allowed −%.2f s, +%.2f s with the line %.1f s behind its schedule)", r.pos, r.eta, errPct, real, allowed, allowed+behind, behind)
 		}
 	}
 	t.Log(table.String())

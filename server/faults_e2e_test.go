@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -85,7 +84,7 @@ func (l *tickLog) stop() {
 func TestKillLeader(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	const (
 		rate       = 20.0
 		maxElapsed = 300 // ms: 3 × the default WR_TICK (100 ms)
@@ -196,7 +195,7 @@ func TestKillLeader(t *testing.T) {
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.WithAOF()) // restarted from its AOF: a private server in cluster mode too
-	in := startInProcess(t, "rr", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
+	in := startInProcess(t, "rr", baseEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info"}))
 	admin(t, in, "PUT", "/admin/api/queues/rr", map[string]any{"rate_per_second": 200, "paused": true, "places_per_ip": 0})
 	// 300 streams: enough that every one must be told (the property does not change with
 	// the number; 1,000 held a busy machine's CPU for a minute).
@@ -382,7 +381,7 @@ func TestRedisRestart(t *testing.T) {
 func TestPubSubKilled(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "ps", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "ps", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/ps", map[string]any{"rate_per_second": 10, "paused": true})
 	const n = 60
 	tickets := make([]string, n)
@@ -429,9 +428,13 @@ func TestPubSubKilled(t *testing.T) {
 func TestFailOpen(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // stopped below
-	db := pgtest.MustDB(t)
-	closed := startInProcess(t, "closed", baseEnv(rs.URL(), db, nil))
-	open := startInProcess(t, "open", baseEnv(rs.URL(), db, map[string]string{"WR_FAIL_OPEN": "true", "WR_ORDER_RATE_GLOBAL": "100"}))
+	db := testDB(t)
+	// The wait for a pooled PostgreSQL connection raised from 500 ms: the test is about Redis
+	// going away, and on a busy machine the production budget answered a buy 503
+	// database_unavailable (a fresh-clone run, 2026-12-03).
+	pg := map[string]string{"WR_PG_ACQUIRE_TIMEOUT": "10s"}
+	closed := startInProcess(t, "closed", baseEnv(rs.URL(), db, pg))
+	open := startInProcess(t, "open", baseEnv(rs.URL(), db, map[string]string{"WR_FAIL_OPEN": "true", "WR_ORDER_RATE_GLOBAL": "100", "WR_PG_ACQUIRE_TIMEOUT": "10s"}))
 	admin(t, closed, "PUT", "/admin/api/products/fo", map[string]any{"stock": 1, "queue": "fo"})
 	tickets, tokens := admittedUsers(t, closed, "fo", 2)
 	rs.Stop()
