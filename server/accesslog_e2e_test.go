@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -52,7 +51,7 @@ func accessLines(t *testing.T, in *instance) []accessLine {
 func TestAccessLog(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 
 	t.Run("on by default", func(t *testing.T) {
 		env := tolerantEnv(rs.URL(), db, map[string]string{"WR_LOG_LEVEL": "info", "WR_HEARTBEAT": "1s"})

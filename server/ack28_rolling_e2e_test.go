@@ -35,7 +35,7 @@ func TestRollingAckMeasure(t *testing.T) {
 		}
 	}
 	c := redistest.StartCluster(t)
-	env := baseEnv(c.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := baseEnv(c.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	ins := []*instance{startCommand(t, "r1", env, bins[0]), startCommand(t, "r2", env, bins[1])}
 	admin(t, ins[0], "PUT", "/admin/api/queues/ro", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0, "token_ttl_seconds": 600})
 	admin(t, ins[0], "PUT", "/admin/api/products/ro-item", map[string]any{"name": "Item", "price": 1000, "stock": 2 * n, "queue": "ro"})

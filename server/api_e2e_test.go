@@ -169,7 +169,7 @@ func guardBuyers(t *testing.T) int {
 func TestOrdersThroughTheGuard(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "o", baseEnv(rs.URL(), db, nil))
 	buy := func(product string) map[string]any { return map[string]any{"product_id": product, "quantity": 1} }
 	buyers := guardBuyers(t)
@@ -351,7 +351,7 @@ func TestOrdersThroughTheGuard(t *testing.T) {
 func TestRateLimitScopes(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "rl", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "rl", tolerantEnv(rs.URL(), testDB(t), nil))
 	// Out of stock only after the buyers were admitted: a sold-out queue admits nobody (drop day).
 	tickets, tokens := admittedUsers(t, in, "rl", 12)
 	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 0, "queue": "rl"})

@@ -19,7 +19,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/topology"
 )
@@ -56,7 +55,7 @@ func autoRateEndToEnd(t *testing.T) {
 		line     = 40   // buyers kept waiting
 	)
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "auto", baseEnv(rs.URL(), db, map[string]string{
 		"WR_PG_MAX_CONNS": strconv.Itoa(pool), "WR_LOG_LEVEL": "info"}))
 	svc := slowBackend(t, db, 0)
@@ -143,7 +142,7 @@ func measureKnee(t *testing.T) {
 	autoFor := envSeconds("WR_AIMD_AUTO_SECONDS", 40)
 	afterFor := envSeconds("WR_AIMD_AFTER_SECONDS", 10)
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "auto", baseEnv(rs.URL(), db, map[string]string{
 		"WR_PG_MAX_CONNS": strconv.Itoa(aimdPool), "WR_LOG_LEVEL": "info"}))
 	svc := slowBackend(t, db, serviceMs)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -42,7 +41,7 @@ type brandingQueue struct {
 func brandingInstance(t *testing.T) *instance {
 	t.Helper()
 	rs := redistest.Start(t)
-	return startInProcess(t, "brand-1", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	return startInProcess(t, "brand-1", tolerantEnv(rs.URL(), testDB(t), nil))
 }
 
 // brandingPNG is a w×h PNG of one colour.

@@ -20,7 +20,6 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -56,7 +55,7 @@ func TestBrowserJourney(t *testing.T) {
 	defer cancel()
 
 	rs := redistest.Start(t)
-	env := baseEnv(rs.URL(), pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"}))
+	env := baseEnv(rs.URL(), testDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"}))
 	in := startInProcess(t, "web-1", env)
 	mustAdmin(t, in, "PUT", "/admin/api/queues/drop", map[string]any{"rate_per_second": 2, "paused": true})
 	mustAdmin(t, in, "PUT", "/admin/api/products/shoe", map[string]any{"name": "Trail shoe", "price": 12900, "stock": 1, "queue": "drop"})
@@ -316,7 +315,7 @@ func browserInstance(t *testing.T, id string, timeout time.Duration, extra map[s
 	ctx, cancel := context.WithTimeout(context.Background(), max(5*timeout, 10*time.Minute))
 	t.Cleanup(cancel)
 	rs := redistest.Start(t)
-	return ctx, startInProcess(t, id, baseEnv(rs.URL(), pgtest.MustDB(t), withBrowserEnv(extra)))
+	return ctx, startInProcess(t, id, baseEnv(rs.URL(), testDB(t), withBrowserEnv(extra)))
 }
 
 // startBrowser gives the test the shared Chromium of the test binary (started if no test

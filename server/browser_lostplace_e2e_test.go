@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/waitroom/waitroom/orders/pgtest"
 )
 
 // TestBrowserTruthLostPlace: the zero-config server (in-process Redis) is killed and started
@@ -23,7 +21,7 @@ func TestBrowserTruthLostPlace(t *testing.T) {
 	port := restartPort(t)
 	// No REDIS_URL: the in-process Redis, whose line dies with the process. The demo queue is
 	// made at every start, paused by a rate of 0 so the buyers wait.
-	env := baseEnv("", pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_ADDR": "127.0.0.1:" + strconv.Itoa(port),
+	env := baseEnv("", testDB(t), withBrowserEnv(map[string]string{"WR_ADDR": "127.0.0.1:" + strconv.Itoa(port),
 		"WR_DEMO": "true", "WR_DEMO_RATE": "0", "WR_HEARTBEAT": "1s"}))
 	delete(env, "REDIS_URL")
 	first := startProcess(t, "lost-1", env)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -270,7 +269,7 @@ func TestCLIWarnsOfMisspeltSettingAtStart(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	var env []string
-	for k, v := range tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_INSTANCE_ID": "stray", "WR_DEMO_RAET": "3"}) {
+	for k, v := range tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_INSTANCE_ID": "stray", "WR_DEMO_RAET": "3"}) {
 		env = append(env, k+"="+v)
 	}
 	logs := &syncBuffer{}

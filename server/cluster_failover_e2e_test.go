@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -39,7 +38,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	c := redistest.StartCluster(t) // its own: a master is killed here
 	// The places wait for their streams while the rest join (1,000 joins, one at a time): a
 	// grace longer than any machine takes for them, so none is abandoned before its stream.
-	env := baseEnv(c.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_GRACE": "10m"})
+	env := baseEnv(c.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_GRACE": "10m"})
 	ins := []*instance{startProcess(t, "f1", env), startProcess(t, "f2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/fo", map[string]any{"rate_per_second": rate, "paused": true, "places_per_ip": 0, "token_ttl_seconds": 600, "max_active": n / 5, "max_active_share_per_ip": 0})
 	admin(t, ins[0], "PUT", "/admin/api/products/fo-item", map[string]any{"name": "Item", "price": 1000, "stock": n + 1000, "queue": "fo"})

@@ -24,7 +24,6 @@ import (
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/notify/smtptest"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/topology"
@@ -452,7 +451,7 @@ func costPerRequest(t *testing.T, many int) {
 	rs := redistest.Start(t)
 	hook := &costHook{}
 	// E-mail on, so that the reminder routes and the leave's forgetting are measured.
-	env := costEnv(rs.URL(), pgtest.MustDB(t))
+	env := costEnv(rs.URL(), testDB(t))
 	env["WR_SMTP_URL"] = "smtp://" + smtptest.StartInbox(t).Addr + "?from=rooms%40example.com"
 	env["WR_PUBLIC_URL"] = "http://rooms.example"
 	in := startCounted(t, "cost", env, hook)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -34,7 +33,7 @@ func testQueue(rs *redistest.Server) *queue.Queue {
 func TestDemoCrowdLineMoves(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "demo", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	in := startInProcess(t, "demo", tolerantEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_DEMO": "true", "WR_DEMO_CROWD": "30", "WR_UPDATE_INTERVAL": "100ms"}))
 	q := testQueue(rs)
 	// Held still while the visitor joins, so the place found is the crowd's size plus one.
@@ -108,7 +107,7 @@ func TestDemoCrowdLineMoves(t *testing.T) {
 func TestDemoCrowdTwoInstancesKeepOneCrowd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_DEMO": "true", "WR_DEMO_CROWD": "40"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_DEMO": "true", "WR_DEMO_CROWD": "40"})
 	ins := startInProcessAll(t, env, "a", "b")
 	q := testQueue(rs)
 	mustAdmin(t, ins[0], "PUT", "/admin/api/queues/demo-crowd", map[string]any{"rate_per_second": 20})
@@ -151,7 +150,7 @@ func TestDemoCrowdTwoInstancesKeepOneCrowd(t *testing.T) {
 func TestDemoCrowdOff(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "nocrowd", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_DEMO": "true", "WR_DEMO_CROWD": "0"}))
+	in := startInProcess(t, "nocrowd", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_DEMO": "true", "WR_DEMO_CROWD": "0"}))
 	if _, err := testQueue(rs).Settings(context.Background(), "demo"); err != nil {
 		t.Fatalf("queue demo: %v", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/draw"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -77,7 +76,7 @@ type ddDraw struct {
 func ddStart(t *testing.T) *instance {
 	t.Helper()
 	rs := redistest.Start(t)
-	return startInProcess(t, "dd", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	return startInProcess(t, "dd", tolerantEnv(rs.URL(), testDB(t), nil))
 }
 
 // ddPut changes a queue's settings and decodes the answer (settings or error).
@@ -391,7 +390,7 @@ func TestDropDayAPIMethods(t *testing.T) {
 func TestDropDayAPISoldOut(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "dd", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "dd", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/products/ddshoe", map[string]any{"stock": 1, "queue": "ddso"})
 	tickets, tokens := admittedUsers(t, in, "ddso", 1)
 	// From here on the queue's sold-out flag is written twice, in whatever order a busy

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/draw"
 	"github.com/waitroom/waitroom/queue/redistest"
@@ -148,7 +147,7 @@ func TestDrawAcrossInstances(t *testing.T) {
 		batch = "5000"
 	}
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": batch})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": batch})
 	ins := []*instance{startProcess(t, "d1", env), startProcess(t, "d2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/drop10k", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
@@ -248,7 +247,7 @@ func TestDrawLeaderKilledMidDraw(t *testing.T) {
 	rs := redistest.Start(t)
 	// Batches of 10 (1,000 script calls): the draw lasts long enough that the poll below sees
 	// its first batches before its end even when the test is held off the CPU for a while.
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "10"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_DRAW_BATCH": "10"})
 	ins := []*instance{startProcess(t, "k1", env), startProcess(t, "k2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{
 		"rate_per_second": 0, "places_per_ip": 0, "starts_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/static"
 	"github.com/waitroom/waitroom/web"
@@ -33,7 +32,7 @@ var cacheable = map[string]string{
 func TestEdgesOverHTTP(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "edges", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	in := startInProcess(t, "edges", tolerantEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8"}))
 
 	t.Run("forwarded addresses", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -90,7 +89,7 @@ func (f *follower) admittedTokens() map[string]int {
 func TestKillInstanceMidRun(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info"})
 	ins := []*instance{startProcess(t, "p1", env), startProcess(t, "p2", env)}
 	admin(t, ins[0], "PUT", "/admin/api/queues/kill", map[string]any{"rate_per_second": 20, "places_per_ip": 0, "paused": true})
 	// An empty queue rests with no leader: a first waiter wakes it, paused so it

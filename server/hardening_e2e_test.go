@@ -22,7 +22,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -32,7 +31,7 @@ import (
 func TestTokenBoundToItsQueue(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "bind", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "bind", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/slow", map[string]any{"paused": true})
 	admin(t, in, "PUT", "/admin/api/products/p-slow", map[string]any{"stock": 10, "queue": "slow"})
 	admin(t, in, "PUT", "/admin/api/products/p-fast", map[string]any{"stock": 10, "queue": "fast"})
@@ -72,7 +71,7 @@ func TestTokenBoundToItsQueue(t *testing.T) {
 func TestPerBuyerCapsOverHTTP(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "caps", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "caps", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 100, "queue": "caps"})
 	tickets, tokens := admittedUsers(t, in, "caps", 1)
 	var out map[string]any
@@ -94,7 +93,7 @@ func TestPerBuyerCapsOverHTTP(t *testing.T) {
 func TestOneAddressHoldsAtMostTheCap(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "hoard", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_STATUS_RATE_PER_TICKET": "2"}))
+	in := startInProcess(t, "hoard", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_STATUS_RATE_PER_TICKET": "2"}))
 	const cap = 20
 	admin(t, in, "PUT", "/admin/api/queues/hoard", map[string]any{"paused": true, "places_per_ip": cap})
 	var held []string
@@ -175,7 +174,7 @@ func TestOneAddressHoldsAtMostTheCap(t *testing.T) {
 func TestIPv6SlashSixtyFourIsOneClient(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "v6", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	in := startInProcess(t, "v6", tolerantEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1"}))
 	admin(t, in, "PUT", "/admin/api/queues/v6", map[string]any{"paused": true, "places_per_ip": 1})
 	join := func(addr string) int {
@@ -196,7 +195,7 @@ func TestIPv6SlashSixtyFourIsOneClient(t *testing.T) {
 func TestOneTicketPerQueueInOneBrowser(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "cookies", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "cookies", tolerantEnv(rs.URL(), testDB(t), nil))
 	for _, q := range []string{"qa", "qb"} {
 		admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": true})
 	}
@@ -238,7 +237,7 @@ func TestOneTicketPerQueueInOneBrowser(t *testing.T) {
 func TestAdminValuesNeverAnswer500(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "values", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "values", tolerantEnv(rs.URL(), testDB(t), nil))
 	for _, tc := range []struct {
 		path, body string
 		status     int
@@ -278,7 +277,7 @@ func TestAdminValuesNeverAnswer500(t *testing.T) {
 func TestStalledRedisFailsFast(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // paused below
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	env := baseEnv(rs.URL(), db, nil)
 	a := startInProcess(t, "stall-a", env)
 	b := startInProcess(t, "stall-b", env)
@@ -427,7 +426,7 @@ func TestStalledRedisFailsFast(t *testing.T) {
 func TestSmallerHardeningPoints(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "small", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "small", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/small", map[string]any{"paused": true})
 	host := strings.TrimPrefix(in.url, "http://")
 
@@ -518,7 +517,7 @@ func pgCount(t *testing.T, dsn, sql string) int {
 func TestAmbiguousFramingRefused(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "framing", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "framing", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/fr", map[string]any{"paused": true})
 	proxy := startNginx(t, nginxBinary(t), []*instance{in, in}) // both upstreams: this instance
 	smuggled := "GET /api/queues/fr/status HTTP/1.1\r\nHost: x\r\n\r\n"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -49,7 +48,7 @@ func TestHealthcheckAddress(t *testing.T) {
 func TestHealthcheckAgainstARealInstance(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Single()) // a server of its own to stop
-	in := startInProcess(t, "hc", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "1", "WR_HEARTBEAT": "1h"}))
+	in := startInProcess(t, "hc", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_MAX_STREAMS": "1", "WR_HEARTBEAT": "1h"}))
 	u, err := url.Parse(in.url)
 	if err != nil {
 		t.Fatal(err)

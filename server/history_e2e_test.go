@@ -68,7 +68,7 @@ func historyCounts(t *testing.T, in *instance, q, query string) histCounts {
 func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	env := tolerantEnv(rs.URL(), db, map[string]string{"WR_GRACE": "5s"})
 	a := startInProcess(t, "ha", env)
 	b := startInProcess(t, "hb", env)

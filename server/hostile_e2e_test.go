@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -22,7 +21,7 @@ import (
 func TestHostileClients(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "h", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s", "WR_WRITE_TIMEOUT": "1s"}))
+	in := startInProcess(t, "h", baseEnv(rs.URL(), testDB(t), map[string]string{"WR_READ_TIMEOUT": "1s", "WR_WRITE_TIMEOUT": "1s"}))
 	admin(t, in, "PUT", "/admin/api/queues/h", map[string]any{"rate_per_second": 1})
 	addr := strings.TrimPrefix(in.url, "http://")
 
@@ -225,7 +224,7 @@ func rawRequest(t *testing.T, addr, req string) (int, string) {
 func TestNoSecretsInLogs(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), nil)
+	env := tolerantEnv(rs.URL(), testDB(t), nil)
 	in := startInProcess(t, "logs", env)
 	admin(t, in, "PUT", "/admin/api/products/p", map[string]any{"stock": 5, "queue": "logs"})
 	tickets, tokens := admittedUsers(t, in, "logs", 1)

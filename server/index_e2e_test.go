@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -92,7 +91,7 @@ func setIndexStates(t *testing.T, in *instance, rs *redistest.Server) map[string
 func TestIndexStateIsTheJoins(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "index", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "index", tolerantEnv(rs.URL(), testDB(t), nil))
 	want := setIndexStates(t, in, rs)
 	got := readIndex(t, in.url)
 	if _, ok := got["s-ended-old"]; ok {

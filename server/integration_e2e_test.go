@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -42,7 +41,7 @@ func raw(t *testing.T, method, url string, body string, hdr ...string) (*http.Re
 func TestCrossOriginRules(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "cors", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "cors", tolerantEnv(rs.URL(), testDB(t), nil))
 	const shop, evil = "http://127.0.0.2:8090", "http://127.0.0.9:8090"
 
 	// Settings: origins are normalised; anything but an origin is refused.
@@ -151,7 +150,7 @@ func TestCrossOriginRules(t *testing.T) {
 func TestReturnToRefused(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "rt", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "rt", tolerantEnv(rs.URL(), testDB(t), nil))
 	admin(t, in, "PUT", "/admin/api/queues/rt", map[string]any{"allowed_origins": []string{"https://shop.example"}})
 	res, body := raw(t, "GET", in.url+"/q/rt?return_to="+qs("https://shop.example/back?x=1"), "")
 	if res.StatusCode != 200 || !strings.Contains(body, `data-return-to="https://shop.example/back?x=1"`) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -56,7 +55,7 @@ func createInvites(t *testing.T, in *instance, q string, body map[string]any) []
 func TestInvitesAcrossInstances(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_UPDATE_INTERVAL": "250ms"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_UPDATE_INTERVAL": "250ms"})
 	ins := startInProcessAll(t, env, "a", "b")
 	admin(t, ins[0], "PUT", "/admin/api/queues/vip", map[string]any{"rate_per_second": 4, "paused": true, "places_per_ip": 0, "priority_share": 0.5})
 	admin(t, ins[0], "PUT", "/admin/api/queues/other", map[string]any{"rate_per_second": 1})

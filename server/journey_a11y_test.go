@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/static"
 )
@@ -39,7 +38,7 @@ func TestJourneyA11yStates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	rs := redistest.Start(t)
-	in := startInProcess(t, "a11y-j", baseEnv(rs.URL(), pgtest.MustDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"})))
+	in := startInProcess(t, "a11y-j", baseEnv(rs.URL(), testDB(t), withBrowserEnv(map[string]string{"WR_HEARTBEAT": "1s"})))
 	started := time.Now()
 
 	// The draw queue's lease goes to an owner that never ticks before its start is set.

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -43,7 +42,7 @@ func TestJourneyBadMoments(t *testing.T) {
 		t.Fatalf("headless Chromium is required at %s: %v", chromiumBin, err)
 	}
 	rs := redistest.Start(t)
-	in := startProcess(t, "bad", baseEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	in := startProcess(t, "bad", baseEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_HEARTBEAT": "1s", "WR_STREAMS_PER_IP": "2",
 	}))
 	t.Cleanup(func() { _ = in.cmd.Process.Signal(syscall.SIGCONT) }) // never leave it stopped

@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -133,7 +132,7 @@ func startIntegrator(t *testing.T) *integrator {
 		t.Fatalf("headless Chromium is required at %s (%v): run scripts/test.sh", chromiumBin, err)
 	}
 	shopBin := shopBinary(t)
-	in := &integrator{readme: r, home: t.TempDir(), db: pgtest.MustDB(t)}
+	in := &integrator{readme: r, home: t.TempDir(), db: testDB(t)}
 	// The room keeps its generated token in its data directory, which `make run` puts in the
 	// user's cache directory (~/.cache/waitroom/pg<major>, its local PostgreSQL's data): it
 	// runs as its own process, the built server (`make run` is `go run ./server`), with this

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -16,7 +15,7 @@ import (
 func TestListensOnlyWhereWRAddrSays(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startProcess(t, "l", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startProcess(t, "l", tolerantEnv(rs.URL(), testDB(t), nil))
 	want := strings.TrimPrefix(in.url, "http://")
 	got := listeningSockets(t, in.cmd.Process.Pid)
 	if len(got) != 1 || got[0] != want {

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -44,7 +43,7 @@ func labelsOf(m *dto.Metric) string {
 func TestMetricsAtStart(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "metrics", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "metrics", tolerantEnv(rs.URL(), testDB(t), nil))
 	fams := scrape(t, in)
 
 	bi := fams["waitroom_build_info"]

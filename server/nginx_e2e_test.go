@@ -20,7 +20,6 @@ import (
 
 	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/static"
 )
@@ -35,7 +34,7 @@ func TestBehindNginx(t *testing.T) {
 	t.Parallel()
 	bin := nginxBinary(t)
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_LOG_LEVEL": "info", "WR_PROXY_HEADER": "X-Forwarded-For", "WR_TRUSTED_PROXIES": "127.0.0.1",
 		"WR_STREAMS_PER_IP": "2",
 	})

@@ -16,7 +16,6 @@ import (
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
 	"github.com/waitroom/waitroom/notify/smtptest"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -64,7 +63,7 @@ func noRedirect(t *testing.T) *http.Client {
 func TestNotifyEmailReminders(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	inbox := smtptest.StartInbox(t)
 	// Behind a trusted proxy (the test), so the limits' subtest can come from an address of
 	// its own; requests without the header are 127.0.0.1's.

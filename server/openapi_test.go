@@ -24,7 +24,6 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -369,7 +368,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	fromYAML = viaJSON(t, fromYAML)
 
 	rs := redistest.Start(t)
-	in := startInProcess(t, "oapi", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "oapi", tolerantEnv(rs.URL(), testDB(t), nil))
 	var served any
 	res := call(t, "GET", in.url+"/api/openapi.json", "", nil, &served)
 	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -97,7 +96,7 @@ func productIDs(t *testing.T, in *instance, query string) (int, []string, string
 func TestOrderPageBelongsToItsQueue(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "orderpage", tolerantEnv(rs.URL(), db, map[string]string{
 		"WR_DEMO": "true", "WR_UNBOUND_PRODUCTS_QUEUE": "line",
 	}))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -27,7 +26,7 @@ func TestDescriptorFloodIsShed(t *testing.T) {
 	// The flood's connections stay until the test closes them, however long dialling takes
 	// on a busy machine (the read timeout would otherwise free slots meanwhile, and fewer
 	// connections would be over the budget).
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_READ_TIMEOUT": "10m"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_LOG_LEVEL": "info", "WR_READ_TIMEOUT": "10m"})
 	in := startCommand(t, "fd", env, "prlimit", "--nofile=1024:1024", "--", binary(t))
 	admin(t, in, "PUT", "/admin/api/queues/fd", map[string]any{"paused": true})
 	t.Cleanup(func() {
@@ -159,7 +158,7 @@ func TestStreamBudgetSheds(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	// Heartbeats far apart: the sweep, not a heartbeat, must be what finds the gone client.
-	in := startInProcess(t, "budget", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1h"}))
+	in := startInProcess(t, "budget", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_MAX_STREAMS": "2", "WR_HEARTBEAT": "1h"}))
 	admin(t, in, "PUT", "/admin/api/queues/bq", map[string]any{"paused": true})
 	var tickets []string
 	for range 3 {
@@ -220,7 +219,7 @@ func TestStreamBudgetSheds(t *testing.T) {
 func TestIncompleteRequestsAreClosed(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "idle", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_READ_TIMEOUT": "1s"}))
+	in := startInProcess(t, "idle", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_READ_TIMEOUT": "1s"}))
 	addr := strings.TrimPrefix(in.url, "http://")
 	for _, start := range []string{"", "GET /healthz HTTP/1.1\r\nHost: x\r\n"} {
 		t.Run(fmt.Sprintf("%q", start), func(t *testing.T) {

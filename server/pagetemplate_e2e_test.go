@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -27,7 +26,7 @@ const pageTemplateGood = `<!doctype html>
 func TestPageTemplateAPI(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "tpl-1", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "tpl-1", tolerantEnv(rs.URL(), testDB(t), nil))
 	mustAdmin(t, in, "PUT", "/admin/api/queues/tq", map[string]any{"rate_per_second": 1})
 	path := in.url + "/admin/api/queues/tq/template"
 	const origins = "X-Template-Origins"

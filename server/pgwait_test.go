@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -28,7 +27,7 @@ import (
 // ran all along (stopping and restarting one could find its port taken by a test beside).
 func TestStartWaitsForPostgres(t *testing.T) {
 	t.Parallel()
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	door := closedDoor(t)
 	u, err := url.Parse(db)
 	if err != nil {
@@ -97,7 +96,7 @@ func TestWaitPostgresGivesUp(t *testing.T) {
 // password, a database that does not exist — ends the wait at the first attempt.
 func TestWaitPostgresRefusalEndsAtOnce(t *testing.T) {
 	t.Parallel()
-	good, err := url.Parse(pgtest.MustDB(t))
+	good, err := url.Parse(testDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -15,7 +14,7 @@ import (
 func TestPlacesShareOfMaxActive(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "share", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "share", tolerantEnv(rs.URL(), testDB(t), nil))
 	var st struct {
 		Share *float64 `json:"max_active_share_per_ip"`
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -55,7 +54,7 @@ func powJoin(t *testing.T, in *instance, q, ticket string, body any) (int, powAn
 func TestPowJoin(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), nil)
+	env := tolerantEnv(rs.URL(), testDB(t), nil)
 	in := startInProcess(t, "pow", env)
 	// Rate 0: nobody is admitted, so places stay live for the rejoin checks.
 	mustAdmin(t, in, "PUT", "/admin/api/queues/pw", map[string]any{"rate_per_second": 0, "places_per_ip": 0, "pow_difficulty": 12})

@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -22,7 +21,7 @@ import (
 func TestPprofOnItsOwnAddress(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "pprof", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_PPROF_ADDR": "127.0.0.1:0"}))
+	in := startInProcess(t, "pprof", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_PPROF_ADDR": "127.0.0.1:0"}))
 	addr := pprofAddr(t, in)
 	client := &http.Client{}
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestAbandonment(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "ab", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_GRACE": "5s"}))
+	in := startInProcess(t, "ab", tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_GRACE": "5s"}))
 	admin(t, in, "PUT", "/admin/api/queues/ab", map[string]any{"paused": true, "rate_per_second": 1})
 	var ghost, poller, streamer, witness joinResp
 	call(t, "POST", in.url+"/api/queues/ab/join", "", nil, &ghost)  // joins, then vanishes
@@ -99,7 +98,7 @@ func TestAbandonment(t *testing.T) {
 func TestDeadClientsAndInstanceCounts(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_HEARTBEAT": "1s", "WR_STREAMS_PER_IP": "3"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_HEARTBEAT": "1s", "WR_STREAMS_PER_IP": "3"})
 	ab := startInProcessAll(t, env, "a", "b")
 	a, b := ab[0], ab[1]
 	admin(t, a, "PUT", "/admin/api/queues/dc", map[string]any{"paused": true})

@@ -3,7 +3,6 @@ package main
 import (
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -29,7 +28,7 @@ type fieldErr struct {
 func TestReceiptCurrencyAPI(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "web-1", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "web-1", tolerantEnv(rs.URL(), testDB(t), nil))
 
 	want := map[string]currencyProduct{
 		"won":  {ID: "won", Price: 129000, Currency: "KRW", CurrencyDigits: 0},

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -94,7 +93,7 @@ func saleQueueStats(t *testing.T, in *instance, q string) saleStats {
 func TestReportAddsUpAfterASale(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "rs", tolerantEnv(rs.URL(), db, nil))
 	const q = "rsale"
 	mustAdmin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"rate_per_second": 1000, "max_active": 1, "places_per_ip": 0})

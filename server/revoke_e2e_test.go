@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
@@ -22,7 +21,7 @@ import (
 func TestRevokeEndToEnd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	env := tolerantEnv(rs.URL(), db, map[string]string{
 		"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s",
 	})

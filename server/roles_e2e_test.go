@@ -146,7 +146,7 @@ func requestWithType(t *testing.T, in *instance, r changingRoute, bearer string)
 func TestAdminViewerRefusedEveryChange(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "roles", rolesEnv(rs.URL(), pgtest.MustDB(t)))
+	in := startInProcess(t, "roles", rolesEnv(rs.URL(), testDB(t)))
 	png := brandingPNG(t, 8, 8)
 
 	admin(t, in, "PUT", "/admin/api/queues/rq", map[string]any{"rate_per_second": 0})
@@ -276,7 +276,7 @@ func TestAdminViewerRefusedEveryChange(t *testing.T) {
 func TestAuditLogOfOperatorChanges(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	dbURL := pgtest.MustDB(t)
+	dbURL := testDB(t)
 	in := startInProcess(t, "audit", rolesEnv(rs.URL(), dbURL))
 	png := brandingPNG(t, 8, 8)
 	as := func(method, path string, body any, want int, hdr ...string) *http.Response {

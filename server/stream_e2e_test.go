@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -39,7 +38,7 @@ func (u *userLog) add(ev sseEvent) {
 func TestLivePositionsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), nil)
+	env := tolerantEnv(rs.URL(), testDB(t), nil)
 	ins := startInProcessAll(t, env, "a", "b")
 	admin(t, ins[0], "PUT", "/admin/api/queues/live", map[string]any{"rate_per_second": 40, "paused": true, "places_per_ip": 0})
 

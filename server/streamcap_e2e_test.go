@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -24,7 +23,7 @@ func TestBrowserStreamCapBackToStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "cap", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{
+	in := startInProcess(t, "cap", tolerantEnv(rs.URL(), testDB(t), map[string]string{
 		"WR_HEARTBEAT": "1s", "WR_STREAMS_PER_IP": "1",
 	}))
 	mustAdmin(t, in, "PUT", "/admin/api/queues/sc", map[string]any{"rate_per_second": 1, "paused": true})

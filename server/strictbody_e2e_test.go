@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestAdminStrictBodies(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	in := startInProcess(t, "strict", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startInProcess(t, "strict", tolerantEnv(rs.URL(), testDB(t), nil))
 	type answer struct {
 		Error struct{ Code, Field, Message string } `json:"error"`
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/waitroom/waitroom/admission"
 	"github.com/waitroom/waitroom/internal/rstore"
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 	"github.com/waitroom/waitroom/trust"
 )
@@ -91,7 +90,7 @@ func verifyCall(t *testing.T, in *instance, ticket, token, queueName string) (in
 func TestSignedTokensEndToEnd(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	env := tolerantEnv(rs.URL(), db, nil)
 	ab := startInProcessAll(t, env, "ta", "tb")
 	a, b := ab[0], ab[1]
@@ -253,7 +252,7 @@ func encodeSeg(t *testing.T, v any) string {
 func TestKeyRotationDuringASale(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	env := tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s"})
+	env := tolerantEnv(rs.URL(), testDB(t), map[string]string{"WR_KEY_PUBLISH_DELAY": "1s", "WR_KEY_REFRESH": "200ms", "WR_JWKS_MAX_AGE": "0s"})
 	ab := startInProcessAll(t, env, "ra", "rb")
 	a, b := ab[0], ab[1]
 	admin(t, a, "PUT", "/admin/api/products/rot", map[string]any{"name": "Rot", "price": 1, "stock": 1000, "queue": "rot"})
@@ -315,7 +314,7 @@ func TestNginxAuthRequest(t *testing.T) {
 	t.Parallel()
 	bin := nginxBinary(t)
 	rs := redistest.Start(t)
-	in := startProcess(t, "ng", tolerantEnv(rs.URL(), pgtest.MustDB(t), nil))
+	in := startProcess(t, "ng", tolerantEnv(rs.URL(), testDB(t), nil))
 	shop := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(shop, "checkout"), 0o755); err != nil {
 		t.Fatal(err)
@@ -391,7 +390,7 @@ func TestNginxAuthRequest(t *testing.T) {
 func TestMixedTokenFormats(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	bare := launchInProcess(t, "mx-uuid", tolerantEnv(rs.URL(), db, map[string]string{"WR_TOKEN_FORMAT": "uuid"}))
 	signed := launchInProcess(t, "mx-jws", tolerantEnv(rs.URL(), db, nil))
 	strict := launchInProcess(t, "mx-strict", tolerantEnv(rs.URL(), db, map[string]string{"WR_ACCEPT_BARE_TOKENS": "false"}))

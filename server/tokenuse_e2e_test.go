@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -152,7 +151,7 @@ func tokenUsedOutcomes(t *testing.T, in *instance) string {
 func TestTokenUseSurvivesFailover(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	db := pgtest.MustDB(t)
+	db := testDB(t)
 	in := startInProcess(t, "tu", tolerantEnv(rs.URL(), db, nil))
 	admin(t, in, "PUT", "/admin/api/products/tu-shoe", map[string]any{"name": "Shoe", "price": 100, "stock": 50, "queue": "tu"})
 	tickets, tokens := admittedUsers(t, in, "tu", 2)

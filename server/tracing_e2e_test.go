@@ -19,7 +19,6 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 
@@ -141,7 +140,7 @@ func TestTracesOfAJourney(t *testing.T) {
 	t.Parallel()
 	recv := startOTLPReceiver(t)
 	rs := redistest.Start(t)
-	in := startInProcess(t, "traces", tolerantEnv(rs.URL(), pgtest.MustDB(t), map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.srv.URL}))
+	in := startInProcess(t, "traces", tolerantEnv(rs.URL(), testDB(t), map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.srv.URL}))
 	admin(t, in, "PUT", "/admin/api/queues/tr", map[string]any{"rate_per_second": 50000, "places_per_ip": 0})
 	admin(t, in, "PUT", "/admin/api/products/trp", map[string]any{"stock": 5, "queue": "tr"})
 

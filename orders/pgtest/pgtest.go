@@ -1,5 +1,6 @@
 // Package pgtest gives tests a real PostgreSQL: one private cluster per test binary
-// (started by Main from TestMain), a throwaway database per test (MustDB), and separate
+// (started by Main from TestMain), a throwaway database per test (MustDB, or MustDBFrom a
+// copy of a database prepared once per binary: Template), and separate
 // clusters that a fault test may kill and restart (MustPrivate).
 //
 // A missing PostgreSQL installation fails loudly, never skips: a test that silently skips
@@ -18,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,6 +67,11 @@ func run(m *testing.M) (code int) {
 // when the test ends.
 func MustDB(tb testing.TB) string {
 	tb.Helper()
+	return mustDB(tb, "")
+}
+
+func mustDB(tb testing.TB, from string) string {
+	tb.Helper()
 	if shared == nil {
 		tb.Fatal("pgtest.MustDB: no cluster; call pgtest.Main(m) from TestMain in this package")
 	}
@@ -74,7 +81,7 @@ func MustDB(tb testing.TB) string {
 	// WAL (PostgreSQL 15's default, WAL_LOG): with fsync off its two checkpoints cost little,
 	// and a create + drop took 144 ms instead of 282 (2026-12-03, 2 cores) — the test
 	// command makes a few hundred databases. A PostgreSQL before 15 has no STRATEGY: plain then.
-	if err := execSQL(admin, "CREATE DATABASE "+name+" STRATEGY FILE_COPY"); err != nil && execSQL(admin, "CREATE DATABASE "+name) != nil {
+	if err := execSQL(admin, "CREATE DATABASE "+name+from+" STRATEGY FILE_COPY"); err != nil && execSQL(admin, "CREATE DATABASE "+name+from) != nil {
 		tb.Fatalf("pgtest: create database: %v", err)
 	}
 	tb.Cleanup(func() {
@@ -83,6 +90,57 @@ func MustDB(tb testing.TB) string {
 		}
 	})
 	return WithDatabase(admin, name)
+}
+
+// templates are the prepared databases of Template, by name.
+var (
+	templatesMu sync.Mutex
+	templates   = map[string]*template{}
+)
+
+type template struct {
+	once sync.Once
+	db   string
+	err  error
+}
+
+// Template returns the name of a database in the shared cluster that prepare made (given its
+// URL) once per test binary and name — say, with every migration applied — for MustDBFrom to
+// copy. prepare must close its connections before it returns: PostgreSQL copies no database
+// that has sessions. A failed prepare fails every test that asks for that template.
+func Template(tb testing.TB, name string, prepare func(ctx context.Context, url string) error) string {
+	tb.Helper()
+	if shared == nil {
+		tb.Fatal("pgtest.Template: no cluster; call pgtest.Main(m) from TestMain in this package")
+	}
+	templatesMu.Lock()
+	tp := templates[name]
+	if tp == nil {
+		tp = &template{}
+		templates[name] = tp
+	}
+	templatesMu.Unlock()
+	tp.once.Do(func() {
+		db := "tmpl_" + randomHex(8)
+		if tp.err = execSQL(shared.URL(), "CREATE DATABASE "+db+" STRATEGY FILE_COPY"); tp.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if tp.err = prepare(ctx, WithDatabase(shared.URL(), db)); tp.err == nil {
+			tp.db = db
+		}
+	})
+	if tp.err != nil {
+		tb.Fatalf("pgtest: template %s: %v", name, tp.err)
+	}
+	return tp.db
+}
+
+// MustDBFrom is MustDB with a copy of database template (Template) instead of an empty one.
+func MustDBFrom(tb testing.TB, template string) string {
+	tb.Helper()
+	return mustDB(tb, " TEMPLATE "+template)
 }
 
 // MustPrivate starts a separate cluster for one test, which may Kill, Stop and Restart

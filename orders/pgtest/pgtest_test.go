@@ -2,6 +2,8 @@ package pgtest_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,5 +67,49 @@ func TestMustPrivateCanBeRestarted(t *testing.T) {
 	}
 	if got := currentDB(t, in.URL()); got != "postgres" {
 		t.Fatalf("database after restart = %q", got)
+	}
+}
+
+// A template is prepared once per binary however many tests ask for it at once, and each
+// copy starts as the template was and is a database of its own.
+func TestMustDBFromCopiesATemplatePreparedOnce(t *testing.T) {
+	t.Parallel()
+	var prepared atomic.Int32
+	prepare := func(ctx context.Context, url string) error {
+		prepared.Add(1)
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)")
+		return err
+	}
+	var wg sync.WaitGroup
+	dsns := make([]string, 4)
+	for i := range dsns {
+		wg.Add(1)
+		go func() { defer wg.Done(); dsns[i] = pgtest.MustDBFrom(t, pgtest.Template(t, "kept", prepare)) }()
+	}
+	wg.Wait()
+	if n := prepared.Load(); n != 1 {
+		t.Fatalf("prepared %d times, want once", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, dsn := range dsns {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		err = conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v)
+		if err == nil && i == 0 {
+			_, err = conn.Exec(ctx, "UPDATE kept SET v = 8")
+		}
+		conn.Close(ctx)
+		if err != nil || v != 7 {
+			t.Fatalf("copy %d: v %d, %v; want the template's 7 (copies are independent)", i, v, err)
+		}
 	}
 }
