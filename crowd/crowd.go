@@ -10,13 +10,14 @@
 // time make the same tickets — a join of a ticket that already has a place returns that place.
 // Only a real visitor who joins while a top-up runs can shift the names; the line is then
 // one visitor longer, which is what it is anyway. A pass slow enough that the tickets it
-// names were let in meanwhile makes new places; the next pass gives the crowd's newest back.
+// names were let in meanwhile makes new places beyond the crowd; its instance's next pass
+// gives those back.
 package crowd
 
 import (
-	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -136,19 +137,29 @@ func (c *Crowd) Step(ctx context.Context) error {
 		}
 	}
 	// A pass that joins long after it read the counts (a slow pass on a busy machine, while
-	// another instance's crowd topped up and people were let in) can name a ticket that was
-	// let in and gave its token back meanwhile: its join makes a new place, and the line holds
-	// more than Size — for good, once admission pauses. The crowd then gives up its newest
-	// waiters (the back of the line) until the line is back at its size.
-	if over := s.Waiting - int64(c.cfg.Size); over > 0 {
-		slices.SortFunc(alive, func(a, b string) int { return cmp.Compare(c.members[b], c.members[a]) })
-		for _, id := range alive[:min(over, int64(len(alive)))] {
+	// another instance's crowd topped up and people were let in) can name tickets that were
+	// let in and gave their tokens back meanwhile: their joins make new places, and the line
+	// holds more than Size — for good, once admission pauses. This Crowd's next pass gives
+	// back those of its waiters whose place is beyond Size (behind the whole crowd); a real
+	// visitor's place never is, so no visitor is overtaken or sent away.
+	if s.Waiting > int64(c.cfg.Size) {
+		departed := slices.Sorted(maps.Keys(gone))
+		trimmed := false
+		for _, id := range alive {
+			seq := c.members[id]
+			ahead, _ := slices.BinarySearch(departed, seq) // departed places between the head and seq
+			if seq-s.Head-int64(ahead) <= int64(c.cfg.Size) {
+				continue
+			}
 			if err := c.line.Leave(ctx, c.ticket(id)); err != nil && !errors.Is(err, queue.ErrNoPlace) {
 				return err
 			}
 			delete(c.members, id)
+			trimmed = true
 		}
-		return nil
+		if trimmed {
+			return nil
+		}
 	}
 	// The line ends at Tail with Waiting people in it; the crowd's next waiters are named
 	// Tail+1, Tail+2, …: any instance reading the same counts names the same tickets.

@@ -172,20 +172,27 @@ func TestCrowdKeepsItsWaitersAlive(t *testing.T) {
 	}
 }
 
-// staleLine answers every Snapshot with the counts of an earlier moment, as a pass that
-// joins long after it read them sees the line.
+// staleLine answers Snapshot with the counts of an earlier moment while *old is true, as a
+// pass that joins long after it read them sees the line.
 type staleLine struct {
 	*queue.Queue
 	then queue.Snapshot
+	old  *bool
 }
 
-func (s staleLine) Snapshot(context.Context, string) (queue.Snapshot, error) { return s.then, nil }
+func (s staleLine) Snapshot(ctx context.Context, name string) (queue.Snapshot, error) {
+	if *s.old {
+		return s.then, nil
+	}
+	return s.Queue.Snapshot(ctx, name)
+}
 
 // A pass working from old counts names tickets that were let in and gave their tokens back
-// since: their joins make new places and the line holds more than the crowd's size. The next
-// pass gives up the crowd's newest waiters until the line is back at its size (the two
-// instances of server/TestDemoCrowdTwoInstancesKeepOneCrowd, on a busy machine, once left 40
-// + n waiting after admission paused).
+// since: their joins make new places behind the crowd, and the line holds more than the
+// crowd's size. That instance's next pass gives them back; the other crowd's members and the
+// real visitors keep their places (the two instances of
+// server/TestDemoCrowdTwoInstancesKeepOneCrowd, on a busy machine, once left 40 + n waiting
+// after admission paused).
 func TestCrowdOverfilledByOldCountsShrinksBack(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "line")
@@ -200,17 +207,36 @@ func TestCrowdOverfilledByOldCountsShrinksBack(t *testing.T) {
 		return f.snapshot(t, "line").Head >= 3
 	})
 	step(t, c) // their tokens back; crowd-4..6
-	late := crowd.New(staleLine{f.q, then}, crowd.Config{Queue: "line", Size: 3})
-	step(t, late) // crowd-1..3 again: new places
-	if s := f.snapshot(t, "line"); s.Waiting != 6 {
-		t.Fatalf("after the pass from old counts: %d waiting, want 6 (the case this test is about)", s.Waiting)
+	old := true
+	late := crowd.New(staleLine{f.q, then, &old}, crowd.Config{Queue: "line", Size: 3})
+	step(t, late) // crowd-1..3 again: new places, 4th to 6th
+	signer := queue.NewSigner([]byte("0123456789abcdef-test-secret"))
+	visitor, _ := signer.New("line")
+	if _, _, err := f.q.Join(context.Background(), visitor); err != nil {
+		t.Fatal(err)
 	}
-	step(t, c)
-	if s := f.snapshot(t, "line"); s.Waiting != 3 {
-		t.Fatalf("after the next pass: %d waiting, want the crowd's size, 3", s.Waiting)
+	if s := f.snapshot(t, "line"); s.Waiting != 7 {
+		t.Fatalf("after the pass from old counts and a visitor: %d waiting, want 7 (the case this test is about)", s.Waiting)
 	}
-	step(t, c)
-	if s := f.snapshot(t, "line"); s.Waiting != 3 {
-		t.Fatalf("after one more pass: %d waiting, want 3", s.Waiting)
+	step(t, c) // its members are the first three: nothing to give back
+	if s := f.snapshot(t, "line"); s.Waiting != 7 {
+		t.Fatalf("after the other crowd's pass: %d waiting, want 7 (its members are within the crowd)", s.Waiting)
+	}
+	old = false
+	step(t, late)
+	s := f.snapshot(t, "line")
+	if s.Waiting != 4 {
+		t.Fatalf("after the late crowd's next pass: %d waiting, want 4 (the crowd's 3 and the visitor)", s.Waiting)
+	}
+	p, err := f.q.Status(context.Background(), visitor)
+	if err != nil || p.Position != 4 {
+		t.Fatalf("the visitor: %+v %v, want place 4, behind the crowd", p, err)
+	}
+	for range 2 {
+		step(t, c)
+		step(t, late)
+		if s := f.snapshot(t, "line"); s.Waiting != 4 {
+			t.Fatalf("after more passes: %d waiting, want 4", s.Waiting)
+		}
 	}
 }

@@ -118,8 +118,8 @@ echo "test.sh: Kubernetes manifests"
 #   - the fuzz runs start first under the idle scheduling policy (SCHED_IDLE: they run only on
 #     a core nothing else wants, and give it up the moment a test's process wakes; plain
 #     nice 19 kept them on the core for a time slice and slowed the tests' round trips) and so
-#     use only what the other passes leave idle (3,000 executions a target: ~30 CPU-seconds;
-#     10,000 took ~90, as much as the passes left idle); when the other passes have ended, what is left of them runs at normal
+#     use only what the other passes leave idle (3,000 executions a target: 27
+#     CPU-seconds alone; 10,000 took 70, and as much again beside the passes); when the other passes have ended, what is left of them runs at normal
 #     priority. Their budgets are execution counts, so how slowly they go changes nothing in
 #     what they check. Switching back needs root; without it the fuzz runs go last, as their
 #     own pass.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/internal/testwait"
-	"github.com/waitroom/waitroom/orders/pgtest"
 	"github.com/waitroom/waitroom/queue/redistest"
 )
 

@@ -452,10 +452,22 @@ func TestDropDayAPISoldOut(t *testing.T) {
 func TestDropDayAPIEnded(t *testing.T) {
 	t.Parallel()
 	in := ddStart(t)
-	ddPut(t, in, "ddend", map[string]any{"rate_per_second": 0, "places_per_ip": 0, "ends_at": rfc3339(time.Now().Add(2 * time.Second))})
+	// The end is set after the join, a moment ahead (further if the save was slower than
+	// that and refused it): with the end set first, a machine busy beside the test let it pass
+	// before the join (423, a fresh-clone run beside a CPU hog, 2026-12-03).
+	ddPut(t, in, "ddend", map[string]any{"rate_per_second": 0, "places_per_ip": 0})
 	code, p, _ := ddJoin(t, in, "ddend")
 	if code != 201 || p.State != "waiting" {
 		t.Fatalf("join before the end: %d %+v", code, p)
+	}
+	for ahead := 2 * time.Second; ; ahead *= 2 {
+		code, _, e := ddPut(t, in, "ddend", map[string]any{"ends_at": rfc3339(time.Now().Add(ahead))})
+		if code < 300 {
+			break
+		}
+		if ahead >= time.Minute {
+			t.Fatalf("setting the end %v ahead: %d %+v", ahead, code, e)
+		}
 	}
 	testwait.For(t, 20*time.Second, "the sale ended", func() bool { return ddStats(t, in, "ddend").Ended })
 	if code, _, e := ddJoin(t, in, "ddend"); code != 423 || e.Error.Code != "queue_ended" {

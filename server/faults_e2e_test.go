@@ -398,7 +398,7 @@ func TestPubSubKilled(t *testing.T) {
 	admin(t, in, "PUT", "/admin/api/queues/ps", map[string]any{"paused": false})
 	// Kills while the line moves: when users 5, 20 and 35 are admitted.
 	for _, at := range []int{5, 20, 35} {
-		testwait.For(t, 30*time.Second, fmt.Sprintf("user %d admitted", at), func() bool {
+		testwait.For(t, 2*time.Minute, fmt.Sprintf("user %d admitted", at), func() bool {
 			var st joinResp
 			call(t, "GET", in.url+"/api/queues/ps/status", tickets[at], nil, &st)
 			return st.State == "admitted"
@@ -410,11 +410,13 @@ func TestPubSubKilled(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		testwait.For(t, 30*time.Second, "the hub noticed the kill and resynced", func() bool {
+		testwait.For(t, 2*time.Minute, "the hub noticed the kill and resynced", func() bool {
 			return metricSum(t, ins, "stream_pubsub_errors_total") > errs && metricSum(t, ins, "stream_resyncs_total") > resyncs
 		})
 	}
-	testwait.For(t, 30*time.Second, "everyone admitted", func() bool { return all(logs, hasAdmitted) })
+	// Upper bounds, not verdicts: beside a CPU hog the 40 streams took longer than 30 s to
+	// hear every admission (a fresh-clone run, 2026-12-03).
+	testwait.For(t, 2*time.Minute, "everyone admitted", func() bool { return all(logs, hasAdmitted) })
 	checked := checkTruePositions(t, logs, admittedTicks(t, logs))
 	m := readAll(call(t, "GET", in.url+"/metrics", "", nil, nil))
 	t.Logf("pub/sub killed 3 times; %d position events all exact; %s", checked, strings.ReplaceAll(grep(m, "stream_resyncs_total "), "\n", " "))

@@ -226,7 +226,7 @@ func TestJourneySaleDay(t *testing.T) {
 		b.p.waitJS("the pre-queue", 10*time.Second, `(() => {
 			const $ = (id) => document.getElementById(id);
 			return !$('prequeue').hidden && $('waiting').hidden && /^[0-9a-f]{16,}$/.test($('draw-id-box').dataset.drawId) &&
-				$('conn-state').dataset.state === 'live' && Number($('prequeue-size').dataset.value) >= `+strconv.Itoa(i+1)+`;
+				$('conn-state').dataset.state === 'live' && Number($('prequeue-size').dataset.value) `+map[bool]string{true: "===", false: ">="}[i == 0]+` `+strconv.Itoa(i+1)+`;
 		})()`)
 		lap(b.p.name + " in the pre-queue")
 		if got := b.p.eval(`document.documentElement.lang`); got != b.lang {
@@ -274,7 +274,8 @@ func TestJourneySaleDay(t *testing.T) {
 	for _, b := range buyers {
 		b.p.waitJS("the drawn place", time.Until(starts)+10*time.Second, `(() => {
 			const $ = (id) => document.getElementById(id);
-			return !$('waiting').hidden && $('prequeue').hidden && Number($('position').dataset.position) >= 1 && !$('drawn').hidden;
+			return !$('waiting').hidden && $('waiting').dataset.mode === 'line' && $('prequeue').hidden &&
+				Number($('position').dataset.position) >= 1 && !$('drawn').hidden;
 		})()`)
 	}
 	lap("drawn")

@@ -65,8 +65,12 @@ func newJourney(t *testing.T, ctx context.Context) *journey {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(screenshotDir(t), "journeys", regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_"))
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
+	// With the screenshots off (the test command) the last saved ones stay; only a failure's
+	// page is written.
+	if !screenshotsOff() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

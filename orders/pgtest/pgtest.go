@@ -81,8 +81,8 @@ func mustDB(tb testing.TB, from string) string {
 	// WAL (PostgreSQL 15's default, WAL_LOG): with fsync off its two checkpoints cost little,
 	// and a create + drop took 144 ms instead of 282 (2026-12-03, 2 cores) — the test
 	// command makes a few hundred databases. A PostgreSQL before 15 has no STRATEGY: plain then.
-	if err := execSQL(admin, "CREATE DATABASE "+name+from+" STRATEGY FILE_COPY"); err != nil && execSQL(admin, "CREATE DATABASE "+name+from) != nil {
-		tb.Fatalf("pgtest: create database: %v", err)
+	if err := createDB(admin, name+from); err != nil {
+		tb.Fatalf("pgtest: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := execSQL(admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
@@ -122,7 +122,7 @@ func Template(tb testing.TB, name string, prepare func(ctx context.Context, url 
 	templatesMu.Unlock()
 	tp.once.Do(func() {
 		db := "tmpl_" + randomHex(8)
-		if tp.err = execSQL(shared.URL(), "CREATE DATABASE "+db+" STRATEGY FILE_COPY"); tp.err != nil {
+		if tp.err = createDB(shared.URL(), db); tp.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -198,6 +198,19 @@ func traversableTempDir(pattern string) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// createDB runs CREATE DATABASE what (a name, and a TEMPLATE clause if any) with STRATEGY
+// FILE_COPY, or without it on a PostgreSQL before 15, which has no STRATEGY.
+func createDB(admin, what string) error {
+	err := execSQL(admin, "CREATE DATABASE "+what+" STRATEGY FILE_COPY")
+	if err == nil {
+		return nil
+	}
+	if plain := execSQL(admin, "CREATE DATABASE "+what); plain != nil {
+		return fmt.Errorf("create database: %w (without STRATEGY: %v)", err, plain)
+	}
+	return nil
 }
 
 func execSQL(dsn, sql string) error {
