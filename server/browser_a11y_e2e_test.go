@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -44,6 +45,12 @@ type axeViolation struct {
 	} `json:"nodes"`
 }
 
+// navigatedAway reports whether err is DevTools saying the page's document went away under an
+// evaluation (a navigation: the execution context was destroyed or the target navigated).
+func navigatedAway(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "context was destroyed"))
+}
+
 // axeCheck runs axe-core on the page as it is now. The script is the test's: it is injected
 // with the DevTools protocol (Runtime.evaluate), which the page's Content-Security-Policy
 // does not govern (the page itself still loads no inline script). It logs every violation
@@ -51,18 +58,35 @@ type axeViolation struct {
 func axeCheck(t *testing.T, p *browserPage, src, what string) []string {
 	t.Helper()
 	ctx := p.ctx
-	// Injected once per document (a navigation starts a new one).
-	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`)); !ok {
-		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](src+"\n;typeof axe === 'object'")); err != nil || !ok {
-			t.Fatalf("%s: inject axe-core: %v %v\n%s", what, ok, err, p.diagnose())
+	// A page that reloads itself (the no-script page's Refresh, every 5 s) can start its next
+	// document while axe-core runs on this one ("Inspected target navigated or closed",
+	// beside a CPU hog): the check is made again on the new document, until the page's wait
+	// (pageWait) is over.
+	deadline := time.Now().Add(pageWait(0))
+	var raw string
+	for {
+		// Injected once per document (a navigation starts a new one).
+		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`)); !ok {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](src+"\n;typeof axe === 'object'"))
+			if (err != nil || !ok) && !(navigatedAway(err) && time.Now().Before(deadline)) {
+				t.Fatalf("%s: inject axe-core: %v %v\n%s", what, ok, err, p.diagnose())
+			}
+			if err != nil || !ok {
+				continue
+			}
 		}
-	}
-	// One run: the violations with their elements, and how many rules passed (the passes are
-	// listed without their elements: resultTypes).
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r =>
+		// One run: the violations with their elements, and how many rules passed (the
+		// passes are listed without their elements: resultTypes).
+		var err error
+		raw, err = chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r =>
 		JSON.stringify({violations: r.violations, passes: r.passes.length}))`, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatalf("%s: axe.run: %v\n%s", what, err, p.diagnose())
+		if err == nil {
+			break
+		}
+		if !navigatedAway(err) || time.Now().After(deadline) {
+			t.Fatalf("%s: axe.run: %v\n%s", what, err, p.diagnose())
+		}
+		t.Logf("%s: the page navigated during axe.run (%v): again on the new document", what, err)
 	}
 	var res struct {
 		Violations []axeViolation `json:"violations"`
