@@ -17,29 +17,37 @@ import (
 // histCounts are the history's totals and the matching /metrics counters.
 type histCounts struct{ joined, admitted, abandoned, expired, orders int64 }
 
-// metricSum sums one counter's sample over the instances' /metrics pages.
-func metricSum(t *testing.T, ins []*instance, series string) int64 {
+// metricSums sums each counter's sample over the instances' /metrics pages, reading each page
+// once (a test polling five counters on two instances read ten pages a poll: most of its CPU).
+func metricSums(t *testing.T, ins []*instance, series ...string) []int64 {
 	t.Helper()
-	var n float64
+	sums := make([]float64, len(series))
 	for _, in := range ins {
 		for _, l := range strings.Split(readAll(call(t, "GET", in.url+"/metrics", "", nil, nil)), "\n") {
-			if v, ok := strings.CutPrefix(l, series+" "); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					t.Fatalf("metric %s: %q", series, l)
+			for i, s := range series {
+				if v, ok := strings.CutPrefix(l, s+" "); ok {
+					f, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						t.Fatalf("metric %s: %q", s, l)
+					}
+					sums[i] += f
 				}
-				n += f
 			}
 		}
 	}
-	return int64(n)
+	out := make([]int64, len(series))
+	for i, f := range sums {
+		out[i] = int64(f)
+	}
+	return out
 }
 
 func metricCounts(t *testing.T, ins []*instance, q string) histCounts {
+	t.Helper()
 	lbl := `{queue="` + q + `"}`
-	return histCounts{joined: metricSum(t, ins, "queue_enter_total"+lbl), admitted: metricSum(t, ins, "queue_token_issued_total"+lbl),
-		abandoned: metricSum(t, ins, "queue_abandoned_total"+lbl), expired: metricSum(t, ins, "queue_token_expired_total"+lbl),
-		orders: metricSum(t, ins, `order_outcomes_total{result="created"}`)}
+	n := metricSums(t, ins, "queue_enter_total"+lbl, "queue_token_issued_total"+lbl, "queue_abandoned_total"+lbl,
+		"queue_token_expired_total"+lbl, `order_outcomes_total{result="created"}`)
+	return histCounts{joined: n[0], admitted: n[1], abandoned: n[2], expired: n[3], orders: n[4]}
 }
 
 type historyJSON struct {
@@ -106,7 +114,7 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 			t.Fatalf("leave: %d", res.StatusCode)
 		}
 	}
-	testwait.For(t, 30*time.Second, "3 places abandoned", func() bool {
+	testwait.Every(t, 250*time.Millisecond, 30*time.Second, "3 places abandoned", func() bool {
 		return metricCounts(t, ins, q).abandoned == 3
 	})
 	mustAdmin(t, a, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": false})
@@ -114,7 +122,7 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 	// Every unused token lapses, the queue rests; the last step is recorded within one step.
 	window := "from=" + url.QueryEscape(start.Add(-time.Minute).Format(time.RFC3339)) + "&step=10"
 	var m, h histCounts
-	testwait.For(t, 45*time.Second, "the history's totals to equal the metrics", func() bool {
+	testwait.Every(t, 250*time.Millisecond, 45*time.Second, "the history's totals to equal the metrics", func() bool {
 		m = metricCounts(t, ins, q)
 		h = historyCounts(t, a, q, window)
 		return m.expired >= 7 && h == m
@@ -127,7 +135,7 @@ func TestHistoryAndReportAgreeWithTheMetrics(t *testing.T) {
 	// minute or more read the minute rows, and a 10-s row written after its minute was rolled
 	// up is counted at the next rollup (each recomputes the last three minutes): wait for it.
 	var hb histCounts
-	testwait.For(t, 150*time.Second, "120-s steps on the other instance to sum to the same totals", func() bool {
+	testwait.Every(t, 250*time.Millisecond, 150*time.Second, "120-s steps on the other instance to sum to the same totals", func() bool {
 		hb = historyCounts(t, b, q, strings.Replace(window, "step=10", "step=120", 1))
 		return hb == h
 	})

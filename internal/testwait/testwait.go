@@ -50,3 +50,21 @@ func For(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 		time.Sleep(wait)
 	}
 }
+
+// Every polls cond every interval (not faster) until it holds, as For does otherwise: for a
+// condition known to take seconds whose poll is dear (several /metrics pages and a
+// PostgreSQL query through instances under the race detector), where For's 50-ms pace
+// spent most of the test's CPU polling.
+func Every(t testing.TB, interval, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			if cond() {
+				return
+			}
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(interval)
+	}
+}
