@@ -115,17 +115,14 @@ echo "test.sh: Kubernetes manifests"
 # Inside a package, tests run in parallel (-parallel 8; serial tests say why in a comment),
 # and the packages of a pass run four at a time (-p 4). Builds are shared through the Go
 # build cache. The order (measured on 2 cores, docs/TESTING.md "How long it takes"):
-#   - the fuzz runs start first under the idle scheduling policy (SCHED_IDLE: they run only on
-#     a core nothing else wants, and give it up the moment a test's process wakes; plain
-#     nice 19 kept them on the core for a time slice and slowed the tests' round trips) and so
-#     use only what the other passes leave idle (3,000 executions a target: 27
-#     CPU-seconds alone; 10,000 took 70, and as much again beside the passes); when the other passes have ended, what is left of them runs at normal
-#     priority. Their budgets are execution counts, so how slowly they go changes nothing in
-#     what they check. Switching back needs root; without it the fuzz runs go last, as their
-#     own pass.
 #   - single, then journeys (both keep the 2 cores busy);
 #   - the two cluster passes together (the queue/stream one mostly waits on clusters forming
-#     and failing over: a core and a half idle when it ran alone).
+#     and failing over: a core and a half idle when it ran alone), and the fuzz runs beside
+#     them at normal priority (3,000 executions a target: 27 CPU-seconds alone). Until
+#     2026-12-03 the fuzz runs went beside every pass under the idle scheduling policy
+#     (SCHED_IDLE): measured, they still slowed every pass by ~10 % (a fresh clone 458 s with
+#     them, 402 s without; docs/TESTING.md "How long it takes"); the cluster passes are the
+#     ones that leave CPU idle.
 # WR_TEST_AT_ONCE=1 starts every pass at once (faster with cores to spare; on 2 cores it
 # overloads the machine: measured 652 s and red, see docs/TESTING.md).
 work=$(mktemp -d)
@@ -134,6 +131,11 @@ trap 'trap - INT TERM; kill 0' INT TERM
 WR_OPENAPI_REPORT=$work/openapi-report
 : >"$WR_OPENAPI_REPORT"
 export WR_OPENAPI_REPORT
+# The server binary the end-to-end tests start as processes, built once for every pass (each
+# pass's test binary built its own before: a link each).
+echo "test.sh: go build ./server (for the tests that start it as a process)"
+go build -o "$work/waitroom" ./server
+export WR_TEST_SERVER_BIN=$work/waitroom
 passes=${WR_TEST_PASSES:-single cluster}
 fuzz=${WR_FUZZ_EXECS:-3000}
 parallel=${WR_TEST_PARALLEL:-8}
@@ -181,7 +183,7 @@ start_pass() { # name command...: run; wait for it unless WR_TEST_AT_ONCE=1
 # coverage") had come to take longer than the 10,000 executions — a test command whose cost
 # grew by itself. A longer run: WR_FUZZ_EXECS (docs/TESTING.md).
 fuzz_all() {
-  local d t bin idle
+  local d t bin
   for d in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
     d=${d#./}
     bin=$work/fuzz-$(echo "$d" | tr / -).test
@@ -189,19 +191,7 @@ fuzz_all() {
     go test -c -fuzz "^${first}\$" -o "$bin" "./$d"
     for t in $(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$d"/*_test.go | awk '{print $2}'); do
       echo "fuzz $d $t"
-      idle=0
-      case "$(chrt -p "$BASHPID" 2>/dev/null)" in *SCHED_IDLE*) idle=1 ;; esac
-      if ! fuzz_one "$d" "$bin" "$t"; then
-        # Go's fuzz workers give each input 10 s of wall-clock time ("deadlocked!"), so a
-        # worker held off the CPU that long under the idle policy — a machine with no idle
-        # core, e.g. beside a CPU hog — dies as if the input had hung. Such a target runs
-        # again at normal priority once the other passes have ended (fuzz_deferred); a
-        # failing input it found was written to testdata/fuzz and is replayed there first,
-        # so a real failure fails that run.
-        [ "$idle" = 1 ] || return 1
-        echo "fuzz $d $t: failed under the idle policy; again at normal priority after the passes"
-        echo "$d $bin $t" >>"$work/fuzz-deferred"
-      fi
+      fuzz_one "$d" "$bin" "$t" || return 1
     done
   done
 }
@@ -209,32 +199,6 @@ fuzz_one() { # dir binary target
   (cd "$1" && "$2" -test.run '^$' -test.fuzz "^${3}\$" -test.fuzztime "${fuzz}x" \
     -test.fuzzcachedir "$work/fuzzcache/$1")
 }
-fuzz_deferred() {
-  local d bin t
-  while read -r d bin t; do
-    echo "fuzz $d $t (again, at normal priority)"
-    fuzz_one "$d" "$bin" "$t" || return 1
-  done <"$work/fuzz-deferred"
-}
-# fuzz_idle runs fuzz_all under SCHED_IDLE (what it starts inherits it).
-fuzz_idle() {
-  chrt --idle -p 0 "$BASHPID" >/dev/null
-  fuzz_all
-}
-# unidle_tree pid: every thread of the process and of everything under it back to the
-# normal policy.
-unidle_tree() {
-  local c
-  chrt --all-tasks --other -p 0 "$1" >/dev/null 2>&1 || true
-  for c in $(pgrep -P "$1" 2>/dev/null); do unidle_tree "$c"; done
-}
-fuzz_bg=0
-if [ "$fuzz" != "0" ] && [ "$at_once" != 1 ] && [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then
-  echo "test.sh: short fuzz runs (${fuzz} executions per target), on idle CPU beside the passes"
-  start_bg fuzz fuzz_idle
-  fuzz_bg=1
-  fuzz_pid=${pids[-1]}
-fi
 # The tests that run in the cluster pass only: on their own Redis Cluster in both modes
 # (redistest.StartCluster), against server processes built without the race detector, so a
 # single-pass run would repeat the cluster pass's run exactly (TestClusterMasterFailover: 30 s
@@ -281,25 +245,22 @@ single_only='TestAutoRateFindsTheKnee|TestFailOpen|TestRedisRestart|TestStalledR
 single_only+='|TestAccessLog|TestAmbiguousFramingRefused|TestIncompleteRequestsAreClosed|TestHostileClients|TestCrossOriginRules|TestSmallerHardeningPoints|TestBehindNginx|TestListensOnlyWhereWRAddrSays|TestPprofOnItsOwnAddress|TestMetricsAtStart|TestNoSecretsInLogs'
 single_only+='|TestCLI[A-Za-z]*|TestOpenAPIDocument|TestAdminStrictBodies|TestAdminValuesNeverAnswer500|TestMixedTokenFormats|TestReportChartLabelsNeverOverlap'
 single_only+='|TestPostgresDown|TestAuditWithPostgresDown|TestHistoryWhilePostgresIsDown|TestStartWaitsForPostgres|TestWaitPostgres[A-Za-z]*'
+fuzz_done=0
 if [[ " $passes " == *" cluster "* ]]; then
   echo "test.sh: go test against a Redis Cluster (WR_TEST_REDIS=cluster; queue, stream and the nouns beside the queue with -race), two passes side by side"
   start_bg cluster-queue-stream env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -race -count=1 -timeout 30m -parallel "$parallel" ./queue/... ./stream/... ./trust/... ./topology/... ./branding/... ./autorate/...
+  if [ "$fuzz" != "0" ]; then
+    echo "test.sh: short fuzz runs (${fuzz} executions per target, beside the cluster passes; a longer run: see docs/TESTING.md)"
+    start_bg fuzz fuzz_all
+    fuzz_done=1
+  fi
   start_pass cluster-server env WR_OPENAPI_REPORT= WR_TEST_REDIS=cluster go test -count=1 -timeout 30m -parallel "$parallel" -skip "^TestBrowser|^TestJourney|^($single_only)\$" ./server/...
   [ "$at_once" = 1 ] || wait_pass cluster-queue-stream
+  [ "$at_once" = 1 ] || [ "$fuzz_done" = 0 ] || wait_pass fuzz
 fi
-if [ "$fuzz" != "0" ]; then
-  if [ "$fuzz_bg" = 1 ]; then
-    # The other passes have ended: what is left of the fuzz runs gets the machine.
-    unidle_tree "$fuzz_pid"
-    wait_pass fuzz
-    if [ -s "$work/fuzz-deferred" ]; then
-      echo "test.sh: fuzz targets that failed under the idle policy, again at normal priority"
-      start_pass fuzz-again fuzz_deferred
-    fi
-  else
-    echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see docs/TESTING.md)"
-    start_pass fuzz fuzz_all
-  fi
+if [ "$fuzz" != "0" ] && [ "$fuzz_done" = 0 ]; then
+  echo "test.sh: short fuzz runs (${fuzz} executions per target; a longer run: see docs/TESTING.md)"
+  start_pass fuzz fuzz_all
 fi
 failed=0
 for i in "${!names[@]}"; do
@@ -313,8 +274,8 @@ for name in "${names[@]}"; do
     cat "$work/$name.log"
   elif [ "$name" = journeys ]; then
     grep -E '^\s*(--- |PASS|ok )|axe-core:' "$work/$name.log" || true
-  elif [ "$name" = fuzz ] || [ "$name" = fuzz-again ]; then
-    grep -E '^fuzz .*(idle policy|again, at normal priority)' "$work/$name.log" || true
+  elif [ "$name" = fuzz ]; then
+    grep -c '^fuzz ' "$work/$name.log" | sed 's/$/ fuzz targets run/' || true
   else
     grep -E '^(ok|FAIL|---) ' "$work/$name.log" || true
   fi
