@@ -205,3 +205,37 @@ func TestFindBinDir(t *testing.T) {
 	}
 	t.Logf("binaries %s, PostgreSQL %s", dir, major)
 }
+
+// TestInitCacheCopiesOneInitdb: two servers started with the same InitCache share one
+// initdb (the cache holds exactly one cluster afterwards), each gets a data directory of
+// its own (a table made in one is not in the other), and each answers with its own
+// password over TCP.
+func TestInitCacheCopiesOneInitdb(t *testing.T) {
+	t.Parallel()
+	base := baseDir(t)
+	cache := filepath.Join(base, "cache")
+	a := start(t, pglocal.Options{DataDir: filepath.Join(base, "a"), InitCache: cache})
+	b := start(t, pglocal.Options{DataDir: filepath.Join(base, "b"), InitCache: cache})
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || !entries[0].IsDir() {
+		t.Fatalf("the cache holds %v, want one initdb'd cluster", entries)
+	}
+	if _, err := os.Stat(filepath.Join(cache, entries[0].Name(), "PG_VERSION")); err != nil {
+		t.Fatalf("the cached cluster: %v", err)
+	}
+	if err := exec(t, a.URL(), "CREATE TABLE only_in_a (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, b.URL(), "SELECT count(*) FROM pg_class WHERE relname = 'only_in_a'"); n != 0 {
+		t.Fatalf("a table made in a is in b: the copies share their files")
+	}
+	if n := count(t, a.URL(), "SELECT count(*) FROM pg_class WHERE relname = 'only_in_a'"); n != 1 {
+		t.Fatalf("a lost its table")
+	}
+	if a.URL() == b.URL() {
+		t.Fatalf("a and b answer at the same URL %s", a.URL())
+	}
+}

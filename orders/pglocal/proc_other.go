@@ -4,6 +4,7 @@ package pglocal
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -28,3 +29,5 @@ func signalGroup(int, syscall.Signal) error       { return errUnsupported }
 func signalProcess(p *os.Process, _ syscall.Signal) error {
 	return p.Kill()
 }
+
+func sameOwner(string, fs.FileInfo) error { return errUnsupported }

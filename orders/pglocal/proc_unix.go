@@ -5,6 +5,7 @@ package pglocal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -121,3 +122,13 @@ const (
 	sigInt  = syscall.SIGINT
 	sigKill = syscall.SIGKILL
 )
+
+// sameOwner gives path the owner of info's file when this process is root (a copy made by
+// root is root's otherwise).
+func sameOwner(path string, info fs.FileInfo) error {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	return os.Lchown(path, int(st.Uid), int(st.Gid))
+}
