@@ -166,13 +166,23 @@ func TestKillLeader(t *testing.T) {
 	// The rate: over the new leader's ticks of the window, admitted = rate × Σ min(time since
 	// the tick before, maxElapsed), to the carried fraction (and a user of rounding at each
 	// end of the window: tick times are whole milliseconds).
-	n, accounted := 0, 0.0
+	// The window's first tick, the takeover's, is left out: its elapsed time runs from the
+	// last tick Redis holds, which can be one of the dead leader's that never reached the
+	// channel (on a cluster with replica acknowledgements a tick's message goes out after its
+	// WAIT; killed in between, its event number is spent and no message follows — red in a
+	// fresh-clone run beside a CPU hog, 2026-12-03). A tick whose message did not arrive
+	// (a publish that failed: streams see the gap and resync from Redis) takes the tick after
+	// it out too, with its time: neither's count is known. Each gap may move the carried
+	// fraction by one user; more than two leave too little to check.
+	n, accounted, gaps := 0, 0.0, 0
 	for i, tk := range all {
-		if tk.Now < resumed || tk.Now >= resumed+window {
+		if tk.Now <= resumed || tk.Now >= resumed+window {
 			continue
 		}
 		if i == 0 || all[i-1].Ev != tk.Ev-1 {
-			t.Fatalf("tick message %d missing before tick %d: the window's count would be short", tk.Ev-1, tk.Tick)
+			gaps++
+			t.Logf("tick message %d missing before tick %d: that tick and the next left out of the count", tk.Ev-1, tk.Tick)
+			continue
 		}
 		if tk.Waiting == 0 {
 			t.Fatalf("the line ran out at tick %d: the window's rate is the line's, not the setting's", tk.Tick)
@@ -180,11 +190,14 @@ func TestKillLeader(t *testing.T) {
 		n += len(tk.Adm)
 		accounted += float64(min(tk.Now-all[i-1].Now, maxElapsed)) / 1000
 	}
+	if gaps > 2 {
+		t.Fatalf("%d tick messages missing in the %d-ms window: too few ticks to check the rate", gaps, window)
+	}
 	want := rate * accounted
 	t.Logf("leader killed; admission resumed after %v; the next %d ms of ticks admitted %d, accounting for %.2f s × %.0f/s = %.1f",
 		gap, window, n, accounted, rate, want)
-	if math.Abs(float64(n)-want) > 2 {
-		t.Fatalf("the new leader admitted %d over ticks accounting for %.2f s; want %.0f/s × that = %.1f ± 2", n, accounted, rate, want)
+	if tol := 2 + float64(gaps); math.Abs(float64(n)-want) > tol {
+		t.Fatalf("the new leader admitted %d over ticks accounting for %.2f s; want %.0f/s × that = %.1f ± %.0f", n, accounted, rate, want, tol)
 	}
 }
 
