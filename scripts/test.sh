@@ -201,8 +201,8 @@ fuzz_one() { # dir binary target
 }
 # The tests that run in the cluster pass only: on their own Redis Cluster in both modes
 # (redistest.StartCluster), against server processes built without the race detector, so a
-# single-pass run would repeat the cluster pass's run exactly (TestClusterMasterFailover: 30 s
-# alone, and serial: every parallel test of its package waited for it).
+# single-pass run would repeat the cluster pass's run exactly (TestClusterMasterFailover: ~25 s
+# alone; serial until 2026-12-03, when every parallel test of its package waited for it).
 cluster_only='TestClusterMasterFailover'
 if [[ " $passes " != *" cluster "* ]]; then cluster_only='^$'; fi
 if [[ " $passes " == *" single "* ]]; then

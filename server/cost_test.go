@@ -92,6 +92,11 @@ type costHook struct {
 	names   []string
 	scripts []string // the script calls, as MONITOR prints them
 	wire    int      // commands counted from the wire (acknowledged writes), for the log
+	// The goroutines of hijacked connections (the streams) seen in this measurement and in
+	// the ones before: a stream measured up to its first event can still be setting up when
+	// the next request is measured (beside a CPU hog: a HEAD counted a stream's HGETALLs,
+	// 2026-12-03), and those commands are not that request's.
+	hijackNow, hijackOld map[int64]bool
 }
 
 // setupCommands open a pooled connection; they are the pool's, not a request's.
@@ -115,8 +120,28 @@ func (h *costHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// counts reports whether the calling goroutine's commands count for the request being
+// measured: it serves an HTTP request, and not the stream of an earlier measurement.
+func (h *costHook) counts() bool {
+	ok, hijacked := fromRequest()
+	if !ok || !hijacked {
+		return ok
+	}
+	id := goroutineID()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hijackOld[id] {
+		return false // an earlier measurement's stream, still setting up
+	}
+	if h.hijackNow == nil {
+		h.hijackNow = map[int64]bool{}
+	}
+	h.hijackNow[id] = true
+	return true
+}
+
 func (h *costHook) add(cmds ...redis.Cmder) {
-	if !fromRequest() {
+	if !h.counts() {
 		return
 	}
 	var names []string
@@ -151,6 +176,13 @@ func (h *costHook) take() (int, []string) {
 	defer h.mu.Unlock()
 	n, names := h.n, h.names
 	h.n, h.names, h.scripts = 0, nil, nil
+	if h.hijackOld == nil {
+		h.hijackOld = map[int64]bool{}
+	}
+	for id := range h.hijackNow {
+		h.hijackOld[id] = true
+	}
+	h.hijackNow = nil
 	return n, names
 }
 
@@ -195,7 +227,7 @@ type waitConn struct {
 }
 
 func (c waitConn) Write(b []byte) (int, error) {
-	if bytes.Contains(b, []byte("\r\nWAIT\r\n")) && fromRequest() {
+	if bytes.Contains(b, []byte("\r\nWAIT\r\n")) && c.h.counts() {
 		names := respCommands(b)
 		c.h.count(names...)
 		c.h.mu.Lock()
@@ -230,20 +262,33 @@ func respCommands(b []byte) []string {
 	return names
 }
 
-// fromRequest reports whether the calling goroutine serves an HTTP request.
-func fromRequest() bool {
+// fromRequest reports whether the calling goroutine serves an HTTP request, and whether
+// that is a hijacked connection's (a stream's).
+func fromRequest() (ok, hijacked bool) {
 	pcs := make([]uintptr, 512)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
 	for {
 		f, more := frames.Next()
-		if strings.HasPrefix(f.Function, "github.com/valyala/fasthttp.") &&
-			(strings.HasSuffix(f.Function, ".serveConn") || strings.HasSuffix(f.Function, ".hijackConnHandler")) {
-			return true
+		if strings.HasPrefix(f.Function, "github.com/valyala/fasthttp.") {
+			if strings.HasSuffix(f.Function, ".hijackConnHandler") {
+				return true, true
+			}
+			if strings.HasSuffix(f.Function, ".serveConn") {
+				return true, false
+			}
 		}
 		if !more {
-			return false
+			return false, false
 		}
 	}
+}
+
+// goroutineID is the calling goroutine's number, from its stack's first line.
+func goroutineID() int64 {
+	var buf [64]byte
+	line, _ := strings.CutPrefix(string(buf[:runtime.Stack(buf[:], false)]), "goroutine ") // "goroutine 123 [running]:…"
+	id, _ := strconv.ParseInt(line[:max(0, strings.IndexByte(line, ' '))], 10, 64)
+	return id
 }
 
 // startCounted is startInProcess with hook on the request path's Redis client.

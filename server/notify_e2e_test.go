@@ -160,7 +160,7 @@ func TestNotifyEmailReminders(t *testing.T) {
 	// leader's scan (at most one a second) to see it. Left to run at 2 a second, the near
 	// window was one second, and a scan late by that much (two clusters' tests beside a CPU
 	// hog, 2026-12-03) found the place admitted: one message, the turn's, as designed.
-	if res := admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": false, "max_active": 2, "max_active_share_per_ip": 1}); res.StatusCode >= 300 {
+	if res := admin(t, in, "PUT", "/admin/api/queues/"+q, map[string]any{"paused": false, "max_active": 2}); res.StatusCode >= 300 {
 		t.Fatalf("unpause: %d", res.StatusCode)
 	}
 	// An upper bound, not a verdict (it takes seconds): if the wait fails, the log says where

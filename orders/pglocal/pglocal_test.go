@@ -206,25 +206,52 @@ func TestFindBinDir(t *testing.T) {
 	t.Logf("binaries %s, PostgreSQL %s", dir, major)
 }
 
-// TestInitCacheCopiesOneInitdb: two servers started with the same InitCache share one
-// initdb (the cache holds exactly one cluster afterwards), each gets a data directory of
-// its own (a table made in one is not in the other), and each answers with its own
-// password over TCP.
+// TestInitCacheCopiesOneInitdb: two servers started at once with the same InitCache share
+// one initdb'd cluster (the cache holds exactly one entry afterwards, whichever made it),
+// each gets a data directory of its own (a table made in one is not in the other, 0700),
+// and each keeps its own password (b refuses a's). A cache folder others may write to is
+// not used: initdb runs as without one.
 func TestInitCacheCopiesOneInitdb(t *testing.T) {
 	t.Parallel()
 	base := baseDir(t)
 	cache := filepath.Join(base, "cache")
-	a := start(t, pglocal.Options{DataDir: filepath.Join(base, "a"), InitCache: cache})
-	b := start(t, pglocal.Options{DataDir: filepath.Join(base, "b"), InitCache: cache})
+	ins := make([]*pglocal.Instance, 2)
+	done := make(chan error, 2)
+	for i, name := range []string{"a", "b"} {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			in, err := pglocal.Start(ctx, pglocal.Options{DataDir: filepath.Join(base, name), InitCache: cache,
+				BinDir: os.Getenv("PG_BINDIR"), NoSync: true, StartTimeout: 3 * time.Minute})
+			ins[i] = in
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	}
+	a, b := ins[0], ins[1]
+	t.Cleanup(func() { _ = a.Stop(); _ = b.Stop() })
 	entries, err := os.ReadDir(cache)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 || !entries[0].IsDir() {
-		t.Fatalf("the cache holds %v, want one initdb'd cluster", entries)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
 	}
-	if _, err := os.Stat(filepath.Join(cache, entries[0].Name(), "PG_VERSION")); err != nil {
+	if len(entries) != 1 || !entries[0].IsDir() || !strings.HasPrefix(names[0], "pg") {
+		t.Fatalf("the cache holds %v, want one initdb'd cluster", names)
+	}
+	if _, err := os.Stat(filepath.Join(cache, names[0], "PG_VERSION")); err != nil {
 		t.Fatalf("the cached cluster: %v", err)
+	}
+	for _, in := range ins {
+		if st, err := os.Stat(in.DataDir()); err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("data directory %s: %v %v, want 0700", in.DataDir(), st.Mode().Perm(), err)
+		}
 	}
 	if err := exec(t, a.URL(), "CREATE TABLE only_in_a (x int)"); err != nil {
 		t.Fatal(err)
@@ -235,7 +262,31 @@ func TestInitCacheCopiesOneInitdb(t *testing.T) {
 	if n := count(t, a.URL(), "SELECT count(*) FROM pg_class WHERE relname = 'only_in_a'"); n != 1 {
 		t.Fatalf("a lost its table")
 	}
-	if a.URL() == b.URL() {
-		t.Fatalf("a and b answer at the same URL %s", a.URL())
+	ua, _ := url.Parse(a.URL())
+	ub, _ := url.Parse(b.URL())
+	pa, _ := ua.User.Password()
+	pb, _ := ub.User.Password()
+	ub.User = url.UserPassword("postgres", pa)
+	if pa == pb {
+		t.Fatalf("a and b have the same password")
+	}
+	if err := exec(t, ub.String(), "SELECT 1"); err == nil {
+		t.Fatalf("b accepted a's password")
+	}
+
+	// A cache folder others may write to: not used, and the server starts all the same.
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, pglocal.Options{DataDir: filepath.Join(base, "c"), InitCache: open})
+	if n := count(t, c.URL(), "SELECT 1"); n != 1 {
+		t.Fatalf("c answers %d", n)
+	}
+	if left, _ := os.ReadDir(open); len(left) != 0 {
+		t.Fatalf("the open cache folder was used: %v", left)
 	}
 }

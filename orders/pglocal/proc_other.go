@@ -4,7 +4,6 @@ package pglocal
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"syscall"
 )
@@ -30,4 +29,4 @@ func signalProcess(p *os.Process, _ syscall.Signal) error {
 	return p.Kill()
 }
 
-func sameOwner(string, fs.FileInfo) error { return errUnsupported }
+func privateDir(string) error { return errUnsupported }

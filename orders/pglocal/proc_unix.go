@@ -5,7 +5,6 @@ package pglocal
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -123,12 +122,21 @@ const (
 	sigKill = syscall.SIGKILL
 )
 
-// sameOwner gives path the owner of info's file when this process is root (a copy made by
-// root is root's otherwise).
-func sameOwner(path string, info fs.FileInfo) error {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok || os.Geteuid() != 0 {
-		return nil
+// privateDir fails unless dir is a directory (not a symbolic link) owned by this process's
+// user and writable by nobody else.
+func privateDir(dir string) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
 	}
-	return os.Lchown(path, int(st.Uid), int(st.Gid))
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	case !ok || int(sys.Uid) != os.Geteuid():
+		return fmt.Errorf("%s is not this user's", dir)
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (%v)", dir, st.Mode().Perm())
+	}
+	return nil
 }

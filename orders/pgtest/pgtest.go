@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -184,7 +185,7 @@ func start(dataDir string, settings map[string]string) (*pglocal.Instance, error
 		NoSync:  true,
 		// initdb once per machine and binaries, copied for every test binary and private
 		// server after that (~25 a test command: 1.1 CPU-seconds each, a copy ~0.1).
-		InitCache: filepath.Join(os.TempDir(), "waitroom-pgtest-initdb"),
+		InitCache: filepath.Join(os.TempDir(), "waitroom-pgtest-initdb-"+strconv.Itoa(os.Geteuid())),
 		Settings:  settings,
 	})
 }
