@@ -604,14 +604,25 @@ func TestEmptiedLaneCostsNothing(t *testing.T) {
 	if err != nil || s.Priority.Head != 2 || s.Priority.Tail != 2 || s.Priority.Waiting != 0 || len(s.Priority.Gone) != 0 {
 		t.Fatalf("snapshot %+v %v", s.Priority, err)
 	}
-	if p, e := tick("plain"), tick("emptied"); p != e {
+	// The least of three ticks each: a tick's own commands are the same every time, while a
+	// pooled connection dialled during one (HELLO and the like, on a busy machine) is not
+	// the tick's (a fresh-clone run on a cluster beside the fuzz runs, 2026-12-03: 31 vs 29).
+	least := func(name string) int64 {
+		n := tick(name)
+		for range 2 {
+			n = min(n, tick(name))
+		}
+		return n
+	}
+	if p, e := least("plain"), least("emptied"); p != e {
 		t.Fatalf("an idle tick costs %d commands with an emptied lane, %d without lanes", e, p)
 	}
 }
 
 // cmdCalls is every command Redis has run (INFO commandstats, scripts' commands
 // included), without INFO itself; on a cluster, the sum over its masters, without what the
-// cluster's own machinery sends them (replicas' REPLCONF ACK, clients' CLUSTER and PING).
+// cluster's own machinery sends them (replicas' REPLCONF ACK, clients' CLUSTER and PING) and
+// without a new pooled connection's set-up (HELLO, AUTH, SELECT, CLIENT, READONLY).
 func cmdCalls(t testing.TB, srv *redistest.Server) int64 {
 	var n int64
 	err := srv.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
@@ -622,7 +633,9 @@ func cmdCalls(t testing.TB, srv *redistest.Server) int64 {
 		for _, l := range strings.Split(s, "\n") {
 			if !strings.HasPrefix(l, "cmdstat_") || strings.HasPrefix(l, "cmdstat_info:") ||
 				strings.HasPrefix(l, "cmdstat_replconf:") || strings.HasPrefix(l, "cmdstat_cluster|") ||
-				strings.HasPrefix(l, "cmdstat_ping:") {
+				strings.HasPrefix(l, "cmdstat_ping:") || strings.HasPrefix(l, "cmdstat_hello:") ||
+				strings.HasPrefix(l, "cmdstat_auth:") || strings.HasPrefix(l, "cmdstat_select:") ||
+				strings.HasPrefix(l, "cmdstat_client|") || strings.HasPrefix(l, "cmdstat_readonly:") {
 				continue
 			}
 			i := strings.Index(l, "calls=")
