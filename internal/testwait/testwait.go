@@ -37,6 +37,21 @@ func Backoff(prev time.Duration) time.Duration {
 // condition that already holds.
 func For(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	poll(t, timeout, what, cond, Backoff)
+}
+
+// Every polls cond every interval (not faster) until it holds, as For does otherwise: for a
+// condition known to take seconds whose poll is dear (several /metrics pages and a
+// PostgreSQL query through instances under the race detector), where For's 50-ms pace
+// spent most of the test's CPU polling.
+func Every(t testing.TB, interval, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	poll(t, timeout, what, cond, func(time.Duration) time.Duration { return interval })
+}
+
+// poll is For and Every: next gives the wait after the one before (0 first).
+func poll(t testing.TB, timeout time.Duration, what string, cond func() bool, next func(time.Duration) time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var wait time.Duration
 	for !cond() {
@@ -46,25 +61,7 @@ func For(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 			}
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		wait = Backoff(wait)
+		wait = next(wait)
 		time.Sleep(wait)
-	}
-}
-
-// Every polls cond every interval (not faster) until it holds, as For does otherwise: for a
-// condition known to take seconds whose poll is dear (several /metrics pages and a
-// PostgreSQL query through instances under the race detector), where For's 50-ms pace
-// spent most of the test's CPU polling.
-func Every(t testing.TB, interval, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			if cond() {
-				return
-			}
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(interval)
 	}
 }
