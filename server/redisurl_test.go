@@ -24,6 +24,10 @@ func TestUnreachableRedisClusterIsOneClearLine(t *testing.T) {
 	env := map[string]string{
 		"REDIS_URL": "redis://:hunter2@127.0.0.1:" + strconv.Itoa(p1) + "?addr=127.0.0.1:" + strconv.Itoa(p2),
 		"WR_ADDR":   "127.0.0.1:0", "WR_DATA_DIR": t.TempDir(), "WR_LOG_LEVEL": "info",
+		// A database that answers: without one the zero-config PostgreSQL under WR_DATA_DIR
+		// (a 0700 folder, unreachable for the postgres user when root) could fail first
+		// and be the error (red in a fresh-clone run, 2026-12-03).
+		"DATABASE_URL": testDB(t),
 	}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
